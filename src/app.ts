@@ -1,0 +1,103 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import pino from 'pino';
+import type { Resource } from 'fhir/r4';
+import type { Config } from './config';
+import { fhirError } from './fhir/errors';
+import type { ResourceSchema } from './fhir/resource-schema';
+import { registerAuth } from './http/auth';
+import { clientErrorHandler, registerErrorHandling, sendError } from './http/errors';
+import { acceptsJson, registerFhirJson } from './http/fhir-json';
+import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
+import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
+import { registerOperationDefinitionRoutes } from './http/routes/operation-definitions';
+import { registerOperationRoutes } from './http/routes/operations';
+import { registerResourceRoutes } from './http/routes/resources';
+import type { OperationRegistry } from './operations/registry';
+import type { Repository } from './storage/repository';
+
+export const FHIR_BASE = '/fhir/R4';
+
+export interface AppParts<S> {
+  config: Config;
+  repository: Repository;
+  schema: ResourceSchema;
+  registry: OperationRegistry<S>;
+  services: S;
+  software: MetadataOptions<S>['software'];
+  /** Reads the target of an instance-level operation; defaults to the repository. */
+  readInstance?: (type: string, id: string) => Promise<Resource>;
+  decorateCapabilities?: MetadataOptions<S>['decorate'];
+  metadataModes?: MetadataOptions<S>['modes'];
+  /** Where log lines go; stdout when not given. */
+  logStream?: NodeJS.WritableStream;
+}
+
+/** Builds the Fastify app with every plugin in order. It never listens; `server.ts` does. */
+export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> {
+  const { config, registry } = parts;
+  const logger = pino(
+    { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
+    parts.logStream ?? process.stdout,
+  );
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    logController: new OneLinePerRequest(),
+    genReqId: requestId,
+    bodyLimit: config.bodyLimit,
+    // `%24op` and `$op` name the same operation; route on one spelling.
+    rewriteUrl: (req) => rewriteDollar(req.url ?? '/'),
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    clientErrorHandler,
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+  });
+
+  registerErrorHandling(app, { bodyLimit: config.bodyLimit });
+  registerRequestId(app);
+  registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
+  app.addHook('onRequest', async (request, reply) => {
+    const format = (request.query as { _format?: string } | undefined)?._format;
+    const accept = request.headers.accept;
+    if (!acceptsJson(accept, format)) {
+      return sendError(reply, fhirError('ERR_FORMAT_NOT_ACCEPTABLE', { accept: String(format ?? accept).slice(0, 100) }));
+    }
+  });
+  registerFhirJson(app);
+
+  const readOnlyTypes = new Set(['OperationDefinition']);
+  const resourceTypes = [...parts.schema.resourceTypes].sort();
+  registerMetadataRoute(app, {
+    base: FHIR_BASE,
+    registry,
+    resourceTypes,
+    readOnlyTypes,
+    software: parts.software,
+    decorate: parts.decorateCapabilities,
+    modes: parts.metadataModes,
+  });
+  registerOperationDefinitionRoutes(app, { base: FHIR_BASE, registry });
+  registerOperationRoutes(app, {
+    base: FHIR_BASE,
+    registry,
+    services: parts.services,
+    operationTimeoutMs: config.operationTimeoutMs,
+    readInstance:
+      parts.readInstance ?? (async (type, id) => (await parts.repository.read(type, id)).resource as Resource),
+  });
+  registerResourceRoutes(app, {
+    base: FHIR_BASE,
+    repository: parts.repository,
+    schema: parts.schema,
+    registry,
+    reservedTypes: readOnlyTypes,
+  });
+  await app.ready();
+  return app;
+}
+
+function rewriteDollar(url: string): string {
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  if (!/%24/i.test(path)) return url;
+  return path.replace(/%24/gi, '$') + (q < 0 ? '' : url.slice(q));
+}

@@ -1,0 +1,47 @@
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app';
+import type { Config } from './config';
+import { ResourceSchema } from './fhir/resource-schema';
+import { DEFINITIONS_DIR, operationModules } from './operations/index';
+import { buildRegistry, loadDefinitions } from './operations/registry';
+import type { AppServices } from './services';
+import { openStore } from './storage/open-store';
+import { Repository } from './storage/repository';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
+
+export interface ServerApp {
+  app: FastifyInstance;
+  /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
+  close(): Promise<void>;
+}
+
+/** Everything production needs, wired: storage (migrated), registry, services, app. */
+export async function createServerApp(config: Config, options: { logStream?: NodeJS.WritableStream } = {}): Promise<ServerApp> {
+  const registry = buildRegistry<AppServices>(loadDefinitions(DEFINITIONS_DIR), operationModules);
+  const store = await openStore(config);
+  try {
+    const repository = new Repository(store);
+    const services: AppServices = { config, repository };
+    const app = await buildApp({
+      config,
+      repository,
+      schema: new ResourceSchema(),
+      registry,
+      services,
+      software: { name: pkg.name, version: pkg.version },
+      logStream: options.logStream,
+    });
+    return {
+      app,
+      close: async () => {
+        await app.close();
+        await store.close();
+      },
+    };
+  } catch (err) {
+    await store.close().catch(() => undefined);
+    throw err;
+  }
+}

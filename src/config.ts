@@ -1,0 +1,129 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { parseEnv } from 'node:util';
+
+/** Everything the server can be told from outside, already checked. */
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl?: string;
+  authTokens: string[];
+  allowAnonymous: boolean;
+  logLevel: LogLevel;
+  bodyLimit: number;
+  /** Largest expansion the server will build before answering too-costly. */
+  expansionLimit: number;
+  /** Time budget of one operation, in milliseconds. */
+  operationTimeoutMs: number;
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** A configuration value that cannot be used; the message names the variable. */
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Reads `.env` (when present) under the process environment: a variable set in the
+ * environment wins over the file, as with every dotenv convention.
+ */
+export function readEnv(envFile = '.env', env: Env = process.env): Env {
+  if (!existsSync(envFile)) return { ...env };
+  let fromFile: Env;
+  try {
+    fromFile = parseEnv(readFileSync(envFile, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`${envFile}: cannot be read (${(err as Error).message})`);
+  }
+  return { ...fromFile, ...env };
+}
+
+export function loadConfig(env: Env): Config {
+  const host = text(env, 'HOST', '127.0.0.1');
+  const authTokens = tokens(env);
+  const allowAnonymous = bool(env, 'ALLOW_ANONYMOUS', false);
+  if (authTokens.length === 0 && !isLoopback(host) && !allowAnonymous) {
+    throw new ConfigError(
+      `AUTH_TOKENS: required when HOST (${host}) is not a loopback address; set ALLOW_ANONYMOUS=true to serve without authentication`,
+    );
+  }
+  const databaseUrl = env.DATABASE_URL?.trim() || undefined;
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL: must be a postgres:// or postgresql:// URL');
+  }
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host,
+    dataDir: text(env, 'DATA_DIR', './data'),
+    databaseUrl,
+    authTokens,
+    allowAnonymous,
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    bodyLimit: size(env, 'BODY_LIMIT', 10 * 1024 * 1024),
+    expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
+    operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
+  };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+function text(env: Env, name: string, fallback: string): string {
+  const value = env[name]?.trim();
+  if (value === undefined || value === '') return fallback;
+  return value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(`${name}: '${raw}' is not a whole number from ${min} to ${max}`);
+  }
+  return Number(raw);
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1' || raw === 'yes') return true;
+  if (raw === 'false' || raw === '0' || raw === 'no') return false;
+  throw new ConfigError(`${name}: '${env[name]}' is not true or false`);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name}: '${raw}' is not one of ${allowed.join(', ')}`);
+  }
+  return raw as T;
+}
+
+/** A byte count, plain or with a kb/mb suffix (BODY_LIMIT=10mb). */
+function size(env: Env, name: string, fallback: number): number {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  const match = /^(\d+)\s*(b|kb|k|mb|m)?$/.exec(raw);
+  if (!match) throw new ConfigError(`${name}: '${env[name]}' is not a size such as 1048576, 512kb or 10mb`);
+  const unit = match[2] ?? 'b';
+  const factor = unit.startsWith('m') ? 1024 * 1024 : unit.startsWith('k') ? 1024 : 1;
+  const bytes = Number(match[1]) * factor;
+  if (bytes < 1024 || bytes > 1024 * 1024 * 1024) throw new ConfigError(`${name}: must be between 1kb and 1024mb`);
+  return bytes;
+}
+
+function tokens(env: Env): string[] {
+  const raw = env.AUTH_TOKENS?.trim();
+  if (!raw) return [];
+  const list = raw.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  for (const token of list) {
+    if (token.length < 16 || !/^[\x21-\x7e]+$/.test(token)) {
+      throw new ConfigError('AUTH_TOKENS: every token must be at least 16 printable characters without spaces');
+    }
+  }
+  return list;
+}

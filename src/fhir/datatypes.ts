@@ -1,0 +1,132 @@
+/**
+ * FHIR R4 data types as the parameter layer needs them: which are primitive, how a query-string
+ * value becomes a typed value, and which value[x] types stand in for a declared type.
+ */
+
+export type PrimitiveValue = string | number | boolean;
+
+const PRIMITIVE_PATTERNS: Record<string, RegExp> = {
+  boolean: /^(true|false)$/,
+  integer: /^(0|[-+]?[1-9][0-9]*)$/,
+  positiveInt: /^\+?[1-9][0-9]*$/,
+  unsignedInt: /^(0|\+?[1-9][0-9]*)$/,
+  decimal: /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/,
+  date: /^([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1]))?)?$/,
+  dateTime:
+    /^([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00)))?)?)?$/,
+  instant:
+    /^([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))$/,
+  time: /^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?$/,
+  code: /^[^\s]+(\s[^\s]+)*$/,
+  id: /^[A-Za-z0-9\-.]{1,64}$/,
+  oid: /^urn:oid:[0-2](\.(0|[1-9][0-9]*))+$/,
+  uuid: /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
+  uri: /^\S*$/,
+  url: /^\S*$/,
+  canonical: /^\S*$/,
+  base64Binary: /^(\s*([0-9a-zA-Z+/=]){4}\s*)+$/,
+  markdown: /^[\s\S]+$/,
+  string: /^[\s\S]+$/,
+};
+
+export function isPrimitiveType(type: string): boolean {
+  return type in PRIMITIVE_PATTERNS;
+}
+
+/** FHIR's rule: a type whose name starts lower-case is primitive (seed rule for GET). */
+export function isSimpleTypeName(type: string | undefined): boolean {
+  return type !== undefined && /^[a-z]/.test(type);
+}
+
+/** Parses a query-string value by its declared type; undefined when it does not parse. */
+export function parsePrimitive(type: string, raw: string): PrimitiveValue | undefined {
+  const pattern = PRIMITIVE_PATTERNS[type];
+  if (pattern === undefined || !pattern.test(raw)) return undefined;
+  switch (type) {
+    case 'boolean':
+      return raw === 'true';
+    case 'integer':
+    case 'positiveInt':
+    case 'unsignedInt': {
+      const n = Number(raw);
+      return Number.isSafeInteger(n) && n <= 2147483647 && n >= -2147483648 ? n : undefined;
+    }
+    case 'decimal': {
+      const n = Number(raw);
+      return Number.isFinite(n) ? n : undefined;
+    }
+    default:
+      return raw;
+  }
+}
+
+/** Checks a JSON value from a POST body against a primitive type. */
+export function isValidPrimitive(type: string, value: unknown): boolean {
+  switch (type) {
+    case 'boolean':
+      return typeof value === 'boolean';
+    case 'integer':
+    case 'unsignedInt':
+    case 'positiveInt':
+      return (
+        typeof value === 'number' &&
+        Number.isInteger(value) &&
+        (type === 'integer' || value >= (type === 'positiveInt' ? 1 : 0))
+      );
+    case 'decimal':
+      return typeof value === 'number' && Number.isFinite(value);
+    default: {
+      if (typeof value !== 'string') return false;
+      const pattern = PRIMITIVE_PATTERNS[type];
+      return pattern === undefined || pattern.test(value);
+    }
+  }
+}
+
+/**
+ * Types a value[x] may carry for a declared type. FHIR derives canonical, url, oid and uuid
+ * from uri, and code, id and markdown from string, so a value of a derived type is a value of
+ * the declared one (clients routinely send valueCanonical for a uri parameter).
+ */
+const ACCEPTED_FOR: Record<string, readonly string[]> = {
+  uri: ['uri', 'url', 'canonical', 'oid', 'uuid'],
+  canonical: ['canonical', 'uri', 'url'],
+  url: ['url', 'uri'],
+  string: ['string', 'code', 'id', 'markdown', 'uri', 'canonical', 'url'],
+  code: ['code', 'string', 'id'],
+  id: ['id', 'string', 'code'],
+  integer: ['integer', 'positiveInt', 'unsignedInt'],
+  decimal: ['decimal', 'integer'],
+  dateTime: ['dateTime', 'date', 'instant'],
+  date: ['date'],
+};
+
+export function acceptsType(declared: string, actual: string): boolean {
+  if (declared === actual) return true;
+  if (declared === 'Element' || declared === '*' || declared === 'Any') return true;
+  return ACCEPTED_FOR[declared]?.includes(actual) ?? false;
+}
+
+/** `valueCodeableConcept` -> `CodeableConcept`, `valueUri` -> `uri`. */
+export function typeOfValueKey(key: string): string {
+  const suffix = key.slice('value'.length);
+  const complex = suffix.charAt(0).toLowerCase() + suffix.slice(1);
+  return isPrimitiveType(complex) ? complex : suffix;
+}
+
+/** `CodeableConcept` -> `valueCodeableConcept`, `uri` -> `valueUri`. */
+export function valueKeyOfType(type: string): string {
+  return 'value' + type.charAt(0).toUpperCase() + type.slice(1);
+}
+
+/** The data types (complex) a Parameters value[x] may hold in R4. */
+const COMPLEX_TYPES = new Set([
+  'Address', 'Age', 'Annotation', 'Attachment', 'CodeableConcept', 'Coding', 'ContactPoint', 'Count', 'Distance',
+  'Duration', 'HumanName', 'Identifier', 'Money', 'Period', 'Quantity', 'Range', 'Ratio', 'Reference', 'SampledData',
+  'Signature', 'Timing', 'ContactDetail', 'Contributor', 'DataRequirement', 'Expression', 'ParameterDefinition',
+  'RelatedArtifact', 'TriggerDefinition', 'UsageContext', 'Dosage', 'Meta',
+]);
+
+export function isKnownValueType(type: string): boolean {
+  return isPrimitiveType(type) || COMPLEX_TYPES.has(type);
+}

@@ -1,0 +1,134 @@
+import type { OperationOutcome, OperationOutcomeIssue } from 'fhir/r4';
+
+/**
+ * The one catalogue of errors the server answers with. Each code has its HTTP status, its
+ * OperationOutcome issue code and a message template; code everywhere throws `fhirError(code, ...)`
+ * and the HTTP layer turns it into an OperationOutcome in one place.
+ */
+type IssueCode = OperationOutcomeIssue['code'];
+
+interface ErrorSpec<P> {
+  status: number;
+  issue: IssueCode;
+  message: (p: P) => string;
+}
+
+function spec<P = Record<string, never>>(status: number, issue: IssueCode, message: (p: P) => string): ErrorSpec<P> {
+  return { status, issue, message };
+}
+
+export const ERRORS = {
+  // routing
+  ERR_ROUTE_UNKNOWN: spec<{ method: string; path: string }>(404, 'not-found', (p) => `There is no ${p.method} ${p.path} on this server`),
+  ERR_ROUTE_METHOD: spec<{ method: string; path: string; allowed: string }>(
+    405, 'not-supported', (p) => `${p.method} is not allowed on ${p.path}; use ${p.allowed}`),
+  ERR_URL_MALFORMED: spec(400, 'invalid', () => 'The request URL is malformed'),
+  ERR_REQUEST_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The request cannot be read: ${p.reason}`),
+  ERR_TYPE_UNKNOWN: spec<{ type: string }>(404, 'not-supported', (p) => `Resource type '${p.type}' is not supported by this server`),
+  ERR_TYPE_READ_ONLY: spec<{ type: string }>(405, 'not-supported', (p) => `${p.type} resources are read-only on this server`),
+  // operations
+  ERR_OP_UNKNOWN: spec<{ code: string; where: string }>(404, 'not-supported', (p) => `Operation $${p.code} is not known ${p.where}`),
+  ERR_OP_LEVEL: spec<{ code: string; level: string; levels: string }>(
+    400, 'not-supported', (p) => `Operation $${p.code} cannot be invoked at the ${p.level} level (allowed: ${p.levels})`),
+  ERR_OP_GET_AFFECTS_STATE: spec<{ code: string }>(
+    405, 'not-supported', (p) => `Operation $${p.code} changes state and must be invoked with POST`),
+  ERR_OP_OUTPUT: spec<{ code: string }>(500, 'exception', (p) => `Operation $${p.code} produced an answer that breaks its definition`),
+  ERR_OP_TOO_COSTLY: spec<{ what: string }>(422, 'too-costly', (p) => p.what),
+  ERR_OP_TIMEOUT: spec<{ code: string; ms: number }>(
+    422, 'too-costly', (p) => `Operation $${p.code} did not finish within its time budget of ${p.ms} ms`),
+  // request bodies
+  ERR_BODY_JSON: spec<{ reason: string }>(400, 'structure', (p) => `The request body is not valid JSON: ${p.reason}`),
+  ERR_BODY_TOO_DEEP: spec<{ limit: number }>(400, 'structure', (p) => `The request body is nested more than ${p.limit} levels deep`),
+  ERR_BODY_MISSING: spec(400, 'required', () => 'The request needs a body'),
+  ERR_BODY_TOO_LARGE: spec<{ limit: number }>(413, 'too-costly', (p) => `The request body is larger than ${p.limit} bytes`),
+  ERR_BODY_CONTENT_TYPE: spec<{ contentType: string }>(
+    415, 'not-supported', (p) => `Content-Type '${p.contentType}' is not supported; send application/fhir+json or application/json`),
+  ERR_BODY_NOT_RESOURCE: spec<{ expected: string }>(400, 'structure', (p) => `The request body must be a ${p.expected} resource`),
+  ERR_BODY_NOT_PARAMETERS: spec<{ found: string }>(
+    400, 'structure', (p) => `An operation invoked with POST takes a Parameters resource, not ${p.found}`),
+  // operation parameters
+  ERR_PARAM_MISSING: spec<{ name: string }>(400, 'required', (p) => `Parameter '${p.name}' is required`),
+  ERR_PARAM_TOO_MANY: spec<{ name: string; max: string; count: number }>(
+    400, 'invalid', (p) => `Parameter '${p.name}' may occur at most ${p.max} time(s), not ${p.count}`),
+  ERR_PARAM_TYPE: spec<{ name: string; expected: string; found: string }>(
+    400, 'invalid', (p) => `Parameter '${p.name}' must be of type ${p.expected}, not ${p.found}`),
+  ERR_PARAM_VALUE: spec<{ name: string; type: string; value: string }>(
+    400, 'invalid', (p) => `Parameter '${p.name}' value '${p.value}' is not a valid ${p.type}`),
+  ERR_PARAM_SHAPE: spec<{ name: string; reason: string }>(400, 'structure', (p) => `Parameter '${p.name}': ${p.reason}`),
+  ERR_PARAM_UNKNOWN: spec<{ name: string; code: string }>(
+    400, 'not-supported', (p) => `Parameter '${p.name}' is not defined for $${p.code} (Prefer: handling=strict)`),
+  ERR_PARAM_NOT_IN_GET: spec<{ name: string; type: string }>(
+    400, 'not-supported', (p) => `Parameter '${p.name}' is of type ${p.type} and cannot be given in a GET; use POST with a Parameters body`),
+  ERR_PARAM_RULE: spec<{ message: string }>(400, 'invalid', (p) => p.message),
+  // resources
+  ERR_RESOURCE_NOT_FOUND: spec<{ type: string; id: string }>(404, 'not-found', (p) => `${p.type}/${p.id} is not known`),
+  ERR_RESOURCE_DELETED: spec<{ type: string; id: string }>(410, 'deleted', (p) => `${p.type}/${p.id} has been deleted`),
+  ERR_VERSION_NOT_FOUND: spec<{ type: string; id: string; vid: string }>(
+    404, 'not-found', (p) => `${p.type}/${p.id} has no version ${p.vid}`),
+  ERR_RESOURCE_INVALID: spec<{ type: string; path: string; reason: string }>(
+    400, 'structure', (p) => `The ${p.type} is not valid at ${p.path}: ${p.reason}`),
+  ERR_RESOURCE_TYPE_MISMATCH: spec<{ expected: string; found: string }>(
+    400, 'invalid', (p) => `The body is a ${p.found} but the URL is for ${p.expected}`),
+  ERR_RESOURCE_ID_MISSING: spec(400, 'required', () => 'The resource in an update must carry the id given in the URL'),
+  ERR_RESOURCE_ID_MISMATCH: spec<{ url: string; body: string }>(
+    400, 'invalid', (p) => `The id in the body ('${p.body}') differs from the id in the URL ('${p.url}')`),
+  ERR_RESOURCE_ID_INVALID: spec<{ id: string }>(400, 'invalid', (p) => `'${p.id}' is not a valid resource id`),
+  ERR_VERSION_IF_MATCH_INVALID: spec<{ value: string }>(400, 'invalid', (p) => `If-Match '${p.value}' is not an ETag such as W/"3"`),
+  ERR_VERSION_CONFLICT: spec<{ type: string; id: string; expected: string; current: string }>(
+    412, 'conflict', (p) => `If-Match expects ${p.type}/${p.id} at version ${p.expected}, but it is ${p.current}`),
+  ERR_WRITE_CONFLICT: spec<{ type: string; id: string }>(
+    409, 'conflict', (p) => `${p.type}/${p.id} was changed by another request at the same time; try again`),
+  ERR_SEARCH_PARAM: spec<{ name: string; value: string }>(400, 'invalid', (p) => `Search parameter '${p.name}' has an invalid value '${p.value}'`),
+  // security
+  ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
+  ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),
+  // infrastructure
+  ERR_STORAGE_UNAVAILABLE: spec(503, 'transient', () => 'The storage is not available right now; try again shortly'),
+  ERR_FORMAT_NOT_ACCEPTABLE: spec<{ accept: string }>(406, 'not-supported', (p) => `Cannot answer in '${p.accept}'; this server speaks application/fhir+json`),
+  ERR_SERVER_INTERNAL: spec(500, 'exception', () => 'An unexpected error occurred; it has been logged'),
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+type ParamsOf<C extends ErrorCode> = (typeof ERRORS)[C] extends ErrorSpec<infer P> ? P : never;
+
+/** Thrown anywhere; answered as an OperationOutcome with the catalogue's status. */
+export class FhirError extends Error {
+  readonly status: number;
+  readonly outcome: OperationOutcome;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: { status: number; outcome: OperationOutcome; headers?: Record<string, string> },
+  ) {
+    super(message);
+    this.name = 'FhirError';
+    this.status = options.status;
+    this.outcome = options.outcome;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export interface FhirErrorOptions {
+  /** Where in the request the problem is (FHIRPath-like), e.g. `Parameters.parameter[2]`. */
+  expression?: string[];
+  headers?: Record<string, string>;
+  /** Replaces the catalogue's single issue, for answers whose issues have a fixed shape. */
+  issues?: OperationOutcomeIssue[];
+  /** Replaces the catalogue's status where a caller needs a different one in its family. */
+  status?: number;
+}
+
+export function fhirError<C extends ErrorCode>(code: C, params: ParamsOf<C>, options: FhirErrorOptions = {}): FhirError {
+  const entry = ERRORS[code] as ErrorSpec<ParamsOf<C>>;
+  const message = entry.message(params);
+  const issue: OperationOutcomeIssue = { severity: 'error', code: entry.issue, details: { text: message } };
+  if (options.expression) issue.expression = options.expression;
+  const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: options.issues ?? [issue] };
+  return new FhirError(code, message, { status: options.status ?? entry.status, outcome, headers: options.headers });
+}
+
+export function isFhirError(err: unknown): err is FhirError {
+  return err instanceof FhirError;
+}

@@ -1,0 +1,259 @@
+import type { Parameters, ParametersParameter, Resource } from 'fhir/r4';
+import { fhirError } from './errors';
+import {
+  acceptsType,
+  isKnownValueType,
+  isPrimitiveType,
+  isSimpleTypeName,
+  isValidPrimitive,
+  parsePrimitive,
+  typeOfValueKey,
+  valueKeyOfType,
+} from './datatypes';
+import type { OperationSpec, ParamSpec } from './operation-definition';
+
+/**
+ * The one module that turns a request into an operation's typed input and an operation's
+ * output into a response body, driven by the OperationDefinition. Handlers never see either.
+ */
+
+/** A value whose type is open in the definition (`Element`): the handler says which it is. */
+export class TypedValue {
+  constructor(
+    readonly type: string,
+    readonly value: unknown,
+  ) {}
+}
+
+export type OperationInput = Record<string, unknown>;
+export type OperationOutput = Record<string, unknown>;
+
+export interface ReadOptions {
+  /** `Prefer: handling=strict`: unknown parameter names are refused instead of ignored. */
+  strict: boolean;
+}
+
+/** Query names that belong to the HTTP exchange, never to an operation. */
+const RESERVED_QUERY = new Set(['_format', '_pretty', '_summary', '_elements']);
+
+// ---------------------------------------------------------------------------------------------
+// Input
+
+export function readQuery(
+  query: Record<string, string | string[] | undefined>,
+  spec: OperationSpec,
+  options: ReadOptions,
+): OperationInput {
+  const input: OperationInput = {};
+  for (const [name, raw] of Object.entries(query)) {
+    if (raw === undefined || RESERVED_QUERY.has(name)) continue;
+    const param = spec.inputs.find((p) => p.name === name);
+    if (!param) {
+      if (options.strict) throw fhirError('ERR_PARAM_UNKNOWN', { name, code: spec.code });
+      continue;
+    }
+    if (param.part.length > 0 || !isSimpleTypeName(param.type)) {
+      throw fhirError('ERR_PARAM_NOT_IN_GET', { name, type: param.type ?? 'a parameter with parts' });
+    }
+    const type = param.type as string;
+    const values = (Array.isArray(raw) ? raw : [raw]).map((text) => {
+      const value = parsePrimitive(type, text);
+      if (value === undefined) throw fhirError('ERR_PARAM_VALUE', { name, type, value: clip(text) });
+      return value;
+    });
+    assign(input, param, values);
+  }
+  checkMinimums(input, spec.inputs);
+  return input;
+}
+
+export function readParameters(body: unknown, spec: OperationSpec, options: ReadOptions): OperationInput {
+  if (!isObject(body) || body.resourceType !== 'Parameters') {
+    const found = isObject(body) && typeof body.resourceType === 'string' ? body.resourceType : 'something that is not a resource';
+    throw fhirError('ERR_BODY_NOT_PARAMETERS', { found });
+  }
+  const entries = body.parameter ?? [];
+  if (!Array.isArray(entries)) throw fhirError('ERR_PARAM_SHAPE', { name: 'parameter', reason: 'must be an array' });
+  return readEntries(entries, spec.inputs, spec.code, options, 'Parameters.parameter');
+}
+
+function readEntries(
+  entries: unknown[],
+  specs: ParamSpec[],
+  code: string,
+  options: ReadOptions,
+  where: string,
+): OperationInput {
+  const grouped = new Map<ParamSpec, unknown[]>();
+  entries.forEach((entry, index) => {
+    const at = `${where}[${index}]`;
+    if (!isObject(entry) || typeof entry.name !== 'string' || entry.name === '') {
+      throw fhirError('ERR_PARAM_SHAPE', { name: at, reason: 'every parameter needs a name' }, { expression: [at] });
+    }
+    const param = specs.find((p) => p.name === entry.name);
+    if (!param) {
+      if (options.strict) throw fhirError('ERR_PARAM_UNKNOWN', { name: entry.name, code }, { expression: [at] });
+      return;
+    }
+    const value = readEntry(entry as unknown as ParametersParameter, param, code, options, at);
+    const list = grouped.get(param) ?? [];
+    list.push(value);
+    grouped.set(param, list);
+  });
+  const input: OperationInput = {};
+  for (const [param, values] of grouped) assign(input, param, values);
+  checkMinimums(input, specs);
+  return input;
+}
+
+function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, options: ReadOptions, at: string): unknown {
+  const valueKeys = Object.keys(entry).filter((k) => k.startsWith('value'));
+  const hasResource = entry.resource !== undefined;
+  const hasPart = entry.part !== undefined;
+  const forms = valueKeys.length + (hasResource ? 1 : 0) + (hasPart ? 1 : 0);
+  if (forms === 0) {
+    throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'has no value, resource or part' }, { expression: [at] });
+  }
+  if (forms > 1) {
+    throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'carries more than one of value[x], resource and part' }, { expression: [at] });
+  }
+  if (param.part.length > 0) {
+    if (!hasPart || !Array.isArray(entry.part)) {
+      throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: 'parts', found: foundForm(entry, valueKeys) }, { expression: [at] });
+    }
+    return readEntries(entry.part, param.part, code, options, `${at}.part`);
+  }
+  const declared = param.type ?? 'Element';
+  if (isResourceType(declared)) {
+    if (!hasResource) {
+      throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: foundForm(entry, valueKeys) }, { expression: [at] });
+    }
+    const resource = entry.resource as unknown;
+    if (!isObject(resource) || typeof resource.resourceType !== 'string') {
+      throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'resource has no resourceType' }, { expression: [at] });
+    }
+    if (declared !== 'Resource' && declared !== 'DomainResource' && resource.resourceType !== declared) {
+      throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: resource.resourceType }, { expression: [at] });
+    }
+    return resource;
+  }
+  if (valueKeys.length !== 1) {
+    throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: foundForm(entry, valueKeys) }, { expression: [at] });
+  }
+  const key = valueKeys[0];
+  const actual = typeOfValueKey(key);
+  const value = (entry as unknown as Record<string, unknown>)[key];
+  if (!acceptsType(declared, actual)) {
+    throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: actual }, { expression: [`${at}.${key}`] });
+  }
+  if (isPrimitiveType(actual)) {
+    if (!isValidPrimitive(actual, value)) {
+      throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
+    }
+  } else if (!isObject(value)) {
+    throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
+  }
+  return declared === 'Element' ? new TypedValue(actual, value) : value;
+}
+
+function foundForm(entry: ParametersParameter, valueKeys: string[]): string {
+  if (valueKeys.length === 1) return typeOfValueKey(valueKeys[0]);
+  if (entry.resource) return `a ${entry.resource.resourceType ?? 'resource'} resource`;
+  if (entry.part) return 'parts';
+  return 'several values';
+}
+
+function assign(input: OperationInput, param: ParamSpec, values: unknown[]): void {
+  if (values.length > param.max) {
+    throw fhirError('ERR_PARAM_TOO_MANY', { name: param.path, max: param.maxText, count: values.length });
+  }
+  input[param.name] = param.max > 1 ? values : values[0];
+}
+
+function checkMinimums(input: OperationInput, specs: ParamSpec[]): void {
+  for (const param of specs) {
+    const value = input[param.name];
+    const count = value === undefined ? 0 : Array.isArray(value) && param.max > 1 ? value.length : 1;
+    if (count < param.min) throw fhirError('ERR_PARAM_MISSING', { name: param.path });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+/** Why an output breaks its definition; the caller logs it and answers 500. */
+export class OutputError extends Error {}
+
+export function writeOutput(output: OperationOutput, spec: OperationSpec): Resource {
+  if (spec.returnsResource) {
+    const value = output.return;
+    if (!isObject(value) || typeof value.resourceType !== 'string') throw new OutputError("'return' is not a resource");
+    return value as unknown as Resource;
+  }
+  const parameters: Parameters = { resourceType: 'Parameters', parameter: writeEntries(output, spec.outputs) };
+  if (parameters.parameter?.length === 0) delete parameters.parameter;
+  return parameters;
+}
+
+function writeEntries(output: OperationOutput, specs: ParamSpec[]): ParametersParameter[] {
+  for (const name of Object.keys(output)) {
+    if (output[name] !== undefined && !specs.some((p) => p.name === name)) {
+      throw new OutputError(`'${name}' is not an output of the definition`);
+    }
+  }
+  const entries: ParametersParameter[] = [];
+  for (const param of specs) {
+    const raw = output[param.name];
+    const values = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+    if (Array.isArray(raw) && param.max <= 1) throw new OutputError(`'${param.path}' is single-valued but got a list`);
+    if (values.length < param.min) throw new OutputError(`'${param.path}' is required`);
+    if (values.length > param.max) throw new OutputError(`'${param.path}' may occur at most ${param.maxText} time(s)`);
+    for (const value of values) entries.push(writeEntry(param, value));
+  }
+  return entries;
+}
+
+function writeEntry(param: ParamSpec, value: unknown): ParametersParameter {
+  if (param.part.length > 0) {
+    if (!isObject(value)) throw new OutputError(`'${param.path}' must be an object of parts`);
+    return { name: param.name, part: writeEntries(value, param.part) };
+  }
+  const declared = param.type ?? 'Element';
+  if (isResourceType(declared)) {
+    if (!isObject(value) || typeof value.resourceType !== 'string') throw new OutputError(`'${param.path}' must be a resource`);
+    if (declared !== 'Resource' && declared !== 'DomainResource' && value.resourceType !== declared) {
+      throw new OutputError(`'${param.path}' must be a ${declared}, not ${value.resourceType}`);
+    }
+    return { name: param.name, resource: value as unknown as Resource };
+  }
+  let type = declared;
+  let content = value;
+  if (value instanceof TypedValue) {
+    if (declared !== 'Element' && !acceptsType(declared, value.type)) {
+      throw new OutputError(`'${param.path}' must be of type ${declared}, not ${value.type}`);
+    }
+    type = value.type;
+    content = value.value;
+  } else if (declared === 'Element') {
+    throw new OutputError(`'${param.path}' has an open type; the handler must say which type it is`);
+  }
+  if (isPrimitiveType(type) ? !isValidPrimitive(type, content) : !isObject(content)) {
+    throw new OutputError(`'${param.path}' is not a valid ${type}`);
+  }
+  return { name: param.name, [valueKeyOfType(type)]: content } as ParametersParameter;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** A declared type that is neither a primitive nor a data type names a resource type. */
+export function isResourceType(type: string): boolean {
+  return type !== 'Element' && !isKnownValueType(type) && /^[A-Z]/.test(type);
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> & { resourceType?: unknown; parameter?: unknown } {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function clip(text: string): string {
+  return text.length > 100 ? `${text.slice(0, 100)}...` : text;
+}

@@ -1,0 +1,42 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { fhirError } from '../fhir/errors';
+import { sendError } from './errors';
+
+/**
+ * Bearer tokens from AUTH_TOKENS. Every request needs one except reading the
+ * CapabilityStatement, which FHIR clients fetch before they know how to authenticate.
+ * Tokens are compared as SHA-256 digests in constant time, and every configured token is
+ * compared, so timing tells nothing about which or how much matched.
+ */
+export function registerAuth(app: FastifyInstance, options: { tokens: string[]; base: string }): void {
+  if (options.tokens.length === 0) return;
+  const digests = options.tokens.map(digest);
+  const metadataPath = `${options.base}/metadata`;
+  const challenge = { 'www-authenticate': 'Bearer realm="fhir"' };
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (isPublic(request, metadataPath)) return;
+    const header = request.headers.authorization;
+    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!match) {
+      return sendError(reply, fhirError('ERR_AUTH_MISSING', {}, { headers: challenge }));
+    }
+    const presented = digest(match[1]);
+    let valid = false;
+    for (const known of digests) valid = timingSafeEqual(presented, known) || valid;
+    if (!valid) {
+      return sendError(reply, fhirError('ERR_AUTH_INVALID', {}, { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } }));
+    }
+  });
+}
+
+function isPublic(request: FastifyRequest, metadataPath: string): boolean {
+  if (request.method !== 'GET' && request.method !== 'HEAD') return false;
+  const path = request.url.split('?')[0].replace(/\/+$/, '');
+  return path === metadataPath;
+}
+
+function digest(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}

@@ -1,0 +1,76 @@
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
+import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
+import { FHIR_JSON } from '../fhir/outcome';
+import { StorageUnavailableError } from '../storage/store';
+
+/**
+ * The one place a failure becomes an answer: an OperationOutcome with the catalogue's status,
+ * `application/fhir+json`, never a stack trace. Unknown errors are logged here and answered 500.
+ */
+export function registerErrorHandling(app: FastifyInstance, options: { bodyLimit: number }): void {
+  app.setErrorHandler((err, request, reply) => {
+    const fhir = toFhirError(err, options.bodyLimit);
+    if (fhir.status >= 500) {
+      request.log.error({ err }, 'request failed');
+    }
+    return sendError(reply, fhir);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0];
+    return sendError(reply, fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: clip(path) }));
+  });
+}
+
+export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {
+  return reply.code(err.status).headers(err.headers).type(FHIR_JSON).send(err.outcome);
+}
+
+function toFhirError(err: unknown, bodyLimit: number): FhirError {
+  if (isFhirError(err)) return err;
+  if (err instanceof StorageUnavailableError) return fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
+  const fastify = err as FastifyError;
+  switch (fastify.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return fhirError('ERR_BODY_TOO_LARGE', { limit: bodyLimit });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return fhirError('ERR_BODY_CONTENT_TYPE', { contentType: '(missing or unsupported)' });
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return fhirError('ERR_BODY_MISSING', {});
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return fhirError('ERR_BODY_JSON', { reason: 'it does not parse' });
+    case 'FST_ERR_BAD_URL':
+    case 'FST_ERR_ASYNC_CONSTRAINT':
+      return fhirError('ERR_URL_MALFORMED', {});
+    default:
+      break;
+  }
+  if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
+    return fhirError('ERR_REQUEST_INVALID', { reason: fastify.code ?? 'rejected by the HTTP layer' }, { status: fastify.statusCode });
+  }
+  return fhirError('ERR_SERVER_INTERNAL', {});
+}
+
+/**
+ * Requests Node's HTTP parser refuses (bad framing, headers too large) never reach Fastify;
+ * they still get an OperationOutcome instead of Fastify's default body.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) return;
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const status = tooLarge ? 431 : 400;
+  const text = tooLarge ? 'The request headers or URL are too large' : 'The request is not valid HTTP';
+  const body = JSON.stringify({
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'error', code: tooLarge ? 'too-costly' : 'structure', details: { text } }],
+  });
+  socket.end(
+    `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
+      `Content-Type: ${FHIR_JSON}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+function clip(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}

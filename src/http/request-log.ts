@@ -1,0 +1,36 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+
+/** X-Request-Id as sent, when it is a sane token; otherwise a fresh UUID. */
+export function requestId(request: IncomingMessage): string {
+  const given = request.headers['x-request-id'];
+  if (typeof given === 'string' && /^[\x21-\x7e]{1,200}$/.test(given)) return given;
+  return randomUUID();
+}
+
+/**
+ * One log line per request, written when the answer has gone: id (bound by Fastify), method,
+ * URL, status, time. Never headers (tokens live there) and never bodies.
+ */
+export class OneLinePerRequest extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const line = {
+      method: request.method,
+      url: request.url.length > 500 ? `${request.url.slice(0, 500)}...` : request.url,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 10) / 10,
+    };
+    if (error) reply.log.warn({ ...line, error: error.message }, 'request');
+    else reply.log.info(line, 'request');
+  }
+}
+
+/** Echoes the request id, so a client can quote it when it reports a problem. */
+export function registerRequestId(app: FastifyInstance): void {
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+}

@@ -1,0 +1,90 @@
+import type { FastifyInstance } from 'fastify';
+import type {
+  CapabilityStatement,
+  CapabilityStatementRestResource,
+  CapabilityStatementRestResourceOperation,
+  Resource,
+} from 'fhir/r4';
+import { fhirError } from '../../fhir/errors';
+import { FHIR_JSON } from '../../fhir/outcome';
+import type { OperationRegistry } from '../../operations/registry';
+
+export interface MetadataOptions<S> {
+  base: string;
+  registry: OperationRegistry<S>;
+  resourceTypes: readonly string[];
+  /** Types that are only read (served from the registry or bundled content). */
+  readOnlyTypes: ReadonlySet<string>;
+  software: { name: string; version: string; releaseDate?: string };
+  /** Lets a feature add what it advertises (extensions, instantiates) without the HTTP layer knowing it. */
+  decorate?: (statement: CapabilityStatement) => void;
+  /** Other `metadata?mode=` answers, e.g. `terminology`. */
+  modes?: Record<string, () => Resource>;
+}
+
+export function registerMetadataRoute<S>(app: FastifyInstance, options: MetadataOptions<S>): void {
+  const statement = buildCapabilityStatement(options);
+  app.get(`${options.base}/metadata`, async (request, reply) => {
+    const mode = (request.query as { mode?: string }).mode;
+    if (mode === undefined || mode === 'full' || mode === 'normative') return reply.type(FHIR_JSON).send(statement);
+    const build = options.modes?.[mode];
+    if (!build) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
+    return reply.type(FHIR_JSON).send(build());
+  });
+}
+
+/** Built once from the registry and the resource types: the server's answer never drifts from its routes. */
+export function buildCapabilityStatement<S>(options: MetadataOptions<S>): CapabilityStatement {
+  const now = new Date().toISOString();
+  const operationsFor = (type: string): CapabilityStatementRestResourceOperation[] =>
+    options.registry.operations
+      .filter((op) => (op.spec.typeLevel || op.spec.instance) && op.spec.resources.includes(type))
+      .map((op) => ({ name: op.spec.code, definition: op.spec.url }));
+  const resources: CapabilityStatementRestResource[] = options.resourceTypes.map((type) => {
+    const readOnly = options.readOnlyTypes.has(type);
+    const resource: CapabilityStatementRestResource = {
+      type: type as CapabilityStatementRestResource['type'],
+      interaction: (readOnly
+        ? ['read', 'search-type']
+        : ['read', 'vread', 'update', 'delete', 'history-instance', 'create', 'search-type']
+      ).map((code) => ({ code: code as 'read' })),
+      versioning: readOnly ? undefined : 'versioned-update',
+      readHistory: readOnly ? undefined : true,
+      updateCreate: readOnly ? undefined : true,
+      searchParam: [
+        { name: '_id', type: 'token' },
+        { name: 'url', type: 'uri' },
+        { name: 'version', type: 'token' },
+      ],
+    };
+    const operations = operationsFor(type);
+    if (operations.length > 0) resource.operation = operations;
+    return JSON.parse(JSON.stringify(resource)) as CapabilityStatementRestResource;
+  });
+  const statement: CapabilityStatement = {
+    resourceType: 'CapabilityStatement',
+    url: `http://${options.software.name}/CapabilityStatement/server`,
+    version: options.software.version,
+    name: options.software.name.replace(/[^A-Za-z0-9_]/g, '_'),
+    title: `${options.software.name} FHIR R4 server`,
+    status: 'active',
+    date: now,
+    kind: 'instance',
+    software: { name: options.software.name, version: options.software.version, releaseDate: options.software.releaseDate ?? now },
+    implementation: { description: 'FHIR R4 terminology server' },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json'],
+    rest: [
+      {
+        mode: 'server',
+        security: { cors: false, description: 'Bearer tokens (Authorization: Bearer <token>) when AUTH_TOKENS is configured' },
+        resource: resources,
+        operation: options.registry.operations
+          .filter((op) => op.spec.system)
+          .map((op) => ({ name: op.spec.code, definition: op.spec.url })),
+      },
+    ],
+  };
+  options.decorate?.(statement);
+  return statement;
+}

@@ -1,0 +1,112 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Resource } from 'fhir/r4';
+import { fhirError } from '../../fhir/errors';
+import { levelsOf } from '../../fhir/operation-definition';
+import { FHIR_JSON } from '../../fhir/outcome';
+import { OutputError, readParameters, readQuery, writeOutput } from '../../fhir/parameters';
+import type { Level, OperationContext } from '../../operations/operation';
+import type { BoundOperation, OperationRegistry } from '../../operations/registry';
+import { ID_PATTERN } from '../../storage/repository';
+
+export interface OperationRouteDeps<S> {
+  base: string;
+  registry: OperationRegistry<S>;
+  services: S;
+  operationTimeoutMs: number;
+  /** Reads the resource an instance-level call names; throws a FhirError when there is none. */
+  readInstance: (type: string, id: string) => Promise<Resource>;
+}
+
+/** Headers an operation may honour, passed through to its context. */
+const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'];
+
+/**
+ * Routes come from the registry, never by hand: every level a definition allows, POST always,
+ * GET unless the definition affects state (checked per request, to answer 405 rather than 404).
+ */
+export function registerOperationRoutes<S>(app: FastifyInstance, deps: OperationRouteDeps<S>): void {
+  for (const op of deps.registry.operations) {
+    const { spec } = op;
+    if (spec.system) route(app, deps, op, `${deps.base}/$${spec.code}`, 'system');
+    for (const type of spec.resources) {
+      if (spec.typeLevel) route(app, deps, op, `${deps.base}/${type}/$${spec.code}`, 'type', type);
+      if (spec.instance) route(app, deps, op, `${deps.base}/${type}/:id/$${spec.code}`, 'instance', type);
+    }
+  }
+}
+
+function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOperation<S>, url: string, level: Level, type?: string) {
+  app.route({
+    method: ['GET', 'POST'],
+    url,
+    handler: async (request, reply) => {
+      const body = await invoke(deps, op, request, level, type);
+      return reply.type(FHIR_JSON).send(body);
+    },
+  });
+}
+
+async function invoke<S>(
+  deps: OperationRouteDeps<S>,
+  op: BoundOperation<S>,
+  request: FastifyRequest,
+  level: Level,
+  type: string | undefined,
+): Promise<Resource> {
+  const { spec } = op;
+  const strict = /handling\s*=\s*strict/i.test(String(request.headers.prefer ?? ''));
+  let input;
+  if (request.method === 'GET' || request.method === 'HEAD') {
+    if (spec.affectsState) throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: spec.code }, { headers: { allow: 'POST' } });
+    input = readQuery(request.query as Record<string, string | string[]>, spec, { strict });
+  } else {
+    if (request.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
+    input = readParameters(request.body, spec, { strict });
+  }
+  let target: Resource | undefined;
+  if (level === 'instance') {
+    const id = (request.params as { id: string }).id;
+    if (!ID_PATTERN.test(id)) throw fhirError('ERR_RESOURCE_ID_INVALID', { id });
+    target = await deps.readInstance(type as string, id);
+  }
+  const ctx: OperationContext<S> = {
+    services: deps.services,
+    log: request.log,
+    level,
+    resourceType: type,
+    target,
+    requestId: request.id,
+    acceptLanguage: headerValue(request, 'accept-language'),
+    headers: Object.fromEntries(PASSED_HEADERS.map((name) => [name, headerValue(request, name)])),
+    deadline: Date.now() + deps.operationTimeoutMs,
+  };
+  const output = await op.handle(input, ctx);
+  try {
+    return writeOutput(output, spec);
+  } catch (err) {
+    if (!(err instanceof OutputError)) throw err;
+    request.log.error({ operation: spec.url, reason: err.message }, 'operation output breaks its definition');
+    throw fhirError('ERR_OP_OUTPUT', { code: spec.code });
+  }
+}
+
+function headerValue(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/**
+ * The answer for `$code` where no route matched: the operation exists but not at this level,
+ * or it does not exist at all.
+ */
+export function unknownOperation<S>(registry: OperationRegistry<S>, code: string, level: Level, type?: string) {
+  const elsewhere = registry.withCode(code);
+  if (elsewhere.length > 0) {
+    const here = elsewhere.find((op) => level === 'system' || op.spec.resources.includes(type as string)) ?? elsewhere[0];
+    if (level !== 'system' && !here.spec.resources.includes(type as string)) {
+      return fhirError('ERR_OP_UNKNOWN', { code, where: `for ${type} (it applies to ${here.spec.resources.join(', ') || 'the system'})` });
+    }
+    return fhirError('ERR_OP_LEVEL', { code, level, levels: levelsOf(here.spec).join(', ') });
+  }
+  return fhirError('ERR_OP_UNKNOWN', { code, where: level === 'system' ? 'on this server' : `for ${type}` });
+}

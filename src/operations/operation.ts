@@ -1,0 +1,56 @@
+import type { Resource } from 'fhir/r4';
+import type { OperationInput, OperationOutput } from '../fhir/parameters';
+
+/** What a handler may log through; pino's logger fits. */
+export interface OperationLog {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export type Level = 'system' | 'type' | 'instance';
+
+/**
+ * Everything a handler knows of its invocation. Handlers never see the HTTP request: what they
+ * need of it (language, request id) is here, already read.
+ */
+export interface OperationContext<S> {
+  services: S;
+  log: OperationLog;
+  level: Level;
+  /** The resource type in the URL, at type and instance level. */
+  resourceType?: string;
+  /** The resource an instance-level call is about, read before the handler runs. */
+  target?: Resource;
+  requestId: string;
+  /** Accept-Language, when the client sent one. */
+  acceptLanguage?: string;
+  /** Other request headers an operation honours (lower-case names), e.g. x-too-costly-threshold. */
+  headers: Record<string, string | undefined>;
+  /** Epoch milliseconds after which long work stops with too-costly. */
+  deadline: number;
+}
+
+export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (
+  input: I,
+  ctx: OperationContext<S>,
+) => O | Promise<O>;
+
+/** An operation's code, bound to its OperationDefinition by canonical URL. */
+export interface OperationModule<S> {
+  definition: string;
+  handle: OperationHandler<S>;
+}
+
+/**
+ * Declares an operation with typed input and output. The types follow the definition's
+ * parameter names; the registry checks the names against the definition at boot.
+ */
+export function defineOperation<S, I extends object, O extends object>(module: {
+  definition: string;
+  handle: OperationHandler<S, I, O>;
+}): OperationModule<S> {
+  return module as unknown as OperationModule<S>;
+}
+
+export type { OperationInput, OperationOutput };

@@ -1,0 +1,43 @@
+import { ConfigError, loadConfig, readEnv } from './config';
+import { createServerApp } from './bootstrap';
+
+/** Entry point: config -> app -> listen, and a graceful stop on SIGTERM/SIGINT. */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(readEnv());
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const server = await createServerApp(config);
+  const { app } = server;
+  if (config.authTokens.length === 0) {
+    app.log.warn('AUTH_TOKENS is not set: the server accepts anonymous requests');
+  }
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'stopping: finishing in-flight requests');
+    try {
+      await server.close();
+      process.exit(0);
+    } catch (err) {
+      app.log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  await app.listen({ port: config.port, host: config.host });
+  app.log.info({ storage: config.databaseUrl ? 'postgres' : `sqlite in ${config.dataDir}` }, 'ready');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

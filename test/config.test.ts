@@ -1,0 +1,49 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { ConfigError, loadConfig, readEnv } from '../src/config';
+
+describe('configuration', () => {
+  test('defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', dataDir: './data', authTokens: [], logLevel: 'info', bodyLimit: 10 * 1024 * 1024 });
+    expect(config.databaseUrl).toBeUndefined();
+  });
+
+  test('values are read and typed', () => {
+    const config = loadConfig({
+      PORT: '9000', HOST: 'localhost', DATA_DIR: '/var/x', DATABASE_URL: 'postgres://u@h:5432/db',
+      AUTH_TOKENS: 'aaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb', LOG_LEVEL: 'warn', BODY_LIMIT: '2mb',
+    });
+    expect(config).toMatchObject({ port: 9000, host: 'localhost', dataDir: '/var/x', databaseUrl: 'postgres://u@h:5432/db', logLevel: 'warn', bodyLimit: 2 * 1024 * 1024 });
+    expect(config.authTokens).toEqual(['aaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbb']);
+  });
+
+  test.each([
+    [{ PORT: 'eighty' }, /^PORT: /],
+    [{ PORT: '70000' }, /^PORT: /],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
+    [{ BODY_LIMIT: 'huge' }, /^BODY_LIMIT: /],
+    [{ DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    [{ AUTH_TOKENS: 'short' }, /^AUTH_TOKENS: /],
+    [{ HOST: '0.0.0.0' }, /^AUTH_TOKENS: required when HOST/],
+    [{ ALLOW_ANONYMOUS: 'maybe' }, /^ALLOW_ANONYMOUS: /],
+  ])('a bad value stops start-up with one line naming the variable: %j', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  test('a non-loopback host is allowed with tokens or with ALLOW_ANONYMOUS=true', () => {
+    expect(loadConfig({ HOST: '0.0.0.0', AUTH_TOKENS: 'cccccccccccccccc' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ HOST: '0.0.0.0', ALLOW_ANONYMOUS: 'true' }).allowAnonymous).toBe(true);
+  });
+
+  test('.env is read under the environment, which wins', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'env-'));
+    const file = join(dir, '.env');
+    writeFileSync(file, 'PORT=7000\nLOG_LEVEL=debug\n# comment\n');
+    expect(readEnv(file, { LOG_LEVEL: 'warn' })).toMatchObject({ PORT: '7000', LOG_LEVEL: 'warn' });
+    expect(readEnv(join(dir, 'missing.env'), { A: '1' })).toEqual({ A: '1' });
+  });
+});

@@ -1,0 +1,73 @@
+import { fileURLToPath } from 'node:url';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app';
+import { loadConfig, type Config } from '../../src/config';
+import { ResourceSchema } from '../../src/fhir/resource-schema';
+import { buildRegistry, loadDefinitions } from '../../src/operations/registry';
+import { Repository } from '../../src/storage/repository';
+import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
+import type { ResourceStore } from '../../src/storage/store';
+import { testModules, type TestServices } from '../fixtures/operations/handlers';
+
+export const FIXTURE_DEFINITIONS = fileURLToPath(new URL('../fixtures/operations', import.meta.url));
+
+/** One schema for all tests in a worker: compiling validators is the slow part. */
+let sharedSchema: ResourceSchema | undefined;
+export function schema(): ResourceSchema {
+  sharedSchema ??= new ResourceSchema();
+  return sharedSchema;
+}
+
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return { ...loadConfig({ LOG_LEVEL: 'silent' }), ...overrides };
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  store: ResourceStore;
+  services: TestServices;
+  logs: string[];
+  close(): Promise<void>;
+}
+
+/** The framework with the fixture operations over a fresh in-memory SQLite store. */
+export async function testApp(options: { config?: Partial<Config>; store?: ResourceStore } = {}): Promise<TestApp> {
+  const config = testConfig(options.config);
+  const store = options.store ?? new SqliteStore(':memory:');
+  if (!options.store) await store.migrate();
+  const registry = buildRegistry<TestServices>(loadDefinitions(FIXTURE_DEFINITIONS), testModules);
+  const services: TestServices = { resets: 0 };
+  const logs: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _enc, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const app = await buildApp({
+    config,
+    repository: new Repository(store),
+    schema: schema(),
+    registry,
+    services,
+    software: { name: 'test-server', version: '0.0.1' },
+    logStream,
+  });
+  return {
+    app,
+    store,
+    services,
+    logs,
+    close: async () => {
+      await app.close();
+      if (!options.store) await store.close();
+    },
+  };
+}
+
+export const FHIR = { 'content-type': 'application/fhir+json' };
+
+export function parameters(...parameter: Record<string, unknown>[]) {
+  return { resourceType: 'Parameters', parameter };
+}

@@ -1,0 +1,53 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+/**
+ * PostgreSQL for tests: TEST_DATABASE_URL names the server. Each caller gets a schema of its
+ * own, so test files running in parallel never see each other's tables.
+ * CI sets REQUIRE_POSTGRES=1: there a missing or unreachable database fails the run instead of
+ * skipping, so the PostgreSQL tests can never silently not run.
+ */
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL;
+export const REQUIRE_POSTGRES = process.env.REQUIRE_POSTGRES === '1';
+
+export const POSTGRES_SKIP_REASON = 'PostgreSQL tests skipped: TEST_DATABASE_URL is not set (CI sets it; see README)';
+
+if (!TEST_DATABASE_URL && REQUIRE_POSTGRES) {
+  throw new Error('REQUIRE_POSTGRES=1 but TEST_DATABASE_URL is not set');
+}
+if (!TEST_DATABASE_URL) {
+  // Say why, once per file that would have used it.
+  console.warn(POSTGRES_SKIP_REASON);
+}
+
+export const hasPostgres = TEST_DATABASE_URL !== undefined;
+
+export interface TestSchema {
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** Creates an empty schema and returns a connection URL whose search_path points at it. */
+export async function freshSchema(): Promise<TestSchema> {
+  if (!TEST_DATABASE_URL) throw new Error(POSTGRES_SKIP_REASON);
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL, connectionTimeoutMillis: 5000 });
+  try {
+    await admin.connect();
+  } catch (err) {
+    throw new Error(`PostgreSQL at TEST_DATABASE_URL cannot be reached: ${(err as Error).message}`);
+  }
+  await admin.query(`CREATE SCHEMA ${name}`);
+  await admin.end();
+  const url = new URL(TEST_DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${name}`);
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await client.connect();
+      await client.query(`DROP SCHEMA ${name} CASCADE`);
+      await client.end();
+    },
+  };
+}
