@@ -8,6 +8,11 @@ import { buildRegistry, loadDefinitions } from './operations/registry';
 import type { AppServices } from './services';
 import { openStore } from './storage/open-store';
 import { Repository } from './storage/repository';
+import { loadCoreContent } from './terminology/content/core-content';
+import { StoredTerminology } from './terminology/content/stored-terminology';
+import { TerminologyService } from './terminology/service';
+import { fhirError } from './fhir/errors';
+import type { Resource } from 'fhir/r4';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
 
@@ -23,7 +28,18 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
   const store = await openStore(config);
   try {
     const repository = new Repository(store);
-    const services: AppServices = { config, repository };
+    const terminology = new TerminologyService(loadCoreContent(), new StoredTerminology(store));
+    const services: AppServices = { config, repository, terminology };
+    // Instance-level operations may name bundled content (ValueSet/administrative-gender).
+    const readInstance = async (type: string, id: string): Promise<Resource> => {
+      try {
+        return (await repository.read(type, id)).resource as Resource;
+      } catch (err) {
+        const bundled = terminology.coreById(type, id);
+        if (bundled && (err as { code?: string }).code === 'ERR_RESOURCE_NOT_FOUND') return bundled;
+        throw err;
+      }
+    };
     const app = await buildApp({
       config,
       repository,
@@ -31,6 +47,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       registry,
       services,
       software: { name: pkg.name, version: pkg.version },
+      readInstance,
       logStream: options.logStream,
     });
     return {

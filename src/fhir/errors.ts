@@ -79,6 +79,16 @@ export const ERRORS = {
   ERR_WRITE_CONFLICT: spec<{ type: string; id: string }>(
     409, 'conflict', (p) => `${p.type}/${p.id} was changed by another request at the same time; try again`),
   ERR_SEARCH_PARAM: spec<{ name: string; value: string }>(400, 'invalid', (p) => `Search parameter '${p.name}' has an invalid value '${p.value}'`),
+  // terminology
+  ERR_TX_VALUESET_UNKNOWN: spec<{ url: string }>(400, 'invalid', (p) => `A definition for the value Set '${p.url}' could not be found`),
+  ERR_TX_VALUESET_VERSION_UNKNOWN: spec<{ url: string }>(
+    404, 'not-found', (p) => `A definition for the value Set '${p.url}' could not be found`),
+  ERR_TX_CODESYSTEM_UNKNOWN: spec<{ text: string }>(404, 'not-found', (p) => p.text),
+  ERR_TX_NO_VALUESET: spec<{ code: string }>(
+    400, 'required', (p) => `$${p.code} needs a value set: give url or valueSet, or invoke it on ValueSet/<id>`),
+  ERR_TX_NOTHING_TO_VALIDATE: spec(400, 'invalid', () =>
+    'Unable to find code to validate (looked for coding | codeableConcept | code+system | code+inferSystem in parameters'),
+  ERR_TX_REQUEST: spec<{ text: string }>(400, 'invalid', (p) => p.text),
   // security
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),

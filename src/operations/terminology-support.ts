@@ -1,0 +1,41 @@
+import type { Resource } from 'fhir/r4';
+import { fhirError, type FhirError } from '../fhir/errors';
+import { TerminologyError, toFhirIssue } from '../terminology/issues';
+import { TxParams, type TxParamsInput } from '../terminology/params';
+import type { Resolver } from '../terminology/resolver';
+import type { EngineContext } from '../terminology/validate-code';
+import type { AppServices } from '../services';
+import type { OperationContext } from './operation';
+
+/** What the terminology operations share: engine context from an invocation, errors, outputs. */
+
+export async function engineContext(
+  input: TxParamsInput & { 'tx-resource'?: Resource[] },
+  ctx: OperationContext<AppServices>,
+): Promise<EngineContext> {
+  const resolver: Resolver = await ctx.services.terminology.resolver(input['tx-resource'] ?? []);
+  const params = TxParams.from(input, ctx.acceptLanguage);
+  const deadline = ctx.deadline;
+  return {
+    resolver,
+    params,
+    checkBudget: () => {
+      if (Date.now() > deadline) throw fhirError('ERR_OP_TIMEOUT', { code: 'terminology', ms: deadline });
+    },
+  };
+}
+
+/** Runs engine work, turning a TerminologyError into the FhirError the HTTP layer answers with. */
+export async function withTerminologyErrors<T>(work: () => Promise<T> | T): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof TerminologyError) throw terminologyFailure(err);
+    throw err;
+  }
+}
+
+export function terminologyFailure(err: TerminologyError): FhirError {
+  return fhirError('ERR_TX_REQUEST', { text: err.issue.text }, { status: err.status ?? 400, issues: [toFhirIssue(err.issue)] });
+}
+

@@ -1,0 +1,99 @@
+import type { CodeSystem, ConceptMap, ValueSet } from 'fhir/r4';
+import { latestVersion, versionMatches } from './versions';
+
+export type TerminologyResource = CodeSystem | ValueSet | ConceptMap;
+export type TerminologyType = TerminologyResource['resourceType'];
+export const TERMINOLOGY_TYPES: TerminologyType[] = ['CodeSystem', 'ValueSet', 'ConceptMap'];
+
+/**
+ * Terminology resources of one source (bundled content, stored resources, or those a request
+ * carries), found by canonical URL and version.
+ */
+export class CanonicalIndex {
+  private readonly byKey = new Map<string, TerminologyResource[]>();
+  private readonly byId = new Map<string, TerminologyResource>();
+  /** Code systems by the canonical of their implicit "all codes" value set. */
+  private readonly byImplicitValueSet = new Map<string, CodeSystem>();
+
+  /**
+   * `byId`: a resource replaces the one with its type and id (stored content). Resources a request
+   * carries are kept side by side: two versions of one code system often share an id there.
+   */
+  constructor(
+    resources: Iterable<TerminologyResource> = [],
+    private readonly options: { byId: boolean } = { byId: true },
+  ) {
+    for (const r of resources) this.add(r);
+  }
+
+  add(resource: TerminologyResource): void {
+    if (resource.id && this.options.byId) {
+      const idKey = `${resource.resourceType}/${resource.id}`;
+      const previous = this.byId.get(idKey);
+      if (previous) this.remove(previous);
+      this.byId.set(idKey, resource);
+    }
+    if (!resource.url) return;
+    if (resource.resourceType === 'CodeSystem' && resource.valueSet) this.byImplicitValueSet.set(resource.valueSet, resource);
+    const key = `${resource.resourceType}|${resource.url}`;
+    const list = this.byKey.get(key) ?? [];
+    list.push(resource);
+    this.byKey.set(key, list);
+  }
+
+  remove(resource: TerminologyResource): void {
+    if (resource.id) {
+      const idKey = `${resource.resourceType}/${resource.id}`;
+      if (this.byId.get(idKey) === resource) this.byId.delete(idKey);
+    }
+    if (!resource.url) return;
+    if (resource.resourceType === 'CodeSystem' && resource.valueSet && this.byImplicitValueSet.get(resource.valueSet) === resource) {
+      this.byImplicitValueSet.delete(resource.valueSet);
+    }
+    const key = `${resource.resourceType}|${resource.url}`;
+    const list = (this.byKey.get(key) ?? []).filter((r) => r !== resource);
+    if (list.length === 0) this.byKey.delete(key);
+    else this.byKey.set(key, list);
+  }
+
+  removeById(type: TerminologyType, id: string): void {
+    const existing = this.byId.get(`${type}/${id}`);
+    if (existing) this.remove(existing);
+  }
+
+  getById<T extends TerminologyResource>(type: T['resourceType'], id: string): T | undefined {
+    return this.byId.get(`${type}/${id}`) as T | undefined;
+  }
+
+  all<T extends TerminologyResource>(type: T['resourceType'], url: string): T[] {
+    return (this.byKey.get(`${type}|${url}`) ?? []) as T[];
+  }
+
+  /** The resource with this url (and version, exact or by wildcard); without one, the latest. */
+  find<T extends TerminologyResource>(type: T['resourceType'], url: string, version?: string): T | undefined {
+    return selectVersion(this.all<T>(type, url), version);
+  }
+
+  /** The code system whose `valueSet` element names this canonical. */
+  codeSystemForValueSet(url: string): CodeSystem | undefined {
+    return this.byImplicitValueSet.get(url);
+  }
+
+  values(): IterableIterator<TerminologyResource> {
+    return this.byId.values();
+  }
+}
+
+/** From the versions of one resource: the exact version, else a wildcard match, else (none asked) the latest. */
+export function selectVersion<T extends TerminologyResource>(candidates: T[], version?: string): T | undefined {
+  if (candidates.length === 0) return undefined;
+  if (!version) return pickLatest(candidates);
+  return candidates.find((r) => r.version === version) ?? pickLatest(candidates.filter((r) => versionMatches(version, r.version)));
+}
+
+export function pickLatest<T extends TerminologyResource>(candidates: T[]): T | undefined {
+  if (candidates.length <= 1) return candidates[0];
+  const versions = candidates.map((r) => r.version).filter((v): v is string => v !== undefined);
+  const newest = latestVersion(versions);
+  return candidates.find((r) => r.version === newest) ?? candidates[candidates.length - 1];
+}

@@ -1,0 +1,86 @@
+import type { CodeSystem, Coding, Extension } from 'fhir/r4';
+
+/**
+ * What the engine needs of a terminology, whatever holds it: a CodeSystem resource today, a
+ * large external terminology later. Everything is synchronous: a provider holds or indexes its
+ * content; the engine never waits in the middle of a membership check.
+ */
+
+export type ContentMode = 'complete' | 'fragment' | 'not-present' | 'example' | 'supplement';
+
+/** One designation of a concept (the display counts as one, with the display use). */
+export interface Designation {
+  language?: string;
+  use?: Coding;
+  value: string;
+  /** 'active' unless the designation says otherwise (standards-status extension). */
+  status: string;
+  /** True for the concept's own display (rather than a designation). */
+  isDisplay: boolean;
+  extension?: Extension[];
+}
+
+/** A concept property value, as stored: `value[x]` in one of its FHIR types. */
+export interface PropertyValue {
+  code: string;
+  type: string;
+  value: string | number | boolean | Coding;
+}
+
+/** The result of compiling a filter: a membership test, and the members when asked. */
+export interface ConceptFilter<C> {
+  contains(concept: C): boolean;
+  /** All members, in the code system's order. */
+  members(): Iterable<C>;
+}
+
+export class FilterNotSupportedError extends Error {
+  constructor(
+    readonly property: string,
+    readonly op: string,
+    readonly value: string,
+  ) {
+    super(`filter ${property} ${op} ${value} is not supported`);
+  }
+}
+
+export interface ConceptHandle {
+  readonly code: string;
+}
+
+export interface CodeSystemProvider<C extends ConceptHandle = ConceptHandle> {
+  readonly url: string;
+  readonly version?: string;
+  readonly content: ContentMode;
+  readonly caseSensitive: boolean;
+  /** The language of the code system's own displays (CodeSystem.language). */
+  readonly language?: string;
+  /** The resource, when the provider is one; used for status and metadata reporting. */
+  readonly resource?: CodeSystem;
+  /** Canonicals (url|version) of the supplements applied. */
+  readonly supplements: string[];
+  readonly hasHierarchy: boolean;
+  readonly totalCount: number;
+
+  /** Finds a code; where the system is case-insensitive the match ignores case. */
+  locate(code: string): C | undefined;
+  display(concept: C): string | undefined;
+  definition(concept: C): string | undefined;
+  designations(concept: C): Designation[];
+  properties(concept: C): PropertyValue[];
+  isAbstract(concept: C): boolean;
+  isInactive(concept: C): boolean;
+  /** The concept's status code (active, retired, deprecated, inactive, ...), if it states one. */
+  status(concept: C): string | undefined;
+  parents(concept: C): C[];
+  children(concept: C): C[];
+  /** Whether `descendant` is `ancestor` or below it. */
+  subsumes(ancestor: C, descendant: C): boolean;
+  roots(): C[];
+  all(): Iterable<C>;
+  /** Compiles a compose filter; throws FilterNotSupportedError for one it cannot evaluate. */
+  filter(property: string, op: string, value: string): ConceptFilter<C>;
+  hasSupplement(canonical: string): boolean;
+  /** Extensions on the concept (for deprecation and item weights). */
+  extensions(concept: C): Extension[];
+}

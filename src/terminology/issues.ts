@@ -1,0 +1,116 @@
+import type { OperationOutcome, OperationOutcomeIssue } from 'fhir/r4';
+import { message, type MessageId } from './messages';
+
+/**
+ * Issues as the HL7 terminology ecosystem reports them: an OperationOutcome issue with the
+ * message id extension, a tx-issue-type coding, the text, and where in the request it applies.
+ */
+
+export const TX_ISSUE_TYPE = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
+export const MESSAGE_ID_EXT = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id';
+
+export type Severity = 'fatal' | 'error' | 'warning' | 'information';
+type IssueCode = OperationOutcomeIssue['code'];
+
+export interface TxIssue {
+  severity: Severity;
+  code: IssueCode;
+  /** The tx-issue-type code (not-in-vs, invalid-code, invalid-display, ...). */
+  type?: string;
+  messageId?: string;
+  text: string;
+  /** FHIRPath into the request: `code`, `Coding.display`, `CodeableConcept.coding[0].code`. */
+  path?: string;
+}
+
+export function txIssue(
+  severity: Severity,
+  code: IssueCode,
+  type: string | undefined,
+  id: MessageId,
+  args: (string | number | undefined)[],
+  path?: string,
+): TxIssue {
+  return { severity, code, type, messageId: id, text: message(id, ...args), path };
+}
+
+/** A terminology problem that ends the operation; the handler turns it into an answer. */
+export class TerminologyError extends Error {
+  constructor(
+    readonly issue: TxIssue,
+    /** Answer as an OperationOutcome with this status (rather than a result=false Parameters). */
+    readonly status?: number,
+    readonly unknownSystem?: string,
+  ) {
+    super(issue.text);
+  }
+}
+
+export class IssueList {
+  readonly issues: TxIssue[] = [];
+
+  /** Adds the issue unless an identical one is there already; says whether it was added. */
+  add(issue: TxIssue): boolean {
+    const same = this.issues.some(
+      (i) => i.severity === issue.severity && i.code === issue.code && i.text === issue.text && i.path === issue.path,
+    );
+    if (same) return false;
+    this.issues.push(issue);
+    return true;
+  }
+
+  hasErrors(): boolean {
+    return this.issues.some((i) => i.severity === 'error' || i.severity === 'fatal');
+  }
+
+  get isEmpty(): boolean {
+    return this.issues.length === 0;
+  }
+
+  toOutcome(): OperationOutcome {
+    return outcomeOf(this.issues);
+  }
+}
+
+export function outcomeOf(issues: TxIssue[]): OperationOutcome {
+  return { resourceType: 'OperationOutcome', issue: issues.map(toFhirIssue) };
+}
+
+export function toFhirIssue(issue: TxIssue): OperationOutcomeIssue {
+  // Built in FHIR element order: extension, severity, code, details, location, expression.
+  const out: Record<string, unknown> = {};
+  if (issue.messageId) out.extension = [{ url: MESSAGE_ID_EXT, valueString: issue.messageId }];
+  out.severity = issue.severity;
+  out.code = issue.code;
+  out.details = issue.type ? { coding: [{ system: TX_ISSUE_TYPE, code: issue.type }], text: issue.text } : { text: issue.text };
+  if (issue.path) {
+    if (reportsLocation(issue)) out.location = [issue.path];
+    out.expression = [issue.path];
+  }
+  return out as unknown as OperationOutcomeIssue;
+}
+
+/**
+ * `expression` always says where an issue applies. R4's older `location` (deprecated in favour of
+ * `expression`) is added as the HL7 terminology suite records it: its answers come from
+ * different generations of the reference server, which kept `location` on issues about
+ * versions, systems, displays and statuses, and dropped it on these code-level ones.
+ */
+function reportsLocation(issue: TxIssue): boolean {
+  switch (issue.messageId) {
+    case 'Unknown_Code_in_Version':
+    case 'Unknown_Code_in':
+    case 'ABSTRACT_CODE_NOT_ALLOWED':
+      return false;
+    case 'None_of_the_provided_codes_are_in_the_value_set_one':
+      return issue.severity !== 'information' && issue.path !== 'code';
+    case 'UNKNOWN_CODESYSTEM':
+      return issue.path !== 'system';
+    default:
+      return true;
+  }
+}
+
+export function addToPath(path: string | undefined, name: string): string {
+  return path ? `${path}.${name}` : name;
+}

@@ -1,0 +1,147 @@
+import type { CodeSystem, ConceptMap, ValueSet } from 'fhir/r4';
+import { CanonicalIndex, selectVersion, type TerminologyResource } from './canonical-index';
+import { ResourceCodeSystemProvider } from './codesystem/resource-provider';
+import { versionMatches } from './versions';
+
+/**
+ * Finds terminology resources across sources, in order of precedence: what the request carries
+ * (tx-resource), what users stored, and the bundled FHIR R4 content. A versioned reference is
+ * answered by the first source that has that version; an unversioned one by the first source
+ * that has the resource at all (its latest version there).
+ */
+export class Resolver {
+  /** Implicit value sets built so far (null: the url names none). */
+  private readonly implicit = new Map<string, ValueSet | null>();
+
+  constructor(
+    readonly sources: CanonicalIndex[],
+    private readonly providers: ProviderCache,
+  ) {}
+
+  /** The same sources with a request's own resources in front. */
+  withRequestResources(resources: TerminologyResource[]): Resolver {
+    if (resources.length === 0) return this;
+    return new Resolver([new CanonicalIndex(resources, { byId: false }), ...this.sources], this.providers);
+  }
+
+  codeSystem(url: string, version?: string): CodeSystem | undefined {
+    return this.find<CodeSystem>('CodeSystem', url, version, (cs) => cs.content !== 'supplement');
+  }
+
+  /** Any CodeSystem with this url, a supplement included (for error messages). */
+  anyCodeSystem(url: string, version?: string): CodeSystem | undefined {
+    return this.find<CodeSystem>('CodeSystem', url, version);
+  }
+
+  valueSet(url: string, version?: string): ValueSet | undefined {
+    return this.find<ValueSet>('ValueSet', url, version) ?? this.implicitValueSet(url, version);
+  }
+
+  /**
+   * Value sets that exist without a resource: a code system's `valueSet` (all of its codes), and
+   * the `?fhir_vs` forms (`http://snomed.info/sct?fhir_vs`, `...?fhir_vs=isa/<code>`), and
+   * `http://loinc.org/vs` for all of LOINC. Built once per resolver, so caches keyed on the
+   * value set keep working.
+   */
+  private implicitValueSet(url: string, version?: string): ValueSet | undefined {
+    const key = `${url}|${version ?? ''}`;
+    const cached = this.implicit.get(key);
+    if (cached !== undefined) return cached ?? undefined;
+    let include: NonNullable<ValueSet['compose']>['include'][number] | undefined;
+    const q = url.indexOf('?fhir_vs');
+    if (q > 0) {
+      const system = url.slice(0, q);
+      const rest = url.slice(q + '?fhir_vs'.length);
+      if (rest === '') include = { system };
+      else if (rest.startsWith('=isa/')) include = { system, filter: [{ property: 'concept', op: 'is-a', value: rest.slice(5) }] };
+    } else if (url === 'http://loinc.org/vs') {
+      include = { system: 'http://loinc.org' };
+    } else {
+      const cs = this.sources.map((s) => s.codeSystemForValueSet(url)).find((c) => c !== undefined);
+      // All codes of the code system, at whatever version the request or rules select.
+      if (cs?.url) include = { system: cs.url };
+    }
+    const vs: ValueSet | null = include ? { resourceType: 'ValueSet', url, version, status: 'active', compose: { include: [include] } } : null;
+    this.implicit.set(key, vs);
+    return vs ?? undefined;
+  }
+
+  conceptMap(url: string, version?: string): ConceptMap | undefined {
+    return this.find<ConceptMap>('ConceptMap', url, version);
+  }
+
+  /** Every known version of a code system, across sources. */
+  codeSystemVersions(url: string): string[] {
+    const versions = new Set<string>();
+    for (const source of this.sources) {
+      for (const cs of source.all<CodeSystem>('CodeSystem', url)) if (cs.version && cs.content !== 'supplement') versions.add(cs.version);
+    }
+    return [...versions].sort();
+  }
+
+  valueSetVersions(url: string): string[] {
+    const versions = new Set<string>();
+    for (const source of this.sources) for (const vs of source.all<ValueSet>('ValueSet', url)) if (vs.version) versions.add(vs.version);
+    return [...versions].sort();
+  }
+
+  /** The supplement with this canonical (`url` or `url|version`), if known. */
+  supplement(canonical: string): CodeSystem | undefined {
+    const [url, version] = canonical.split('|');
+    const found = this.find<CodeSystem>('CodeSystem', url, version);
+    return found?.content === 'supplement' ? found : undefined;
+  }
+
+  /** The stated supplements (useSupplement, valueset-supplement) that apply to this code system. */
+  supplementsFor(cs: CodeSystem, stated: Iterable<string>): CodeSystem[] {
+    const result: CodeSystem[] = [];
+    for (const canonical of stated) {
+      const supplement = this.supplement(canonical);
+      if (!supplement?.supplements) continue;
+      const [target, targetVersion] = supplement.supplements.split('|');
+      if (target !== cs.url) continue;
+      if (targetVersion && cs.version && !versionMatches(targetVersion, cs.version)) continue;
+      if (!result.includes(supplement)) result.push(supplement);
+    }
+    return result;
+  }
+
+  provider(cs: CodeSystem, supplements: CodeSystem[] = []): ResourceCodeSystemProvider {
+    return this.providers.get(cs, supplements);
+  }
+
+  private find<T extends TerminologyResource>(type: T['resourceType'], url: string, version?: string, accept: (r: T) => boolean = () => true): T | undefined {
+    for (const source of this.sources) {
+      const candidates = source.all<T>(type, url).filter(accept);
+      if (candidates.length === 0) continue;
+      const found = selectVersion(candidates, version);
+      if (found) return found;
+      if (!version) return undefined;
+    }
+    return undefined;
+  }
+}
+
+/**
+ * Providers are expensive to build for large code systems and cheap to keep: cached per
+ * resource object (and set of supplements). A stored resource that changes is a new object,
+ * so its stale provider is simply never asked for again and is collected with it.
+ */
+export class ProviderCache {
+  private readonly cache = new WeakMap<CodeSystem, Map<string, ResourceCodeSystemProvider>>();
+
+  get(cs: CodeSystem, supplements: CodeSystem[]): ResourceCodeSystemProvider {
+    let byKey = this.cache.get(cs);
+    if (!byKey) {
+      byKey = new Map();
+      this.cache.set(cs, byKey);
+    }
+    const key = supplements.map((s) => `${s.url}|${s.version ?? ''}`).join(',');
+    let provider = byKey.get(key);
+    if (!provider) {
+      provider = new ResourceCodeSystemProvider(cs, supplements);
+      byKey.set(key, provider);
+    }
+    return provider;
+  }
+}

@@ -1,0 +1,36 @@
+import type { Resource } from 'fhir/r4';
+import type { CanonicalIndex, TerminologyResource } from './canonical-index';
+import type { StoredTerminology } from './content/stored-terminology';
+import { ProviderCache, Resolver } from './resolver';
+
+/**
+ * The terminology engine's front door for the rest of the server: resolvers over the bundled
+ * and stored content (refreshed before each use), and lookups of bundled resources by id.
+ */
+export class TerminologyService {
+  private readonly providers = new ProviderCache();
+  private base?: { generation: number; resolver: Resolver };
+
+  constructor(
+    readonly core: CanonicalIndex,
+    readonly stored: StoredTerminology,
+  ) {}
+
+  /** A resolver that sees what is stored now, plus the request's own tx-resources in front. */
+  async resolver(requestResources: Resource[] = []): Promise<Resolver> {
+    await this.stored.refresh();
+    if (!this.base || this.base.generation !== this.stored.generation) {
+      this.base = { generation: this.stored.generation, resolver: new Resolver([this.stored.index, this.core], this.providers) };
+    }
+    const own = requestResources.filter((r): r is TerminologyResource =>
+      r.resourceType === 'CodeSystem' || r.resourceType === 'ValueSet' || r.resourceType === 'ConceptMap',
+    );
+    return this.base.resolver.withRequestResources(own);
+  }
+
+  /** A bundled resource by type and id (the stored ones are read from storage). */
+  coreById(type: string, id: string): TerminologyResource | undefined {
+    if (type !== 'CodeSystem' && type !== 'ValueSet' && type !== 'ConceptMap') return undefined;
+    return this.core.getById(type, id);
+  }
+}

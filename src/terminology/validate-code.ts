@@ -1,0 +1,134 @@
+import type { CodeableConcept, CodeSystem, Coding, ValueSet } from 'fhir/r4';
+import { outcomeOf, TerminologyError, txIssue } from './issues';
+import type { TxParams } from './params';
+import type { Resolver } from './resolver';
+import { ValueSetChecker } from './validation/checker';
+import type { CodedMode, ValidationEnv, ValidationResult } from './validation/state';
+import { validateCoded } from './validation/validate-coded';
+
+/**
+ * $validate-code as the engine sees it, for a ValueSet and for a CodeSystem: no HTTP, no
+ * storage. Answers a ValidationResult, or throws TerminologyError for a request that cannot be
+ * answered (the operation decides how that looks on the wire).
+ */
+
+export interface CodedValue {
+  concept: CodeableConcept;
+  mode: CodedMode;
+  issuePath: string;
+}
+
+export interface CodedInputs {
+  code?: string;
+  system?: string;
+  version?: string;
+  display?: string;
+  coding?: Coding;
+  codeableConcept?: CodeableConcept;
+}
+
+/** The value to validate, in the order the operation defines: codeableConcept, coding, code. */
+export function codedValue(input: CodedInputs, params: TxParams): CodedValue | undefined {
+  if (input.codeableConcept) {
+    params.inferSystem = false;
+    return { concept: input.codeableConcept, mode: 'codeableConcept', issuePath: 'CodeableConcept' };
+  }
+  if (input.coding) {
+    params.inferSystem = false;
+    return { concept: { coding: [input.coding] }, mode: 'coding', issuePath: 'Coding' };
+  }
+  if (input.code !== undefined) {
+    if (!input.system && !params.inferSystem) return undefined;
+    const coding: Coding = { code: input.code };
+    if (input.system) coding.system = input.system;
+    if (input.version) coding.version = input.version;
+    if (input.display) coding.display = input.display;
+    return { concept: { coding: [coding] }, mode: 'code', issuePath: '' };
+  }
+  return undefined;
+}
+
+export function noCodeError(): TerminologyError {
+  return new TerminologyError(txIssue('error', 'invalid', undefined, 'NO_CODE_TO_VALIDATE', []), 400);
+}
+
+export interface EngineContext {
+  resolver: Resolver;
+  params: TxParams;
+  checkBudget(): void;
+}
+
+const VS_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
+
+export function validateInValueSet(valueSet: ValueSet, coded: CodedValue, ctx: EngineContext): ValidationResult {
+  ctx.params.applyValueSetDefaults(valueSet.compose, valueSet.language);
+  const env = makeEnv(ctx);
+  for (const ext of valueSet.extension ?? []) {
+    if (ext.url === VS_SUPPLEMENT) env.requiredSupplements.add(ext.valueCanonical ?? ext.valueUri ?? ext.valueString ?? '');
+  }
+  const checker = new ValueSetChecker(env, valueSet);
+  try {
+    checker.prepare();
+    requireSupplements(env);
+  } catch (err) {
+    if (err instanceof TerminologyError && err.status === undefined) return prepareFailure(err, coded, ctx);
+    throw err;
+  }
+  return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath });
+}
+
+/** CodeSystem/$validate-code: validation against a value set of the whole code system. */
+export function validateInCodeSystem(cs: CodeSystem, coded: CodedValue, ctx: EngineContext): ValidationResult {
+  const env = makeEnv(ctx);
+  const valueSet: ValueSet = {
+    resourceType: 'ValueSet',
+    status: 'active',
+    url: cs.valueSet ?? `${cs.url}/vs`,
+    compose: { include: [cs.version ? { system: cs.url, version: cs.version } : { system: cs.url }] },
+  };
+  const checker = new ValueSetChecker(env, valueSet);
+  requireSupplements(env, cs);
+  return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath, internal: true });
+}
+
+function makeEnv(ctx: EngineContext): ValidationEnv {
+  return {
+    resolver: ctx.resolver,
+    params: ctx.params,
+    requiredSupplements: new Set(ctx.params.supplements),
+    usedSupplements: new Set(),
+    checkBudget: ctx.checkBudget,
+  };
+}
+
+/** Every supplement the request or value set names must exist and apply to a code system in use. */
+function requireSupplements(env: ValidationEnv, cs?: CodeSystem): void {
+  if (cs) for (const s of env.resolver.supplementsFor(cs, env.requiredSupplements)) env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : s.url ?? '');
+  const missing = [...env.requiredSupplements].filter(
+    (s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s),
+  );
+  if (missing.length > 0) {
+    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 422);
+  }
+}
+
+/** A value set that cannot be prepared (an import that is missing) makes the code invalid, not the request. */
+function prepareFailure(err: TerminologyError, coded: CodedValue, ctx: EngineContext): ValidationResult {
+  const result: ValidationResult = {
+    result: false,
+    message: err.issue.text,
+    issues: outcomeOf([err.issue]),
+  };
+  if (err.unknownSystem) result['x-caused-by-unknown-system'] = [err.unknownSystem];
+  if (coded.mode === 'codeableConcept') {
+    result.codeableConcept = coded.concept;
+    return result;
+  }
+  const coding = coded.concept.coding?.[0];
+  if (coding?.system) result.system = coding.system;
+  if (coding?.version) result.version = coding.version;
+  else if (coding?.system) result.version = ctx.resolver.codeSystem(coding.system)?.version;
+  if (coding?.code) result.code = coding.code;
+  return result;
+}
+

@@ -1,0 +1,293 @@
+import type { CodeableConcept, Coding } from 'fhir/r4';
+import { addToPath, IssueList, txIssue } from '../issues';
+import { Language } from '../languages';
+import { message } from '../messages';
+import { presentVersions } from '../versions';
+import type { ValueSetChecker } from './checker';
+import { checkDisplay } from './display-check';
+import { DisplayList } from './display-list';
+import { checkCodeSystemStatus, checkResourceStatus } from './status';
+import type { CodedMode, CodingState, Membership, ValidationResult } from './state';
+
+interface CodedInput {
+  checker: ValueSetChecker;
+  concept: CodeableConcept;
+  mode: CodedMode;
+  /** '' for code, 'Coding', or 'CodeableConcept': the root of issue paths. */
+  issuePath: string;
+  /** Set when validating against a code system itself (CodeSystem/$validate-code). */
+  internal?: boolean;
+}
+
+/**
+ * Validates the codings of a code, Coding or CodeableConcept against the checker's value set and
+ * assembles the answer: the first coding that is in the value set speaks for the result, and
+ * every problem found on the way becomes an issue and part of the message.
+ */
+export function validateCoded(input: CodedInput): ValidationResult {
+  const { checker, concept, mode, issuePath } = input;
+  const { params } = checker.env;
+  const issues = new IssueList();
+  const messages: string[] = [];
+  const note = (text: string) => {
+    if (text && !messages.includes(text)) messages.push(text);
+  };
+  const unknownSystems = new Set<string>();
+  checkResourceStatus({ issues }, checker.valueSet, checker.valueSet);
+
+  let ok: Membership = false;
+  let first: { system?: string; code: string; path: string; version?: string; display?: string } | undefined;
+  let fallback: { system?: string; code?: string; version?: string } = {};
+  let display: string | undefined;
+  let inactive: CodingState['inactive'];
+  let status: string | undefined;
+  let normalForm: string | undefined;
+  let impliedSystem: string | undefined;
+  let noCode = false;
+  const matched = new Set<number>();
+  const seenUnknown: string[] = [];
+  let codeList = '';
+  const codings = concept.coding ?? [];
+
+  for (let i = 0; i < codings.length; i++) {
+    const c = codings[i];
+    const path = issuePath === 'CodeableConcept' ? addToPath(issuePath, `coding[${i}]`) : issuePath;
+    if (!c.code) {
+      const text = c.system ? `Coding has no code for system ${c.system} and cannot be validated` : 'Coding has no code and cannot be validated';
+      note(text);
+      issues.add({ severity: 'warning', code: 'invalid', type: 'invalid-data', text, path: path || undefined });
+      noCode = true;
+      break;
+    }
+    const state: CodingState = {
+      issues,
+      messages,
+      unknownSystems,
+      displays: new DisplayList(),
+      inactive,
+      status,
+    };
+    const v = checker.check(path, c.system, c.version, c.code, state, c.display);
+    inactive = state.inactive;
+    status = state.status;
+    if (state.normalForm) normalForm = state.normalForm;
+    if (state.impliedSystem) impliedSystem = state.impliedSystem;
+    if (v === true) matched.add(i);
+    const ws = state.impliedSystem ?? c.system ?? '';
+    if (!fallback.code || v === true) fallback = { system: c.system, code: c.code, version: c.version };
+    if (!fallback.version && state.version) fallback.version = state.version;
+    let cc = c.version ? `${ws}|${c.version}#${c.code}` : `${ws}#${c.code}`;
+    if (c.display) cc += ` ('${c.display}')`;
+    codeList = codeList ? `${codeList}, '${cc}'` : `'${cc}'`;
+
+    if (v === false && !input.internal && mode === 'codeableConcept') {
+      issues.add(
+        txIssue('information', 'code-invalid', 'this-code-not-in-vs', 'None_of_the_provided_codes_are_in_the_value_set_one', ['', checker.canonical, `'${cc}'`], `${issuePath}.coding[${i}].code`),
+      );
+    }
+    if (ok !== true && v !== false) ok = v;
+
+    if (v === true) {
+      if (state.contentMode === 'example') {
+        const text = `The system ${c.system} was found but did not contain enough information to properly validate the code "${c.code}" ("${c.display}") (mode = ${state.contentMode})`;
+        note(text);
+        issues.add({ severity: 'warning', code: 'not-found', type: 'vs-invalid', text, path: path || undefined });
+      } else if (c.display && state.displays.count > 0) {
+        state.displays.baseLanguage = state.defLang;
+        checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path });
+      }
+      if (!first) {
+        state.displays.baseLanguage = state.defLang;
+        first = { system: c.system, code: c.code, path, version: state.version, display: state.displays.preferredDisplay(params.workingLanguages()) ?? state.displays.preferredDisplay(undefined) };
+      }
+    } else if (!params.membershipOnly && ws) {
+      describeOutsideValueSet({ checker, coding: c, ws, path, mode, issuePath, index: i, state, note, seenUnknown, onDisplay: (d) => (display = d) });
+      if (!inactive && state.inactive) inactive = state.inactive;
+      if (state.version && mode !== 'codeableConcept' && !fallback.version) fallback.version = state.version;
+    }
+  }
+
+  if (issuePath === 'CodeableConcept' && matched.size > 0) softenUnknownSystems(issues, codings, matched, messages, note);
+
+  const noCodeSummary = noCode && (mode !== 'codeableConcept' || input.internal);
+  if (ok === false && !noCodeSummary && (!input.internal || !issues.hasErrors())) {
+    const vs = checker.canonical;
+    const [id, args] =
+      mode === 'codeableConcept'
+        ? (['TX_GENERAL_CC_ERROR_MESSAGE', [vs]] as const)
+        : (['None_of_the_provided_codes_are_in_the_value_set_one', ['', vs, codeList]] as const);
+    const at =
+      mode === 'codeableConcept' ? undefined : !issuePath ? 'code' : issuePath !== 'CodeableConcept' ? `${issuePath}.code` : issuePath;
+    if (issues.add(txIssue('error', 'code-invalid', 'not-in-vs', id, [...args], at))) note(message(id, ...args));
+  }
+
+  const valid = ok === true && !issues.hasErrors();
+  const result: ValidationResult = { result: valid };
+  if (first?.system) result.system = first.system;
+  else if (ok === true && impliedSystem) result.system = impliedSystem;
+  else if (fallback.system && mode !== 'codeableConcept') result.system = fallback.system;
+  // An unknown system is reported as the reason for the answer, unless another coding made it true.
+  if (unknownSystems.size > 0 && ok === false) result['x-unknown-system'] = [...unknownSystems];
+  else if (unknownSystems.size > 0 && !valid) result['x-caused-by-unknown-system'] = [...unknownSystems];
+  if (normalForm) result['normalized-code'] = normalForm;
+  if (first) result.code = first.code;
+  else if (fallback.code && mode !== 'codeableConcept') result.code = fallback.code;
+  if (first?.version) result.version = first.version;
+  else if (fallback.version && mode !== 'codeableConcept') result.version = fallback.version;
+  const shownDisplay = first ? first.display : display;
+  if (shownDisplay && (first || (fallback.code && mode !== 'codeableConcept'))) result.display = shownDisplay;
+
+  if (inactive) {
+    if (mode !== 'codeableConcept' || (first && inactive.path === first.path)) {
+      result.inactive = true;
+      if (inactive.status && inactive.status !== 'inactive') result.status = inactive.status;
+    }
+    // A status that is not itself "inactive" is reported with it: "retired and inactive".
+    const status = inactive.status ?? 'inactive';
+    const plain = status === 'inactive' || status === 'DISCOURAGED';
+    const issue = plain
+      ? txIssue('warning', 'business-rule', 'code-comment', 'INACTIVE_CONCEPT_FOUND', [status, inactive.code], inactive.path || 'code')
+      : txIssue('warning', 'business-rule', 'code-comment', 'INACTIVE_CONCEPT_FOUND_ADD', [status, inactive.code, 'inactive'], inactive.path || 'code');
+    issue.messageId = 'INACTIVE_CONCEPT_FOUND';
+    note(issue.text);
+    issues.add(issue);
+  } else if (status?.toLowerCase() === 'deprecated') {
+    result.status = 'deprecated';
+    const issue = txIssue('warning', 'business-rule', 'code-comment', 'DEPRECATED_CONCEPT_FOUND', [status, first?.code ?? fallback.code], issuePath || undefined);
+    note(issue.text);
+    issues.add(issue);
+  }
+  for (const issue of issues.issues) if (issue.severity === 'error') note(issue.text);
+  if (messages.length > 0) result.message = [...messages].sort().join('; ');
+  if (mode === 'codeableConcept') result.codeableConcept = concept;
+  if (!issues.isEmpty) result.issues = issues.toOutcome();
+  return result;
+}
+
+interface OutsideCheck {
+  checker: ValueSetChecker;
+  coding: Coding;
+  ws: string;
+  path: string;
+  mode: CodedMode;
+  issuePath: string;
+  index: number;
+  state: CodingState;
+  note: (text: string) => void;
+  seenUnknown: string[];
+  onDisplay: (display: string | undefined) => void;
+}
+
+/**
+ * A coding that is not in the value set is still looked up in its code system, to say whether
+ * the code exists at all, whether its display is right, and what its status is.
+ */
+function describeOutsideValueSet(check: OutsideCheck): void {
+  const { checker, coding: c, ws, path, mode, issuePath, index, state, note } = check;
+  const { params, resolver } = checker.env;
+  const issues = state.issues;
+  if (!isAbsoluteUrl(ws)) {
+    const p = mode === 'coding' ? `${issuePath}.system` : mode === 'codeableConcept' ? `${issuePath}.coding[${index}].system` : issuePath;
+    const issue = txIssue('error', 'invalid', 'invalid-data', 'Terminology_TX_System_Relative', [], p || undefined);
+    state.messages.push(issue.text);
+    issues.add(issue);
+  }
+  const lookupVersion = c.version ?? versionInValueSet(checker, c.system);
+  const cs = checker.provider(ws, lookupVersion);
+  if (!cs) {
+    if (resolver.valueSet(ws)) {
+      const issue = txIssue('error', 'invalid', 'invalid-data', 'Terminology_TX_System_ValueSet2', [ws], addToPath(path, 'system'));
+      note(issue.text);
+      issues.add(issue);
+      return;
+    }
+    const supplement = resolver.anyCodeSystem(ws, lookupVersion);
+    if (supplement?.content === 'supplement') {
+      const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : ws;
+      const issue = txIssue('error', 'invalid', 'invalid-data', 'CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], addToPath(path, 'system'));
+      note(issue.text);
+      issues.add(issue);
+      return;
+    }
+    const anyVersion = resolver.codeSystem(ws);
+    let key: string;
+    let issue;
+    if (!anyVersion && !lookupVersion) {
+      key = ws;
+      issue = txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM', [ws], addToPath(path, 'system'));
+    } else {
+      const known = resolver.codeSystemVersions(ws);
+      const id = known.length === 0 ? 'UNKNOWN_CODESYSTEM_VERSION_NONE' : 'UNKNOWN_CODESYSTEM_VERSION';
+      key = known.length === 0 ? ws : `${ws}|${lookupVersion}`;
+      issue = txIssue('error', 'not-found', 'not-found', id, [ws, lookupVersion, presentVersions(known)], addToPath(path, 'system'));
+    }
+    if (!state.unknownSystems.has(key)) {
+      state.unknownSystems.add(key);
+      issues.add(issue);
+    }
+    note(issue.text);
+    return;
+  }
+  checkCodeSystemStatus(state, cs, checker.valueSet);
+  const concept = cs.locate(c.code as string);
+  if (!concept) {
+    const key = `${ws}|${cs.version}#${c.code}`;
+    if (check.seenUnknown.includes(key)) return;
+    check.seenUnknown.push(key);
+    if (cs.content === 'complete') {
+      const issue = txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], addToPath(path, 'code'));
+      note(issue.text);
+      issues.add(issue);
+    } else {
+      issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], addToPath(path, 'code')));
+    }
+    return;
+  }
+  const displays = new DisplayList();
+  displays.baseLanguage = cs.language ? new Language(cs.language) : undefined;
+  displays.add(cs.designations(concept));
+  if (!params.membershipOnly && !state.inactive && cs.isInactive(concept)) {
+    state.inactive = { path, code: c.code as string, status: cs.status(concept) };
+  }
+  check.onDisplay(displays.preferredDisplay(params.workingLanguages()) ?? displays.preferredDisplay(undefined));
+  if (c.display && displays.count > 0 && !displays.hasDisplay(params.workingLanguages(), new Language(cs.language ?? 'en'), c.display, false).found) {
+    checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang: new Language(cs.language ?? 'en'), params, issues, note, path });
+  }
+  if (cs.version && mode !== 'codeableConcept') state.version = cs.version;
+}
+
+/** The newest version of a system the value set's includes name, for looking a code up outside it. */
+function versionInValueSet(checker: ValueSetChecker, system: string | undefined): string | undefined {
+  let best: string | undefined;
+  for (const include of checker.valueSet.compose?.include ?? []) {
+    if (include.system === system && include.version && (!best || include.version > best)) best = include.version;
+  }
+  return best;
+}
+
+/**
+ * In a CodeableConcept, a coding whose code system is unknown does not veto another coding
+ * that is valid: its error becomes a warning that says the coding was not checked.
+ */
+function softenUnknownSystems(issues: IssueList, codings: Coding[], matched: Set<number>, messages: string[], note: (t: string) => void): void {
+  const unknownIds = ['UNKNOWN_CODESYSTEM', 'UNKNOWN_CODESYSTEM_VERSION', 'UNKNOWN_CODESYSTEM_VERSION_NONE'];
+  codings.forEach((c, j) => {
+    if (matched.has(j)) return;
+    const at = `CodeableConcept.coding[${j}].system`;
+    for (const issue of issues.issues) {
+      if (issue.severity === 'error' && issue.messageId && unknownIds.includes(issue.messageId) && issue.path === at) {
+        const was = issue.text;
+        issue.severity = 'warning';
+        issue.messageId = 'UNKNOWN_CODESYSTEM_CODING_NOT_CHECKED';
+        issue.text = message('UNKNOWN_CODESYSTEM_CODING_NOT_CHECKED', c.version ? `${c.system}|${c.version}` : c.system);
+        const k = messages.indexOf(was);
+        if (k >= 0) messages.splice(k, 1);
+        note(issue.text);
+      }
+    }
+  });
+}
+
+function isAbsoluteUrl(url: string): boolean {
+  return /^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(url);
+}

@@ -1,0 +1,37 @@
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../../src/config';
+import { createServerApp } from '../../src/bootstrap';
+import { testConfig } from './app';
+
+/** The production app (every operation, bundled terminology) over in-memory SQLite, or a given store. */
+export async function serverApp(config: Partial<Config> = {}): Promise<{ app: FastifyInstance; close: () => Promise<void> }> {
+  return createServerApp(testConfig({ dataDir: ':memory:', ...config }));
+}
+
+export const FHIR_JSON = { 'content-type': 'application/fhir+json' };
+
+export function param(name: string, value: unknown): Record<string, unknown> {
+  if (typeof value === 'boolean') return { name, valueBoolean: value };
+  if (typeof value === 'string') return { name, [name === 'code' ? 'valueCode' : name === 'url' || name === 'system' ? 'valueUri' : 'valueString']: value };
+  if (value && typeof value === 'object' && 'resourceType' in value) return { name, resource: value };
+  if (value && typeof value === 'object' && 'coding' in value) return { name, valueCodeableConcept: value };
+  return { name, valueCoding: value };
+}
+
+/** Reads a Parameters answer into name -> value (lists for repeated names). */
+export function outputs(body: { parameter?: Record<string, unknown>[] }): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const p of body.parameter ?? []) {
+    const key = Object.keys(p).find((k) => k !== 'name') as string;
+    const name = p.name as string;
+    const value = p[key];
+    if (name in out) out[name] = [...(Array.isArray(out[name]) ? (out[name] as unknown[]) : [out[name]]), value];
+    else out[name] = value;
+  }
+  return out;
+}
+
+export function issueTexts(body: { parameter?: Record<string, unknown>[] }): string[] {
+  const issues = outputs(body).issues as { issue: { details: { text: string } }[] } | undefined;
+  return issues?.issue.map((i) => i.details.text) ?? [];
+}
