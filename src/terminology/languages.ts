@@ -36,7 +36,11 @@ export function isLanguageTag(text: string): boolean {
 
 /** A preference list, highest quality first; entries with q=0 are kept but never match. */
 export class LanguageList {
-  constructor(readonly entries: { language: Language; quality: number }[]) {}
+  constructor(
+    readonly entries: { language: Language; quality: number }[],
+    /** The text this list was read from, for echoing it back. */
+    readonly source = '',
+  ) {}
 
   static empty(): LanguageList {
     return new LanguageList([]);
@@ -59,7 +63,7 @@ export class LanguageList {
       return { language: new Language(tag), quality };
     });
     entries.sort((a, b) => b.quality - a.quality);
-    return new LanguageList(entries);
+    return new LanguageList(entries, text.trim());
   }
 
   get isEmpty(): boolean {
@@ -69,6 +73,11 @@ export class LanguageList {
   /** The usable languages, most preferred first. */
   get languages(): Language[] {
     return this.entries.filter((e) => e.quality > 0).map((e) => e.language);
+  }
+
+  /** `*;q=0`: no language other than those listed is acceptable, not even as a fallback. */
+  get refusesOthers(): boolean {
+    return this.entries.some((e) => e.language.code === '*' && e.quality === 0);
   }
 
   /** Whether any wanted language matches `stated` at `depth`. */

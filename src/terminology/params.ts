@@ -47,6 +47,10 @@ export class TxParams {
   displayLanguages?: LanguageList;
   httpLanguages?: LanguageList;
   readonly supplements = new Set<string>();
+  /** Version rules that decided a version somewhere in this request (echoed by $expand). */
+  readonly usedRules = new Set<VersionRule>();
+  /** versionsMatch: one code in several versions of a system counts once. */
+  versionsMatch = false;
   /** Names set by the request itself, which a value set's own parameters must not override. */
   private readonly explicit = new Set<string>();
 
@@ -113,6 +117,10 @@ export class TxParams {
       if (name === undefined || value === undefined) continue;
       if (name === 'displayLanguage') this.setDisplayLanguage(String(value), false);
       else if (name === 'activeOnly' && !this.explicit.has('activeOnly')) this.activeOnly = value === true || value === 'true';
+      else if (name === 'versionsMatch') {
+        this.versionsMatch = value === true || value === 'true';
+        this.explicit.add('versionsMatch');
+      }
     }
     if ((!this.httpLanguages || this.httpLanguages.isEmpty) && language) {
       try {
@@ -121,6 +129,16 @@ export class TxParams {
         // an invalid ValueSet.language is not the client's problem
       }
     }
+  }
+
+  /** Whether versionsMatch was stated (either way), so it must not be inferred. */
+  get versionsMatchGiven(): boolean {
+    return this.explicit.has('versionsMatch');
+  }
+
+  /** Whether the request said activeOnly (either way), which $expand echoes. */
+  get activeOnlyGiven(): boolean {
+    return this.explicit.has('activeOnly');
   }
 
   /** displayLanguage when given, else Accept-Language. */
@@ -145,9 +163,13 @@ export class TxParams {
   versionFor(system: string, stated: string | undefined, valueSet = false): string | undefined {
     const rules = this.rulesFor(system, valueSet);
     const override = rules.find((r) => r.mode === 'override');
-    if (override) return override.version;
+    if (override) {
+      if (override.version !== stated) this.usedRules.add(override);
+      return override.version;
+    }
     if (stated) return stated;
     const fallback = rules.find((r) => r.mode === 'default') ?? rules.find((r) => r.mode === 'check');
+    if (fallback) this.usedRules.add(fallback);
     return fallback?.version;
   }
 

@@ -1,3 +1,5 @@
+import type { Resource } from 'fhir/r4';
+import { expect } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../src/config';
 import { createServerApp } from '../../src/bootstrap';
@@ -9,6 +11,17 @@ export async function serverApp(config: Partial<Config> = {}): Promise<{ app: Fa
 }
 
 export const FHIR_JSON = { 'content-type': 'application/fhir+json' };
+
+/** PUTs a resource by its id and insists it was stored. */
+export async function putResource(app: FastifyInstance, resource: Resource): Promise<void> {
+  const res = await app.inject({ method: 'PUT', url: `/fhir/R4/${resource.resourceType}/${resource.id}`, headers: FHIR_JSON, payload: resource });
+  expect(res.statusCode, res.body).toBeLessThan(300);
+}
+
+/** POSTs a Parameters body made of the given entries. */
+export function postParameters(app: FastifyInstance, url: string, ...parameter: Record<string, unknown>[]) {
+  return app.inject({ method: 'POST', url, headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter } });
+}
 
 export function param(name: string, value: unknown): Record<string, unknown> {
   if (typeof value === 'boolean') return { name, valueBoolean: value };

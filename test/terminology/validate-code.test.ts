@@ -2,17 +2,13 @@ import type { CodeSystem, ValueSet } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { animals, animalsV1, SYSTEM, valueSet } from '../fixtures/terminology';
-import { FHIR_JSON, issueTexts, outputs, param, serverApp } from '../helpers/server-app';
+import { FHIR_JSON, issueTexts, outputs, param, postParameters, putResource, serverApp } from '../helpers/server-app';
 
 let app: FastifyInstance;
 let close: () => Promise<void>;
 
-const put = async (resource: CodeSystem | ValueSet) => {
-  const res = await app.inject({ method: 'PUT', url: `/fhir/R4/${resource.resourceType}/${resource.id}`, headers: FHIR_JSON, payload: resource });
-  expect(res.statusCode, res.body).toBeLessThan(300);
-};
-const post = (url: string, ...parameter: Record<string, unknown>[]) =>
-  app.inject({ method: 'POST', url, headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter } });
+const put = (resource: CodeSystem | ValueSet) => putResource(app, resource);
+const post = (url: string, ...parameter: Record<string, unknown>[]) => postParameters(app, url, ...parameter);
 const vsUrl = (id: string) => `http://example.org/fhir/ValueSet/${id}`;
 
 /** Validates a code of the animals system against a stored value set; answers the outputs. */

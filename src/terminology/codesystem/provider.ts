@@ -18,6 +18,8 @@ export interface Designation {
   /** True for the concept's own display (rather than a designation). */
   isDisplay: boolean;
   extension?: Extension[];
+  /** The supplement (url|version) the designation comes from, if any. */
+  source?: string;
 }
 
 /** A concept property value, as stored: `value[x]` in one of its FHIR types. */
@@ -81,6 +83,8 @@ export interface CodeSystemProvider<C extends ConceptHandle = ConceptHandle> {
   /** Compiles a compose filter; throws FilterNotSupportedError for one it cannot evaluate. */
   filter(property: string, op: string, value: string): ConceptFilter<C>;
   hasSupplement(canonical: string): boolean;
+  /** The URI that defines a property of this code system (its declaration's `uri`). */
+  propertyUri(code: string): string | undefined;
   /** Extensions on the concept (for deprecation and item weights). */
   extensions(concept: C): Extension[];
 }

@@ -42,6 +42,7 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   /** Property codes as the code system names them, by their standard meaning. */
   private readonly propertyCodes: Map<string, string>;
   private readonly propertyTypes = new Map<string, string>();
+  private readonly propertyUris = new Map<string, string>();
 
   constructor(
     readonly resource: CodeSystem,
@@ -54,7 +55,10 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
     this.caseSensitive = resource.caseSensitive !== false;
     this.language = resource.language;
     this.propertyCodes = standardPropertyCodes(resource);
-    for (const p of resource.property ?? []) this.propertyTypes.set(p.code, p.type);
+    for (const p of resource.property ?? []) {
+      this.propertyTypes.set(p.code, p.type);
+      if (p.uri) this.propertyUris.set(p.code, p.uri);
+    }
     this.index(resource.concept ?? [], undefined);
     this.linkByProperties();
     this.hasHierarchy = this.ordered.some((n) => n.children.length > 0);
@@ -103,17 +107,21 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   }
 
   private applySupplement(supplement: CodeSystem): void {
-    this.supplements.push(supplement.version ? `${supplement.url}|${supplement.version}` : (supplement.url ?? ''));
-    for (const p of supplement.property ?? []) if (!this.propertyTypes.has(p.code)) this.propertyTypes.set(p.code, p.type);
+    const source = supplement.version ? `${supplement.url}|${supplement.version}` : (supplement.url ?? '');
+    this.supplements.push(source);
+    for (const p of supplement.property ?? []) {
+      if (!this.propertyTypes.has(p.code)) this.propertyTypes.set(p.code, p.type);
+      if (p.uri && !this.propertyUris.has(p.code)) this.propertyUris.set(p.code, p.uri);
+    }
     const visit = (concepts: CodeSystemConcept[]) => {
       for (const concept of concepts) {
         const node = this.locate(concept.code);
         if (node) {
           node.supplementDesignations ??= [];
           if (concept.display && supplement.language) {
-            node.supplementDesignations.push({ language: supplement.language, use: DISPLAY_USE, value: concept.display, status: 'active', isDisplay: false });
+            node.supplementDesignations.push({ language: supplement.language, use: DISPLAY_USE, value: concept.display, status: 'active', isDisplay: false, source });
           }
-          for (const d of concept.designation ?? []) node.supplementDesignations.push(toDesignation(d.value, d.language, d.use, d.extension));
+          for (const d of concept.designation ?? []) node.supplementDesignations.push({ ...toDesignation(d.value, d.language, d.use, d.extension), source });
           node.supplementProperties ??= [];
           for (const p of concept.property ?? []) {
             const value = propertyValue(p);
@@ -235,6 +243,10 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
 
   filter(property: string, op: string, value: string): ConceptFilter<ConceptNode> {
     return compileFilter(this, { property, op, value });
+  }
+
+  propertyUri(code: string): string | undefined {
+    return this.propertyUris.get(code);
   }
 
   /** The declared type of a property (code, Coding, string, boolean, ...), if declared. */

@@ -1,6 +1,6 @@
 import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
 import type { ResourceCodeSystemProvider } from '../codesystem/resource-provider';
-import { filterOp } from '../compose';
+import { filterOp, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { Language } from '../languages';
 import { message } from '../messages';
@@ -75,21 +75,12 @@ export class ValueSetChecker {
     });
   }
 
-  /** An imported value set: contained in this one (`#id`), or found by canonical. */
   private resolveImport(pinned: string): ValueSet | undefined {
-    if (pinned.startsWith('#')) {
-      return this.valueSet.contained?.find((r): r is ValueSet => r.resourceType === 'ValueSet' && r.id === pinned.slice(1));
-    }
-    const [url, version] = pinned.split('|');
-    return this.env.resolver.valueSet(url, version);
+    return resolveImport(this.valueSet, this.env.resolver, pinned);
   }
 
-  /** A value set import, with the version a default/force-valueset-version rule gives it. */
   private pinValueSet(url: string): string {
-    if (url.startsWith('#')) return url;
-    const [base, stated] = url.split('|');
-    const version = this.env.params.versionFor(base, stated, true);
-    return version ? `${base}|${version}` : url;
+    return pinImport(this.env.params, url).pinned;
   }
 
   /** The provider for a system at a version, with the stated supplements that apply to it. */

@@ -1,0 +1,61 @@
+import type { Resource, ValueSet } from 'fhir/r4';
+import { expandValueSet } from '../../terminology/expand';
+import type { TxParamsInput } from '../../terminology/params';
+import type { AppServices } from '../../services';
+import { defineOperation } from '../operation';
+import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { targetValueSet } from './validate-code';
+
+/** ValueSet/$expand: the members of a value set, paged, as a ValueSet with an expansion. */
+export interface ValueSetExpandInput extends TxParamsInput {
+  url?: string;
+  valueSet?: ValueSet;
+  valueSetVersion?: string;
+  context?: string;
+  contextDirection?: string;
+  filter?: string;
+  date?: string;
+  offset?: number;
+  count?: number;
+  includeDesignations?: boolean;
+  designation?: string[];
+  includeDefinition?: boolean;
+  excludeNested?: boolean;
+  excludeNotForUI?: boolean;
+  excludePostCoordinated?: boolean;
+  property?: string[];
+  'exclude-system'?: string[];
+  'tx-resource'?: Resource[];
+}
+
+export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, { return: ValueSet }>({
+  definition: 'http://hl7.org/fhir/OperationDefinition/ValueSet-expand',
+  handle: (input, ctx) =>
+    withTerminologyErrors(async () => {
+      const engine = await engineContext(input, ctx);
+      const valueSet = targetValueSet(input, ctx, engine.resolver);
+      const configured = ctx.services.config.expansionLimit;
+      // The HL7 suite (and clients protecting themselves) may ask for a lower limit.
+      const asked = Number(ctx.headers['x-too-costly-threshold']);
+      const limit = Number.isInteger(asked) && asked > 0 ? Math.min(asked, configured) : configured;
+      const expanded = expandValueSet(
+        valueSet,
+        {
+          filter: input.filter,
+          count: input.count,
+          offset: input.offset,
+          includeDesignations: input.includeDesignations,
+          designations: input.designation ?? [],
+          includeDefinition: input.includeDefinition,
+          excludeNested: input.excludeNested,
+          excludeNotForUI: input.excludeNotForUI,
+          excludePostCoordinated: input.excludePostCoordinated,
+          properties: input.property ?? [],
+          limit,
+          displayLanguage: input.displayLanguage,
+        },
+        engine,
+      );
+      return { return: expanded };
+    }),
+});

@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto';
+import type { Extension, ValueSet, ValueSetExpansionContains, ValueSetExpansionParameter } from 'fhir/r4';
+import { TerminologyError, txIssue } from './issues';
+import type { EngineContext } from './validate-code';
+import { entryFor, PropertyDeclarations } from './expansion/entries';
+import { ValueSetExpander, type Member } from './expansion/expander';
+import type { ExpandOptions } from './expansion/options';
+import type { ValidationEnv } from './validation/state';
+
+const VS_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
+
+/** Copied from the value set into its expansion; the definition (compose and the like) is not. */
+const DEFINITION_ONLY = ['id', 'meta', 'text', 'compose', 'purpose', 'description', 'contact', 'copyright', 'publisher', 'extension', 'contained'];
+
+/**
+ * ValueSet/$expand as the engine sees it: the value set with an `expansion`, paged, within the
+ * size limit (too-costly beyond it) and the request's time budget.
+ */
+export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext): ValueSet {
+  const { params } = ctx;
+  params.applyValueSetDefaults(valueSet.compose, valueSet.language);
+  const env: ValidationEnv = {
+    resolver: ctx.resolver,
+    params,
+    requiredSupplements: new Set(params.supplements),
+    usedSupplements: new Set(),
+    checkBudget: ctx.checkBudget,
+  };
+  for (const e of valueSet.extension ?? []) {
+    if (e.url === VS_SUPPLEMENT) env.requiredSupplements.add(e.valueCanonical ?? e.valueUri ?? e.valueString ?? '');
+  }
+
+  const result: ValueSet = { resourceType: 'ValueSet' } as ValueSet;
+  for (const [k, v] of Object.entries(valueSet)) {
+    if (k === 'resourceType' || k === 'expansion') continue;
+    if (options.includeDefinition || !DEFINITION_ONLY.includes(k)) (result as unknown as Record<string, unknown>)[k] = v;
+  }
+  if (valueSet.expansion && !valueSet.compose) {
+    result.expansion = valueSet.expansion;
+    return result;
+  }
+
+  const expander = new ValueSetExpander(env, options, valueSet);
+  const collected = expander.collect();
+  const missing = [...env.requiredSupplements].filter((s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s));
+  if (missing.length > 0) {
+    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 422);
+  }
+
+  const { count, offset } = options;
+  const total = collected.members.length;
+  if (count === undefined && total > options.limit) expander.tooCostly(options.limit);
+  const hierarchical = collected.hierarchical && (count === undefined || count > total);
+
+  const parameters: ValueSetExpansionParameter[] = [];
+  const add = (p: ValueSetExpansionParameter) => parameters.push(p);
+  if (options.filter) add({ name: 'filter', valueString: options.filter });
+  const echoedLanguage = options.displayLanguage ?? options.acceptLanguage ?? (params.displayLanguages ?? params.httpLanguages)?.source;
+  if (echoedLanguage) add({ name: 'displayLanguage', valueCode: echoedLanguage });
+  for (const d of options.designations) add({ name: 'designation', valueString: d });
+  if (options.excludeNested !== undefined) add({ name: 'excludeNested', valueBoolean: options.excludeNested });
+  if (params.activeOnlyGiven) add({ name: 'activeOnly', valueBoolean: params.activeOnly });
+  if (options.includeDesignations !== undefined) add({ name: 'includeDesignations', valueBoolean: options.includeDesignations });
+  if (options.includeDefinition !== undefined) add({ name: 'includeDefinition', valueBoolean: options.includeDefinition });
+  if (options.excludeNotForUI !== undefined) add({ name: 'excludeNotForUI', valueBoolean: options.excludeNotForUI });
+  if (options.excludePostCoordinated !== undefined) add({ name: 'excludePostCoordinated', valueBoolean: options.excludePostCoordinated });
+  if (offset !== undefined) add({ name: 'offset', valueInteger: offset });
+  if (count !== undefined) add({ name: 'count', valueInteger: count });
+  for (const rule of params.versionRules) {
+    if (rule.valueSet || !params.usedRules.has(rule)) continue;
+    const name = rule.mode === 'override' ? 'force-system-version' : rule.mode === 'check' ? 'check-system-version' : 'system-version';
+    add({ name, valueUri: `${rule.system}|${rule.version}` });
+  }
+  expander.noteOwnStatus(valueSet);
+  parameters.push(...collected.parameters);
+
+  const declarations = new PropertyDeclarations();
+  for (const p of collected.importedProperties) declarations.declare(p.code, p.uri);
+  const usedSupplements = new Set<string>();
+  const entryContext = { options, languages: params.workingLanguages(), declarations, valueSetLanguage: valueSet.language, usedSupplements };
+  const build = (member: Member): ValueSetExpansionContains => {
+    const entry = entryFor(member, entryContext);
+    if (hierarchical && member.children.length > 0) entry.contains = member.children.map(build);
+    return entry;
+  };
+  const list = hierarchical ? collected.roots : collected.members;
+  const start = offset ?? 0;
+  const page = list.slice(start, count === undefined ? undefined : start + count);
+  const contains = page.map(build);
+  for (const s of new Set([...env.usedSupplements, ...usedSupplements])) {
+    const noted = parameters.some((p) => p.name === 'used-supplement' && (p.valueUri === s || p.valueUri?.startsWith(`${s}|`)));
+    if (!noted) add({ name: 'used-supplement', valueUri: s });
+  }
+
+  const expansion: NonNullable<ValueSet['expansion']> = {
+    identifier: `urn:uuid:${randomUUID()}`,
+    timestamp: new Date().toISOString(),
+    total,
+  };
+  if (offset !== undefined || count !== undefined) expansion.offset = start;
+  if (parameters.length > 0) expansion.parameter = parameters;
+  const declared: Extension[] = [];
+  if (collected.unclosed.length > 0) {
+    declared.push({ url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed', valueBoolean: true });
+    for (const reason of new Set(collected.unclosed)) declared.push({ url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed-reason', valueString: reason });
+  }
+  declared.push(...declarations.toExtensions());
+  if (declared.length > 0) expansion.extension = declared;
+  if (contains.length > 0) expansion.contains = contains;
+  result.expansion = expansion;
+  return result;
+}

@@ -1,0 +1,436 @@
+import type {
+  ValueSet,
+  ValueSetComposeInclude,
+  ValueSetComposeIncludeConcept,
+  ValueSetExpansionContains,
+  ValueSetExpansionParameter,
+} from 'fhir/r4';
+import type { ConceptNode, ResourceCodeSystemProvider } from '../codesystem/resource-provider';
+import { FilterNotSupportedError } from '../codesystem/provider';
+import { filterOp, pinImport, resolveImport } from '../compose';
+import { TerminologyError, txIssue } from '../issues';
+import { compareVersions, versionMatches } from '../versions';
+import { canonicalOf, type ValidationEnv } from '../validation/state';
+import { INTERNAL_LIMIT, type ExpandOptions } from './options';
+import { TextFilter } from './text-filter';
+
+/**
+ * Enumerates a value set's members under a size limit and a time budget. Collecting is cheap
+ * (references to concepts); what a member looks like in the answer (display, designations,
+ * properties) is worked out later, and only for the members that are returned.
+ */
+
+export interface Member {
+  key: string;
+  system: string;
+  version?: string;
+  code: string;
+  cs?: ResourceCodeSystemProvider;
+  concept?: ConceptNode;
+  /** The include's concept entry, for value set displays, designations and extensions. */
+  listed?: ValueSetComposeIncludeConcept;
+  /** An entry taken over whole from an imported expansion. */
+  imported?: ValueSetExpansionContains;
+  parent?: Member;
+  children: Member[];
+  /** Several versions of the system are in play: the entry states its version. */
+  showVersion?: boolean;
+}
+
+/** The members of an expansion, and what the expansion must say about how it was made. */
+export interface Collected {
+  members: Member[];
+  roots: Member[];
+  hierarchical: boolean;
+  parameters: ValueSetExpansionParameter[];
+  /** Property definitions imported with imported members. */
+  importedProperties: { code: string; uri?: string }[];
+  /** Reasons the expansion is not closed (empty when it is). */
+  unclosed: string[];
+}
+
+export class ValueSetExpander {
+  private readonly byKey = new Map<string, Member>();
+  private readonly members: Member[] = [];
+  private readonly roots: Member[] = [];
+  private readonly excluded = new Set<string>();
+  private readonly excludedSystems = new Set<string>();
+  private readonly parameters: ValueSetExpansionParameter[] = [];
+  private readonly importedProperties: { code: string; uri?: string }[] = [];
+  /** Why the expansion is not closed (a fragment was used), for valueset-unclosed. */
+  private readonly unclosed: string[] = [];
+  private canBeHierarchy: boolean;
+  private readonly filter: TextFilter;
+  private hasExclusions = false;
+  /** One system appears at several versions: members are told apart by version too. */
+  private doingVersion = false;
+  /** An exclude of another version of the included system excludes those codes in every version. */
+  private excludeAcrossVersions = false;
+
+  constructor(
+    private readonly env: ValidationEnv,
+    private readonly options: ExpandOptions,
+    private readonly valueSet: ValueSet,
+    /** Canonicals of the value sets being expanded above this one, to refuse cycles. */
+    private readonly chain: string[] = [],
+  ) {
+    this.canBeHierarchy = !options.excludeNested && !(options.offset && options.offset > 0);
+    this.filter = new TextFilter(options.filter);
+  }
+
+  collect(): Collected {
+    const compose = this.valueSet.compose;
+    if (compose?.lockedDate) {
+      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'LOCKED_DATE_NOT_SUPPORTED', [canonicalOf(this.valueSet)]), 400);
+    }
+    if (!compose && this.valueSet.expansion) {
+      // A value set defined by its expansion only: its members are the entries listed.
+      for (const entry of flatten(this.valueSet.expansion.contains ?? [])) {
+        if (!entry.system || !entry.code) continue;
+        const { contains: _nested, ...flat } = entry;
+        const key = this.key(entry.system, entry.version, entry.code);
+        if (!this.byKey.has(key)) this.push({ key, system: entry.system, version: entry.version, code: entry.code, imported: flat, children: [] });
+      }
+      this.canBeHierarchy = false;
+    }
+    if (compose) {
+      this.hasExclusions = (compose.exclude ?? []).length > 0;
+      this.decideVersioning(compose);
+      compose.exclude?.forEach((set, i) => this.excludeSet(set, `ValueSet.compose.exclude[${i}]`));
+      const includes = [...compose.include].sort((a, b) =>
+        a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0,
+      );
+      includes.forEach((set) => this.includeSet(set, `ValueSet.compose.include[${compose.include.indexOf(set)}]`));
+    }
+    return {
+      members: this.members,
+      roots: this.roots,
+      hierarchical: this.canBeHierarchy,
+      parameters: this.parameters,
+      importedProperties: this.importedProperties,
+      unclosed: this.unclosed,
+    };
+  }
+
+  /**
+   * Several versions of one system in a compose make version part of a member's identity,
+   * unless versionsMatch says otherwise. Including one version and excluding another of the
+   * same system means "these codes, but not those" whatever the version (versionsMatch).
+   */
+  private decideVersioning(compose: NonNullable<ValueSet['compose']>): void {
+    const seen = new Map<string, string | undefined>();
+    for (const set of [...compose.include, ...(compose.exclude ?? [])]) {
+      if (!set.system) continue;
+      if (seen.has(set.system) && seen.get(set.system) !== set.version) this.doingVersion = true;
+      else seen.set(set.system, set.version);
+    }
+    const includes = compose.include;
+    const excludes = compose.exclude ?? [];
+    if (!this.env.params.versionsMatchGiven && includes.length > 0 && excludes.length > 0) {
+      const system = includes[0].system;
+      const sameSystem = [...includes, ...excludes].every((s) => s.system === system && s.version);
+      const overlap = includes.some((i) => excludes.some((e) => e.version === i.version));
+      if (sameSystem && !overlap) {
+        this.env.params.versionsMatch = true;
+        this.excludeAcrossVersions = true;
+        this.addParameter({ name: 'versionsMatch', valueBoolean: true });
+      }
+    }
+    if (this.env.params.versionsMatch && this.valueSet.compose?.extension?.some((e) => e.extension?.some((x) => x.valueCode === 'versionsMatch'))) {
+      this.addParameter({ name: 'versionsMatch', valueBoolean: true });
+    }
+  }
+
+  private key(system: string, version: string | undefined, code: string): string {
+    return this.doingVersion && !this.env.params.versionsMatch ? `${system}|${version ?? ''}\u0000${code}` : memberKey(system, code);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // includes
+
+  private includeSet(set: ValueSetComposeInclude, path: string): void {
+    if (set.valueSet || set.concept || (set.filter ?? []).length > 1) this.canBeHierarchy = false;
+    const imports = (set.valueSet ?? []).map((url) => this.importValueSet(url));
+    if (!set.system) {
+      if (imports.length === 0) return;
+      const [first, ...others] = imports;
+      for (const member of first.members) {
+        if (others.every((o) => o.keys.has(member.key))) this.addImported(member);
+      }
+      this.importPropertyDefinitions(first);
+      return;
+    }
+    const cs = this.codeSystem(set.system, set.version);
+    const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
+    if (!set.concept && !set.filter) {
+      this.checkSize(cs);
+      const visited = new Set<ConceptNode>();
+      const walk = (node: ConceptNode, parent: Member | undefined): void => {
+        if (visited.has(node)) {
+          this.canBeHierarchy = false;
+          return;
+        }
+        visited.add(node);
+        this.env.checkBudget();
+        let here = parent;
+        const selectable = !(this.options.excludeNotForUI && cs.isAbstract(node)) && !(this.env.params.activeOnly && cs.isInactive(node));
+        if (selectable && passesImports(node.code) && this.passesText(cs, node)) {
+          here = this.add(cs, node, undefined, this.filter.isEmpty ? parent : undefined) ?? parent;
+        }
+        for (const child of cs.children(node)) walk(child, here);
+      };
+      for (const root of cs.roots()) walk(root, undefined);
+    }
+    for (const listed of set.concept ?? []) {
+      const node = cs.locate(listed.code);
+      if (!node || (this.env.params.activeOnly && cs.isInactive(node)) || !passesImports(node.code)) continue;
+      const texts = [listed.display, ...(listed.designation ?? []).map((d) => d.value)];
+      if (!this.filter.isEmpty && !this.filter.passes(listed.code, ...texts) && !this.passesText(cs, node)) continue;
+      this.add(cs, node, listed, undefined);
+    }
+    if (set.filter && set.filter.length > 0) {
+      const filters = set.filter.map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
+      const [first, ...others] = filters;
+      for (const node of first.members()) {
+        this.env.checkBudget();
+        if (this.env.params.activeOnly && cs.isInactive(node)) continue;
+        if (!others.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node)) continue;
+        const parentNode = cs.parents(node)[0];
+        const parent = parentNode ? this.byKey.get(this.key(cs.url, cs.version, parentNode.code)) : undefined;
+        if (!cs.hasHierarchy) this.canBeHierarchy = false;
+        this.add(cs, node, undefined, parent);
+      }
+    }
+  }
+
+  private compileFilter(cs: ResourceCodeSystemProvider, f: NonNullable<ValueSetComposeInclude['filter']>[number], path: string) {
+    const op = filterOp(f);
+    if (f.value === undefined || f.value === '') {
+      throw new TerminologyError(txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], path), 400);
+    }
+    try {
+      return cs.filter(f.property, op, f.value);
+    } catch (err) {
+      if (!(err instanceof FilterNotSupportedError)) throw err;
+      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]), 400);
+    }
+  }
+
+  private passesText(cs: ResourceCodeSystemProvider, node: ConceptNode): boolean {
+    if (this.filter.isEmpty) return true;
+    return this.filter.passes(node.code, ...cs.designations(node).map((d) => d.value));
+  }
+
+  /** Adds a member; answers it, or undefined when it is excluded or already there. */
+  private add(cs: ResourceCodeSystemProvider, concept: ConceptNode, listed: ValueSetComposeIncludeConcept | undefined, parent: Member | undefined): Member | undefined {
+    if (cs.isInactive(concept) && this.valueSet.compose?.inactive === false) return undefined;
+    const key = this.key(cs.url, cs.version, concept.code);
+    if (this.isExcluded(cs.url, cs.version, concept.code)) return undefined;
+    if (this.byKey.has(key)) {
+      this.canBeHierarchy = false;
+      return undefined;
+    }
+    const member: Member = { key, system: cs.url, version: cs.version, code: concept.code, cs, concept, listed, parent, children: [], showVersion: this.doingVersion };
+    this.push(member);
+    return member;
+  }
+
+  /** A member of an imported value set, taken over as it is (but not its place in a hierarchy). */
+  private addImported(member: Member): void {
+    const key = this.key(member.system, member.version, member.code);
+    if (this.byKey.has(key) || this.isExcluded(member.system, member.version, member.code)) return;
+    this.push({ ...member, key, parent: undefined, children: [] });
+  }
+
+  private push(member: Member): void {
+    if (this.members.length >= INTERNAL_LIMIT) this.tooCostly(INTERNAL_LIMIT);
+    this.byKey.set(member.key, member);
+    this.members.push(member);
+    if (member.parent) member.parent.children.push(member);
+    else this.roots.push(member);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // excludes
+
+  private excludeSet(set: ValueSetComposeInclude, path: string): void {
+    const imports = (set.valueSet ?? []).map((url) => this.importValueSet(url));
+    if (!set.system) {
+      const [first, ...others] = imports;
+      for (const member of first?.members ?? []) {
+        if (others.every((o) => o.keys.has(member.key))) this.excluded.add(this.key(member.system, member.version, member.code));
+      }
+      return;
+    }
+    const cs = this.codeSystem(set.system, set.version);
+    const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
+    const exclude = (code: string) => this.excluded.add(this.key(cs.url, cs.version, code));
+    if (!set.concept && !set.filter) {
+      if (imports.length === 0 && !this.excludeAcrossVersions) this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
+      else for (const node of cs.all()) if (passesImports(node.code)) exclude(node.code);
+    }
+    for (const listed of set.concept ?? []) {
+      const node = cs.locate(listed.code);
+      if (node && passesImports(node.code)) exclude(node.code);
+    }
+    if (set.filter && set.filter.length > 0) {
+      const filters = set.filter.map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
+      const [first, ...others] = filters;
+      for (const node of first.members()) {
+        this.env.checkBudget();
+        if (others.every((f) => f.contains(node)) && passesImports(node.code)) exclude(node.code);
+      }
+    }
+  }
+
+  private isExcluded(system: string, version: string | undefined, code: string): boolean {
+    if (this.excludedSystems.has(system) || this.excludedSystems.has(`${system}|${version ?? ''}`)) return true;
+    return this.excluded.has(this.key(system, version, code));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // code systems and imported value sets
+
+  private codeSystem(system: string, stated: string | undefined): ResourceCodeSystemProvider {
+    const { resolver, params } = this.env;
+    const version = params.versionFor(system, stated);
+    const cs = resolver.codeSystem(system, version);
+    if (!cs) {
+      const known = resolver.codeSystemVersions(system);
+      if (!version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_EXP', [system]), 422, system);
+      if (known.length === 0) {
+        throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_EXP_NONE', [system, version]), 422, `${system}|${version}`);
+      }
+      throw new TerminologyError(
+        txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_EXP', [system, version, known.join(known.length === 2 ? ' or ' : ', ')]),
+        422,
+        `${system}|${version}`,
+      );
+    }
+    if (cs.content === 'not-present' || cs.content === 'supplement') {
+      const what = cs.content === 'not-present' ? 'has no content' : 'defines a supplement';
+      throw new TerminologyError({ severity: 'error', code: 'business-rule', type: 'invalid', text: `The code system definition for ${system} ${what}, so this expansion cannot be performed` }, 422);
+    }
+    const supplements = resolver.supplementsFor(cs, this.env.requiredSupplements);
+    const provider = resolver.provider(cs, supplements);
+    for (const required of this.env.requiredSupplements) if (provider.hasSupplement(required)) this.env.usedSupplements.add(required);
+    for (const rule of params.rulesFor(system)) {
+      if (rule.mode === 'check' && !versionMatches(rule.version, provider.version)) {
+        throw new TerminologyError(txIssue('error', 'exception', 'version-error', 'VALUESET_VERSION_CHECK', [system, provider.version, rule.version]), 400);
+      }
+    }
+    this.noteStatus(provider.resource);
+    this.noteUsedCodeSystem(provider);
+    return provider;
+  }
+
+  private noteUsedCodeSystem(cs: ResourceCodeSystemProvider): void {
+    const canonical = cs.version ? `${cs.url}|${cs.version}` : cs.url;
+    this.addParameter({ name: 'used-codesystem', valueUri: canonical });
+    for (const s of cs.supplements) this.addParameter({ name: 'used-supplement', valueUri: s });
+    if (cs.content === 'fragment') {
+      this.addParameter({ name: 'used-fragment', valueUri: canonical });
+      this.unclosed.push(`This extension is based on a fragment of the code system ${cs.url}`);
+    }
+  }
+
+  /** The value set's own standing: a client expanding a withdrawn or retired value set is told so. */
+  noteOwnStatus(valueSet: ValueSet): void {
+    const standards = valueSet.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
+    const canonical = canonicalOf(valueSet);
+    if (standards === 'deprecated') this.addParameter({ name: 'warning-deprecated', valueUri: canonical });
+    else if (standards === 'withdrawn') this.addParameter({ name: 'warning-withdrawn', valueUri: canonical });
+    else if (valueSet.status === 'retired') this.addParameter({ name: 'warning-retired', valueUri: canonical });
+  }
+
+  /** warning-deprecated, -withdrawn, -retired, -experimental, -draft for what the expansion relies on. */
+  noteStatus(resource: ValueSet | import('fhir/r4').CodeSystem | undefined): void {
+    if (!resource) return;
+    const standards = (r: { extension?: import('fhir/r4').Extension[] }) =>
+      r.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
+    const source = this.valueSet;
+    const canonical = canonicalOf(resource);
+    const ss = standards(resource);
+    let name: string | undefined;
+    if (ss === 'deprecated' && standards(source) !== 'deprecated') name = 'warning-deprecated';
+    else if (ss === 'withdrawn' && standards(source) !== 'withdrawn') name = 'warning-withdrawn';
+    else if (resource.status === 'retired' && source.status !== 'retired') name = 'warning-retired';
+    else if (resource.experimental && !source.experimental) name = 'warning-experimental';
+    else if ((resource.status === 'draft' || ss === 'draft') && source.status !== 'draft' && standards(source) !== 'draft') name = 'warning-draft';
+    if (name) this.addParameter({ name, valueUri: canonical });
+  }
+
+  /** Expands an imported value set (fully, for filtering) and notes it as used. */
+  private importValueSet(url: string): ImportedExpansion {
+    const pinned = this.pinValueSet(url);
+    const target = resolveImport(this.valueSet, this.env.resolver, pinned);
+    const [base, version] = pinned.split('|');
+    if (!target) {
+      if (version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VS_EXP_IMPORT_UNK_PINNED', [base, version]), 422);
+      throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [base]), 422);
+    }
+    const canonical = canonicalOf(target);
+    if (this.chain.includes(canonical) || canonical === canonicalOf(this.valueSet)) {
+      const path = [...this.chain, canonicalOf(this.valueSet), canonical].join(', ');
+      throw new TerminologyError(txIssue('error', 'processing', 'vs-invalid', 'VALUESET_CIRCULAR_REFERENCE', [canonical, path]), 400);
+    }
+    const inner = new ValueSetExpander(this.env, { ...this.options, filter: undefined, count: undefined, offset: undefined, excludeNested: true, limit: INTERNAL_LIMIT }, target, [
+      ...this.chain,
+      canonicalOf(this.valueSet),
+    ]);
+    const collected = inner.collect();
+    for (const p of collected.parameters) this.addParameter(p);
+    for (const reason of collected.unclosed) this.unclosed.push(reason);
+    if (!pinned.startsWith('#')) this.addParameter({ name: 'used-valueset', valueUri: canonical });
+    this.noteStatus(target);
+    return { keys: new Set(collected.members.map((m) => m.key)), members: collected.members, properties: collected.importedProperties };
+  }
+
+  private importPropertyDefinitions(imported: ImportedExpansion): void {
+    for (const p of imported.properties) if (!this.importedProperties.some((q) => q.code === p.code)) this.importedProperties.push(p);
+  }
+
+  private pinValueSet(url: string): string {
+    const { pinned, byRule } = pinImport(this.env.params, url);
+    if (byRule) this.addParameter({ name: 'default-valueset-version', valueUri: pinned });
+    return pinned;
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /** The whole code system is asked for and it is larger than the limit allows: refuse before walking it. */
+  private checkSize(cs: ResourceCodeSystemProvider): void {
+    const { count, offset } = this.options;
+    const pagedWithinLimit = count !== undefined && count + (offset ?? 0) <= this.options.limit;
+    if (cs.totalCount > this.options.limit && !pagedWithinLimit && this.filter.isEmpty && !this.hasExclusions) {
+      this.tooCostly(this.options.limit);
+    }
+  }
+
+  tooCostly(limit: number): never {
+    throw new TerminologyError(
+      { severity: 'error', code: 'too-costly', messageId: 'VALUESET_TOO_COSTLY', text: `The value set '${canonicalOf(this.valueSet)}' expansion has too many codes to produce (>${limit})` },
+      422,
+    );
+  }
+
+  private addParameter(p: ValueSetExpansionParameter): void {
+    const value = p.valueUri ?? p.valueString ?? p.valueCode ?? p.valueBoolean ?? p.valueInteger;
+    const same = this.parameters.some((q) => q.name === p.name && (q.valueUri ?? q.valueString ?? q.valueCode ?? q.valueBoolean ?? q.valueInteger) === value);
+    if (!same) this.parameters.push(p);
+  }
+}
+
+interface ImportedExpansion {
+  keys: Set<string>;
+  members: Member[];
+  properties: { code: string; uri?: string }[];
+}
+
+export function memberKey(system: string, code: string): string {
+  return `${system}\u0000${code}`;
+}
+
+export function flatten(entries: ValueSetExpansionContains[]): ValueSetExpansionContains[] {
+  return entries.flatMap((e) => [e, ...flatten(e.contains ?? [])]);
+}
