@@ -5,13 +5,13 @@ import type { Config } from './config';
 import { ResourceSchema } from './fhir/resource-schema';
 import { DEFINITIONS_DIR, operationModules } from './operations/index';
 import { buildRegistry, loadDefinitions } from './operations/registry';
+import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
 import type { AppServices } from './services';
 import { openStore } from './storage/open-store';
 import { Repository } from './storage/repository';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminology } from './terminology/content/stored-terminology';
 import { TerminologyService } from './terminology/service';
-import { fhirError } from './fhir/errors';
 import type { Resource } from 'fhir/r4';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
@@ -48,6 +48,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       services,
       software: { name: pkg.name, version: pkg.version },
       readInstance,
+      decorateCapabilities: decorateTerminologyServer,
+      metadataModes: {
+        terminology: async () => terminologyCapabilities(registry, await terminology.resolver(), { name: pkg.name, version: pkg.version }),
+      },
       logStream: options.logStream,
     });
     return {

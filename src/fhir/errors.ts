@@ -83,7 +83,7 @@ export const ERRORS = {
   ERR_TX_VALUESET_UNKNOWN: spec<{ url: string }>(400, 'invalid', (p) => `A definition for the value Set '${p.url}' could not be found`),
   ERR_TX_VALUESET_VERSION_UNKNOWN: spec<{ url: string }>(
     404, 'not-found', (p) => `A definition for the value Set '${p.url}' could not be found`),
-  ERR_TX_CODESYSTEM_UNKNOWN: spec<{ text: string }>(404, 'not-found', (p) => p.text),
+  ERR_TX_CONCEPTMAP_UNKNOWN: spec<{ url: string }>(404, 'not-found', (p) => `A definition for the concept map '${p.url}' could not be found`),
   ERR_TX_NO_VALUESET: spec<{ code: string }>(
     400, 'required', (p) => `$${p.code} needs a value set: give url or valueSet, or invoke it on ValueSet/<id>`),
   ERR_TX_NOTHING_TO_VALIDATE: spec(400, 'invalid', () =>

@@ -142,7 +142,7 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
   }
   const key = valueKeys[0];
   const actual = typeOfValueKey(key);
-  const value = (entry as unknown as Record<string, unknown>)[key];
+  const value = tolerated(actual, (entry as unknown as Record<string, unknown>)[key]);
   if (!acceptsType(declared, actual)) {
     throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: actual }, { expression: [`${at}.${key}`] });
   }
@@ -154,6 +154,16 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
     throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
   }
   return declared === 'Element' ? new TypedValue(actual, value) : value;
+}
+
+/**
+ * A boolean written as the JSON string "true" or "false" is read as that boolean: some clients
+ * (and files of the HL7 terminology test suite) write it so, and what it means is not in doubt.
+ * Anything else must be the JSON type FHIR prescribes.
+ */
+function tolerated(type: string, value: unknown): unknown {
+  if (type === 'boolean' && (value === 'true' || value === 'false')) return value === 'true';
+  return value;
 }
 
 function foundForm(entry: ParametersParameter, valueKeys: string[]): string {

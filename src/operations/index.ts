@@ -1,7 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import type { AppServices } from '../services';
 import type { OperationModule } from './operation';
+import { codeSystemLookup } from './codesystem/lookup';
+import { codeSystemSubsumes } from './codesystem/subsumes';
+import { codeSystemValidateCode } from './codesystem/validate-code';
+import { conceptMapTranslate } from './conceptmap/translate';
 import { versions } from './system/versions';
+import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetExpand } from './valueset/expand';
 import { valueSetValidateCode } from './valueset/validate-code';
 
@@ -9,4 +14,13 @@ import { valueSetValidateCode } from './valueset/validate-code';
 export const DEFINITIONS_DIR = fileURLToPath(new URL('../../definitions', import.meta.url));
 
 /** Every operation the server offers; each is bound to its definition in definitions/ at boot. */
-export const operationModules: OperationModule<AppServices>[] = [versions, valueSetValidateCode, valueSetExpand];
+export const operationModules: OperationModule<AppServices>[] = [
+  versions,
+  valueSetValidateCode,
+  valueSetExpand,
+  codeSystemLookup,
+  codeSystemValidateCode,
+  codeSystemSubsumes,
+  conceptMapTranslate,
+  valueSetBatchValidateCode,
+];

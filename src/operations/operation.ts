@@ -1,4 +1,4 @@
-import type { Resource } from 'fhir/r4';
+import type { Parameters, Resource } from 'fhir/r4';
 import type { OperationInput, OperationOutput } from '../fhir/parameters';
 
 /** What a handler may log through; pino's logger fits. */
@@ -29,6 +29,12 @@ export interface OperationContext<S> {
   headers: Record<string, string | undefined>;
   /** Epoch milliseconds after which long work stops with too-costly. */
   deadline: number;
+  /**
+   * Runs another operation at this same level and place, as if its Parameters had been POSTed:
+   * read and checked against that operation's definition, with `defaults` filling names the body
+   * leaves out. Answers what that operation answers; throws what it would throw.
+   */
+  invoke(code: string, body: Parameters, defaults?: OperationInput): Promise<Resource>;
 }
 
 export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (

@@ -107,7 +107,8 @@ const DEFINITION_SCHEMA = {
   properties: {
     resourceType: { const: 'OperationDefinition' },
     id: { type: 'string', pattern: '^[A-Za-z0-9\\-.]{1,64}$' },
-    url: { type: 'string', pattern: '^https?://\\S+$' },
+    // A canonical: an http(s) URL, or a urn for operations this server defines itself.
+    url: { type: 'string', pattern: '^(https?://|urn:)\\S+$' },
     name: { type: 'string' },
     status: { enum: ['draft', 'active', 'retired', 'unknown'] },
     kind: { enum: ['operation', 'query'] },

@@ -14,6 +14,8 @@ export class CanonicalIndex {
   private readonly byId = new Map<string, TerminologyResource>();
   /** Code systems by the canonical of their implicit "all codes" value set. */
   private readonly byImplicitValueSet = new Map<string, CodeSystem>();
+  /** Every ConceptMap, for a translation that names no map. */
+  private readonly maps = new Set<ConceptMap>();
 
   /**
    * `byId`: a resource replaces the one with its type and id (stored content). Resources a request
@@ -33,6 +35,7 @@ export class CanonicalIndex {
       if (previous) this.remove(previous);
       this.byId.set(idKey, resource);
     }
+    if (resource.resourceType === 'ConceptMap') this.maps.add(resource);
     if (!resource.url) return;
     if (resource.resourceType === 'CodeSystem' && resource.valueSet) this.byImplicitValueSet.set(resource.valueSet, resource);
     const key = `${resource.resourceType}|${resource.url}`;
@@ -46,6 +49,7 @@ export class CanonicalIndex {
       const idKey = `${resource.resourceType}/${resource.id}`;
       if (this.byId.get(idKey) === resource) this.byId.delete(idKey);
     }
+    if (resource.resourceType === 'ConceptMap') this.maps.delete(resource);
     if (!resource.url) return;
     if (resource.resourceType === 'CodeSystem' && resource.valueSet && this.byImplicitValueSet.get(resource.valueSet) === resource) {
       this.byImplicitValueSet.delete(resource.valueSet);
@@ -77,6 +81,16 @@ export class CanonicalIndex {
   /** The code system whose `valueSet` element names this canonical. */
   codeSystemForValueSet(url: string): CodeSystem | undefined {
     return this.byImplicitValueSet.get(url);
+  }
+
+  /** The urls of every resource of a type. */
+  *urls(type: TerminologyType): Iterable<string> {
+    const prefix = `${type}|`;
+    for (const key of this.byKey.keys()) if (key.startsWith(prefix)) yield key.slice(prefix.length);
+  }
+
+  conceptMaps(): Iterable<ConceptMap> {
+    return this.maps;
   }
 
   values(): IterableIterator<TerminologyResource> {

@@ -71,6 +71,36 @@ export class Resolver {
   }
 
   /** Every known version of a code system, across sources. */
+  /**
+   * Every ConceptMap known, the request's first; one that a source of higher precedence has at
+   * the same url and version hides the others.
+   */
+  conceptMaps(): ConceptMap[] {
+    const seen = new Set<string>();
+    const result: ConceptMap[] = [];
+    for (const source of this.sources) {
+      const here: ConceptMap[] = [];
+      for (const map of source.conceptMaps()) {
+        const key = `${map.url ?? ''}|${map.version ?? ''}`;
+        if (map.url && seen.has(key)) continue;
+        here.push(map);
+      }
+      for (const map of here) seen.add(`${map.url ?? ''}|${map.version ?? ''}`);
+      result.push(...here);
+    }
+    return result;
+  }
+
+  /** Every code system known (supplements aside), with its versions, by url. */
+  codeSystemCatalogue(): { url: string; versions: string[] }[] {
+    const urls = new Set<string>();
+    for (const source of this.sources) for (const url of source.urls('CodeSystem')) urls.add(url);
+    return [...urls]
+      .sort()
+      .map((url) => ({ url, versions: this.codeSystemVersions(url) }))
+      .filter(({ url }) => this.codeSystem(url) !== undefined);
+  }
+
   codeSystemVersions(url: string): string[] {
     const versions = new Set<string>();
     for (const source of this.sources) {

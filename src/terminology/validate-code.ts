@@ -1,5 +1,5 @@
 import type { CodeableConcept, CodeSystem, Coding, ValueSet } from 'fhir/r4';
-import { outcomeOf, TerminologyError, txIssue } from './issues';
+import { addToPath, outcomeOf, TerminologyError, txIssue } from './issues';
 import type { TxParams } from './params';
 import type { Resolver } from './resolver';
 import { ValueSetChecker } from './validation/checker';
@@ -77,18 +77,39 @@ export function validateInValueSet(valueSet: ValueSet, coded: CodedValue, ctx: E
   return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath });
 }
 
-/** CodeSystem/$validate-code: validation against a value set of the whole code system. */
-export function validateInCodeSystem(cs: CodeSystem, coded: CodedValue, ctx: EngineContext): ValidationResult {
+/**
+ * CodeSystem/$validate-code: validation against the implicit value set of the whole code system
+ * (at a version when one is stated). The system need not be known: that is a result, not an error.
+ */
+export function validateInCodeSystem(system: string, version: string | undefined, coded: CodedValue, ctx: EngineContext): ValidationResult {
   const env = makeEnv(ctx);
+  const cs = ctx.resolver.codeSystem(system, version);
+  const supplement = cs ? undefined : ctx.resolver.anyCodeSystem(system, version);
+  if (supplement?.content === 'supplement') return supplementAsSystem(supplement, coded);
   const valueSet: ValueSet = {
     resourceType: 'ValueSet',
     status: 'active',
-    url: cs.valueSet ?? `${cs.url}/vs`,
-    compose: { include: [cs.version ? { system: cs.url, version: cs.version } : { system: cs.url }] },
+    url: cs?.valueSet ?? `${system}/vs`,
+    compose: { include: [version ? { system, version } : { system }] },
   };
   const checker = new ValueSetChecker(env, valueSet);
-  requireSupplements(env, cs);
+  if (cs) requireSupplements(env, cs);
   return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath, internal: true });
+}
+
+/** A supplement named as the system: the code cannot be valid, and the answer says why. */
+function supplementAsSystem(supplement: CodeSystem, coded: CodedValue): ValidationResult {
+  const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : (supplement.url ?? '');
+  const path = coded.mode === 'codeableConcept' ? `${coded.issuePath}.coding[0]` : coded.issuePath;
+  const issue = txIssue('error', 'invalid', 'invalid-data', 'CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], addToPath(path, 'system'));
+  const coding = coded.concept.coding?.[0];
+  const result: ValidationResult = { result: false, message: issue.text, issues: outcomeOf([issue]) };
+  if (coded.mode === 'codeableConcept') result.codeableConcept = coded.concept;
+  else {
+    if (coding?.code) result.code = coding.code;
+    if (coding?.system) result.system = coding.system;
+  }
+  return result;
 }
 
 function makeEnv(ctx: EngineContext): ValidationEnv {

@@ -32,9 +32,9 @@ export function param(name: string, value: unknown): Record<string, unknown> {
 }
 
 /** Reads a Parameters answer into name -> value (lists for repeated names). */
-export function outputs(body: { parameter?: Record<string, unknown>[] }): Record<string, unknown> {
+export function outputs(body: { parameter?: readonly object[] }): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const p of body.parameter ?? []) {
+  for (const p of (body.parameter ?? []) as Record<string, unknown>[]) {
     const key = Object.keys(p).find((k) => k !== 'name') as string;
     const name = p.name as string;
     const value = p[key];
@@ -47,4 +47,11 @@ export function outputs(body: { parameter?: Record<string, unknown>[] }): Record
 export function issueTexts(body: { parameter?: Record<string, unknown>[] }): string[] {
   const issues = outputs(body).issues as { issue: { details: { text: string } }[] } | undefined;
   return issues?.issue.map((i) => i.details.text) ?? [];
+}
+
+/** The entries of a Parameters body with this name, each read as name -> value of its parts. */
+export function partsOf(body: { parameter?: readonly object[] }, name: string): Record<string, unknown>[] {
+  return ((body.parameter ?? []) as { name: string; part?: object[] }[])
+    .filter((p) => p.name === name)
+    .map((p) => outputs({ parameter: p.part ?? [] }));
 }

@@ -19,7 +19,7 @@ export interface MetadataOptions<S> {
   /** Lets a feature add what it advertises (extensions, instantiates) without the HTTP layer knowing it. */
   decorate?: (statement: CapabilityStatement) => void;
   /** Other `metadata?mode=` answers, e.g. `terminology`. */
-  modes?: Record<string, () => Resource>;
+  modes?: Record<string, () => Resource | Promise<Resource>>;
 }
 
 export function registerMetadataRoute<S>(app: FastifyInstance, options: MetadataOptions<S>): void {
@@ -29,7 +29,7 @@ export function registerMetadataRoute<S>(app: FastifyInstance, options: Metadata
     if (mode === undefined || mode === 'full' || mode === 'normative') return reply.type(FHIR_JSON).send(statement);
     const build = options.modes?.[mode];
     if (!build) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
-    return reply.type(FHIR_JSON).send(build());
+    return reply.type(FHIR_JSON).send(await build());
   });
 }
 

@@ -3,7 +3,7 @@ import type { Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import { levelsOf } from '../../fhir/operation-definition';
 import { FHIR_JSON } from '../../fhir/outcome';
-import { OutputError, readParameters, readQuery, writeOutput } from '../../fhir/parameters';
+import { OutputError, readParameters, readQuery, writeOutput, type OperationInput } from '../../fhir/parameters';
 import type { Level, OperationContext } from '../../operations/operation';
 import type { BoundOperation, OperationRegistry } from '../../operations/registry';
 import { ID_PATTERN } from '../../storage/repository';
@@ -70,6 +70,15 @@ async function invoke<S>(
     target = await deps.readInstance(type as string, id);
   }
   const ctx: OperationContext<S> = {
+    invoke: async (code, body, defaults = {}) => {
+      const other = deps.registry.find(code, level, type);
+      if (!other) throw fhirError('ERR_OP_UNKNOWN', { code, where: type ? `for ${type}` : 'on this server' });
+      const otherInput = readParameters(body, other.spec, { strict });
+      for (const [name, value] of Object.entries(defaults)) {
+        if (!(name in otherInput) && other.spec.inputs.some((p) => p.name === name)) otherInput[name] = value;
+      }
+      return run(other, otherInput, ctx, request);
+    },
     services: deps.services,
     log: request.log,
     level,
@@ -80,13 +89,17 @@ async function invoke<S>(
     headers: Object.fromEntries(PASSED_HEADERS.map((name) => [name, headerValue(request, name)])),
     deadline: Date.now() + deps.operationTimeoutMs,
   };
+  return run(op, input, ctx, request);
+}
+
+async function run<S>(op: BoundOperation<S>, input: OperationInput, ctx: OperationContext<S>, request: FastifyRequest): Promise<Resource> {
   const output = await op.handle(input, ctx);
   try {
-    return writeOutput(output, spec);
+    return writeOutput(output, op.spec);
   } catch (err) {
     if (!(err instanceof OutputError)) throw err;
-    request.log.error({ operation: spec.url, reason: err.message }, 'operation output breaks its definition');
-    throw fhirError('ERR_OP_OUTPUT', { code: spec.code });
+    request.log.error({ operation: op.spec.url, reason: err.message }, 'operation output breaks its definition');
+    throw fhirError('ERR_OP_OUTPUT', { code: op.spec.code });
   }
 }
 

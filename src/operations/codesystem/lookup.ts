@@ -1,0 +1,45 @@
+import type { CodeSystem, Coding, Resource } from 'fhir/r4';
+import { fhirError } from '../../fhir/errors';
+import { TypedValue } from '../../fhir/parameters';
+import { lookupCode, type LookupResult } from '../../terminology/lookup';
+import type { TxParamsInput } from '../../terminology/params';
+import type { AppServices } from '../../services';
+import { defineOperation } from '../operation';
+import { engineContext, withTerminologyErrors } from '../terminology-support';
+
+/** CodeSystem/$lookup: what a code system says about one of its codes. */
+export interface CodeSystemLookupInput extends TxParamsInput {
+  code?: string;
+  system?: string;
+  version?: string;
+  coding?: Coding;
+  date?: string;
+  property?: string[];
+  'tx-resource'?: Resource[];
+}
+
+export type CodeSystemLookupOutput = Omit<LookupResult, 'property' | 'usedSupplements'> & {
+  property: { code: string; value: TypedValue; description?: string }[];
+  'used-supplement': string[];
+};
+
+export const codeSystemLookup = defineOperation<AppServices, CodeSystemLookupInput, CodeSystemLookupOutput>({
+  definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
+  handle: (input, ctx) =>
+    withTerminologyErrors(async () => {
+      const engine = await engineContext(input, ctx);
+      const target = ctx.target?.resourceType === 'CodeSystem' ? (ctx.target as CodeSystem) : undefined;
+      const code = input.coding?.code ?? input.code;
+      const system = input.coding?.system ?? input.system ?? target?.url;
+      const version = input.coding?.version ?? input.version ?? (input.system ? undefined : target?.version);
+      if (code === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'code (or coding)' });
+      if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'system (or coding.system)' });
+      const found = lookupCode({ system, version, code, properties: input.property ?? [] }, engine);
+      const { property, usedSupplements, ...rest } = found;
+      return {
+        ...rest,
+        property: property.map((p) => ({ code: p.code, value: new TypedValue(p.type, p.value), description: p.description })),
+        'used-supplement': usedSupplements,
+      };
+    }),
+});

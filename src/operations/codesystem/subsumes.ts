@@ -1,0 +1,38 @@
+import type { CodeSystem, Coding, Resource } from 'fhir/r4';
+import { fhirError } from '../../fhir/errors';
+import { subsumes, type SubsumptionOutcome } from '../../terminology/subsumes';
+import type { AppServices } from '../../services';
+import { defineOperation } from '../operation';
+import { engineContext, withTerminologyErrors } from '../terminology-support';
+
+/** CodeSystem/$subsumes: whether code A subsumes code B, in one code system. */
+export interface CodeSystemSubsumesInput {
+  codeA?: string;
+  codeB?: string;
+  system?: string;
+  version?: string;
+  codingA?: Coding;
+  codingB?: Coding;
+  'tx-resource'?: Resource[];
+}
+
+export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsumesInput, { outcome: SubsumptionOutcome }>({
+  definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes',
+  handle: (input, ctx) =>
+    withTerminologyErrors(async () => {
+      const engine = await engineContext(input, ctx);
+      const target = ctx.target?.resourceType === 'CodeSystem' ? (ctx.target as CodeSystem) : undefined;
+      const codeA = input.codingA?.code ?? input.codeA;
+      const codeB = input.codingB?.code ?? input.codeB;
+      if (codeA === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'codeA (or codingA)' });
+      if (codeB === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'codeB (or codingB)' });
+      const systems = new Set([input.codingA?.system, input.codingB?.system, input.system, target?.url].filter((s): s is string => !!s));
+      if (systems.size > 1) {
+        throw fhirError('ERR_PARAM_RULE', { message: `codeA and codeB must be in one code system, not ${[...systems].join(' and ')}` });
+      }
+      const [system] = systems;
+      if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'system' });
+      const version = input.version ?? input.codingA?.version ?? input.codingB?.version ?? target?.version;
+      return { outcome: subsumes(system, version, codeA, codeB, engine) };
+    }),
+});

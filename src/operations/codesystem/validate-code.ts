@@ -1,0 +1,44 @@
+import type { CodeableConcept, CodeSystem, Coding, Resource } from 'fhir/r4';
+import { fhirError } from '../../fhir/errors';
+import type { TxParamsInput } from '../../terminology/params';
+import { codedValue, validateInCodeSystem } from '../../terminology/validate-code';
+import type { ValidationResult } from '../../terminology/validation/state';
+import type { AppServices } from '../../services';
+import { defineOperation } from '../operation';
+import { engineContext, withTerminologyErrors } from '../terminology-support';
+
+/** CodeSystem/$validate-code: is this code (Coding, CodeableConcept) defined by this code system? */
+export interface CodeSystemValidateCodeInput extends TxParamsInput {
+  url?: string;
+  codeSystem?: CodeSystem;
+  code?: string;
+  version?: string;
+  display?: string;
+  coding?: Coding;
+  codeableConcept?: CodeableConcept;
+  date?: string;
+  'tx-resource'?: Resource[];
+}
+
+export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemValidateCodeInput, ValidationResult>({
+  definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
+  handle: (input, ctx) =>
+    withTerminologyErrors(async () => {
+      // A code system given inline is used like a tx-resource: for this request only.
+      const inline = input.codeSystem ? [input.codeSystem] : [];
+      const engine = await engineContext({ ...input, 'tx-resource': [...inline, ...(input['tx-resource'] ?? [])] }, ctx);
+      const target = ctx.target?.resourceType === 'CodeSystem' ? (ctx.target as CodeSystem) : undefined;
+      const named = input.url ?? input.codeSystem?.url ?? target?.url;
+      const [namedUrl, namedVersion] = named?.split('|') ?? [];
+      const coded = codedValue(
+        { code: input.code, system: namedUrl, version: input.version ?? namedVersion, display: input.display, coding: input.coding, codeableConcept: input.codeableConcept },
+        engine.params,
+      );
+      if (!coded) throw fhirError('ERR_TX_NOTHING_TO_VALIDATE', {});
+      const first = coded.concept.coding?.find((c) => c.system) ?? {};
+      const system = namedUrl ?? first.system;
+      if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'url (or a system in the coding)' });
+      const version = input.version ?? namedVersion ?? (namedUrl ? undefined : first.version) ?? (target && !input.url ? target.version : undefined);
+      return validateInCodeSystem(system, version, coded, engine);
+    }),
+});
