@@ -9,6 +9,7 @@ import { clientErrorHandler, registerErrorHandling, sendError } from './http/err
 import { acceptsJson, registerFhirJson } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
+import { AnswerCache } from './http/answer-cache';
 import { registerOperationDefinitionRoutes } from './http/routes/operation-definitions';
 import { registerOperationRoutes } from './http/routes/operations';
 import { registerResourceRoutes } from './http/routes/resources';
@@ -55,12 +56,11 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   registerErrorHandling(app, { bodyLimit: config.bodyLimit });
   registerRequestId(app);
   registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
-  app.addHook('onRequest', async (request, reply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     const format = (request.query as { _format?: string } | undefined)?._format;
     const accept = request.headers.accept;
-    if (!acceptsJson(accept, format)) {
-      return sendError(reply, fhirError('ERR_FORMAT_NOT_ACCEPTABLE', { accept: String(format ?? accept).slice(0, 100) }));
-    }
+    if (acceptsJson(accept, format)) return done();
+    sendError(reply, fhirError('ERR_FORMAT_NOT_ACCEPTABLE', { accept: String(format ?? accept).slice(0, 100) }));
   });
   registerFhirJson(app);
 
@@ -80,6 +80,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     base: FHIR_BASE,
     registry,
     services: parts.services,
+    answers: new AnswerCache(),
     operationTimeoutMs: config.operationTimeoutMs,
     readInstance:
       parts.readInstance ?? (async (type, id) => (await parts.repository.read(type, id)).resource as Resource),

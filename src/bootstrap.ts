@@ -1,9 +1,9 @@
-import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app';
 import type { Config } from './config';
 import { ResourceSchema } from './fhir/resource-schema';
-import { DEFINITIONS_DIR, operationModules } from './operations/index';
+import { operationModules } from './operations/index';
+import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
 import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
 import type { AppServices } from './services';
@@ -14,7 +14,6 @@ import { StoredTerminology } from './terminology/content/stored-terminology';
 import { TerminologyService } from './terminology/service';
 import type { Resource } from 'fhir/r4';
 
-const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
 
 export interface ServerApp {
   app: FastifyInstance;
@@ -28,7 +27,9 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
   const store = await openStore(config);
   try {
     const repository = new Repository(store);
-    const terminology = new TerminologyService(loadCoreContent(), new StoredTerminology(store));
+    const stored = new StoredTerminology(store);
+    repository.onWrite((version) => stored.noteLocalWrite(version));
+    const terminology = new TerminologyService(loadCoreContent(), stored);
     const services: AppServices = { config, repository, terminology };
     // Instance-level operations may name bundled content (ValueSet/administrative-gender).
     const readInstance = async (type: string, id: string): Promise<Resource> => {

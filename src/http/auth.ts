@@ -15,19 +15,23 @@ export function registerAuth(app: FastifyInstance, options: { tokens: string[]; 
   const metadataPath = `${options.base}/metadata`;
   const challenge = { 'www-authenticate': 'Bearer realm="fhir"' };
 
-  app.addHook('onRequest', async (request, reply) => {
-    if (isPublic(request, metadataPath)) return;
+  // Callback style: sending the error without calling done() ends the request here.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (isPublic(request, metadataPath)) return done();
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     if (!match) {
-      return sendError(reply, fhirError('ERR_AUTH_MISSING', {}, { headers: challenge }));
+      sendError(reply, fhirError('ERR_AUTH_MISSING', {}, { headers: challenge }));
+      return;
     }
     const presented = digest(match[1]);
     let valid = false;
     for (const known of digests) valid = timingSafeEqual(presented, known) || valid;
     if (!valid) {
-      return sendError(reply, fhirError('ERR_AUTH_INVALID', {}, { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } }));
+      sendError(reply, fhirError('ERR_AUTH_INVALID', {}, { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } }));
+      return;
     }
+    done();
   });
 }
 

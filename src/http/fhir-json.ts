@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { fhirError } from '../fhir/errors';
 
 /** JSON nested deeper than this is refused before anything walks it recursively. */
@@ -11,8 +11,9 @@ export const MAX_JSON_DEPTH = 64;
  */
 export function registerFhirJson(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(['application/fhir+json', 'application/json'], { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser(['application/fhir+json', 'application/json'], { parseAs: 'string' }, (req, body, done) => {
     const text = body as string;
+    rawBodies.set(req, text);
     if (text.trim() === '') return done(fhirError('ERR_BODY_MISSING', {}), undefined);
     let value: unknown;
     try {
@@ -26,23 +27,44 @@ export function registerFhirJson(app: FastifyInstance): void {
   });
 }
 
-/** An iterative walk: depth limit and no `__proto__`/`constructor` keys that could poison a merge. */
+/** The body text of a request, as it was parsed (for keys that must match the exact request). */
+const rawBodies = new WeakMap<FastifyRequest, string>();
+
+export function rawBodyOf(request: FastifyRequest): string | undefined {
+  return rawBodies.get(request);
+}
+
+/**
+ * An iterative walk: depth limit and no `__proto__`/`constructor` keys that could poison a merge.
+ * Two parallel stacks rather than one of [node, depth] pairs: a large body (a 100,000-concept
+ * code system) would otherwise allocate a pair per object just to be checked.
+ */
 function checkShape(root: unknown) {
-  const stack: [unknown, number][] = [[root, 1]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop() as [unknown, number];
+  const nodes: unknown[] = [root];
+  const depths: number[] = [1];
+  while (nodes.length > 0) {
+    const node = nodes.pop();
+    const depth = depths.pop() as number;
     if (typeof node !== 'object' || node === null) continue;
     if (depth > MAX_JSON_DEPTH) return fhirError('ERR_BODY_TOO_DEEP', { limit: MAX_JSON_DEPTH });
     if (Array.isArray(node)) {
-      for (const item of node) if (typeof item === 'object' && item !== null) stack.push([item, depth + 1]);
+      for (const item of node) {
+        if (typeof item === 'object' && item !== null) {
+          nodes.push(item);
+          depths.push(depth + 1);
+        }
+      }
       continue;
     }
-    for (const key of Object.keys(node)) {
+    for (const key in node) {
       if (key === '__proto__' || key === 'constructor' || key === 'prototype') {
         return fhirError('ERR_BODY_JSON', { reason: `the property name '${key}' is not allowed` });
       }
       const child = (node as Record<string, unknown>)[key];
-      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+      if (typeof child === 'object' && child !== null) {
+        nodes.push(child);
+        depths.push(depth + 1);
+      }
     }
   }
   return undefined;

@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import type { AppServices } from '../services';
 import type { OperationModule } from './operation';
 import { codeSystemLookup } from './codesystem/lookup';
@@ -10,8 +9,6 @@ import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetExpand } from './valueset/expand';
 import { valueSetValidateCode } from './valueset/validate-code';
 
-/** Where the OperationDefinitions of the operations below live. */
-export const DEFINITIONS_DIR = fileURLToPath(new URL('../../definitions', import.meta.url));
 
 /** Every operation the server offers; each is bound to its definition in definitions/ at boot. */
 export const operationModules: OperationModule<AppServices>[] = [

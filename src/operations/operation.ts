@@ -43,9 +43,18 @@ export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (
 ) => O | Promise<O>;
 
 /** An operation's code, bound to its OperationDefinition by canonical URL. */
+/**
+ * For read-only operations whose answer depends only on the request and on state the services
+ * can name: a token for that state now (e.g. a content generation), or undefined when answers
+ * must not be reused. While the token is unchanged, an identical request gets the same answer
+ * without running the handler.
+ */
+export type AnswerToken<S> = (services: S) => Promise<string | undefined>;
+
 export interface OperationModule<S> {
   definition: string;
   handle: OperationHandler<S>;
+  answerToken?: AnswerToken<S>;
 }
 
 /**
@@ -55,6 +64,7 @@ export interface OperationModule<S> {
 export function defineOperation<S, I extends object, O extends object>(module: {
   definition: string;
   handle: OperationHandler<S, I, O>;
+  answerToken?: AnswerToken<S>;
 }): OperationModule<S> {
   return module as unknown as OperationModule<S>;
 }

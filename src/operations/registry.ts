@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import type { OperationDefinition } from 'fhir/r4';
 import { toOperationSpec, type OperationSpec } from '../fhir/operation-definition';
-import type { Level, OperationHandler, OperationModule } from './operation';
+import type { AnswerToken, Level, OperationHandler, OperationModule } from './operation';
 
 /**
  * Definitions and handlers, bound at boot. Every check happens here, once: a definition
@@ -16,6 +16,7 @@ export class RegistryError extends Error {}
 export interface BoundOperation<S> {
   spec: OperationSpec;
   handle: OperationHandler<S>;
+  answerToken?: AnswerToken<S>;
 }
 
 export class OperationRegistry<S> {
@@ -76,7 +77,8 @@ export function buildRegistry<S>(definitions: OperationDefinition[], modules: Op
     seen.add(spec.url);
     const module = handlers.get(spec.url);
     if (!module) throw new RegistryError(`definition ${spec.url} ($${spec.code}) has no handler`);
-    bound.push({ spec, handle: module.handle });
+    if (module.answerToken && spec.affectsState) throw new RegistryError(`${spec.url} affects state, so its answers cannot be reused`);
+    bound.push({ spec, handle: module.handle, answerToken: module.answerToken });
   }
   for (const url of handlers.keys()) {
     if (!seen.has(url)) throw new RegistryError(`handler for ${url} has no definition in definitions/`);
@@ -124,7 +126,8 @@ const DEFINITION_SCHEMA = {
 
 /** Loads and checks every `*.json` OperationDefinition in `dir`. */
 export function loadDefinitions(dir: string): OperationDefinition[] {
-  const validate = new Ajv({ allErrors: false, strict: true }).compile(DEFINITION_SCHEMA);
+  // Our own schema, known good: no meta-schema to load and check it against (start-up time).
+  const validate = new Ajv({ allErrors: false, strict: true, meta: false, validateSchema: false }).compile(DEFINITION_SCHEMA);
   const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
   return files.map((file) => {
     let json: unknown;

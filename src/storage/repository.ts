@@ -30,16 +30,30 @@ function backoff(attempt: number): Promise<void> {
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
 
 export class Repository {
+  private readonly written: ((version: StoredVersion) => void)[] = [];
+
   constructor(
     readonly store: ResourceStore,
     private readonly now: () => Date = () => new Date(),
   ) {}
 
+  /** Called with each version this repository has durably written (and a deletion's tombstone). */
+  onWrite(listener: (version: StoredVersion) => void): void {
+    this.written.push(listener);
+  }
+
+  private committed(version: StoredVersion): void {
+    for (const listener of this.written) listener(version);
+  }
+
   async create(type: string, resource: Resource): Promise<Written> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const id = randomUUID();
       const version = this.stamp(type, id, 1, resource);
-      if ((await this.store.append(withCanonical(version))) === 'ok') return { version, created: true };
+      if ((await this.store.append(withCanonical(version))) === 'ok') {
+        this.committed(version);
+        return { version, created: true };
+      }
     }
     throw fhirError('ERR_WRITE_CONFLICT', { type, id: '(new)' });
   }
@@ -95,6 +109,7 @@ export class Repository {
       }
       const version = this.stamp(type, id, currentVersion + 1, resource);
       if ((await this.store.append(withCanonical(version))) === 'ok') {
+        this.committed(version);
         return { version, created: !current || current.resource === null };
       }
       // Someone else took that version. With If-Match the client's premise is now false.

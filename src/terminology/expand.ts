@@ -3,7 +3,7 @@ import type { Extension, ValueSet, ValueSetExpansionContains, ValueSetExpansionP
 import { TerminologyError, txIssue } from './issues';
 import type { EngineContext } from './validate-code';
 import { entryFor, PropertyDeclarations } from './expansion/entries';
-import { ValueSetExpander, type Member } from './expansion/expander';
+import { ownStatusParameters, ValueSetExpander, type Collected, type Member } from './expansion/expander';
 import type { ExpandOptions } from './expansion/options';
 import type { ValidationEnv } from './validation/state';
 
@@ -41,7 +41,7 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   }
 
   const expander = new ValueSetExpander(env, options, valueSet);
-  const collected = expander.collect();
+  const collected = collectOnce(expander, valueSet, options, ctx, env);
   const missing = [...env.requiredSupplements].filter((s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s));
   if (missing.length > 0) {
     throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 422);
@@ -50,7 +50,8 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   const { count, offset } = options;
   const total = collected.members.length;
   if (count === undefined && total > options.limit) expander.tooCostly(options.limit);
-  const hierarchical = collected.hierarchical && (count === undefined || count > total);
+  // A page that starts inside the list cannot show where its first entries hang.
+  const hierarchical = collected.hierarchical && !(offset !== undefined && offset > 0) && (count === undefined || count > total);
 
   const parameters: ValueSetExpansionParameter[] = [];
   const add = (p: ValueSetExpansionParameter) => parameters.push(p);
@@ -71,8 +72,8 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
     const name = rule.mode === 'override' ? 'force-system-version' : rule.mode === 'check' ? 'check-system-version' : 'system-version';
     add({ name, valueUri: `${rule.system}|${rule.version}` });
   }
-  expander.noteOwnStatus(valueSet);
   parameters.push(...collected.parameters);
+  for (const p of ownStatusParameters(valueSet)) if (!parameters.some((q) => q.name === p.name && q.valueUri === p.valueUri)) add(p);
 
   const declarations = new PropertyDeclarations();
   for (const p of collected.importedProperties) declarations.declare(p.code, p.uri);
@@ -109,4 +110,33 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   if (contains.length > 0) expansion.contains = contains;
   result.expansion = expansion;
   return result;
+}
+
+/**
+ * The members of a value set for these options, worked out once per state of the content: a
+ * second page of the same expansion only slices and renders. Not reused when the request
+ * brings version rules or supplements (they change what resolves, and are recorded per request).
+ */
+function collectOnce(expander: ValueSetExpander, valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext, env: ValidationEnv): Collected {
+  const { params } = ctx;
+  if (params.versionRules.length > 0 || params.supplements.size > 0) return expander.collect();
+  const pagedWithinLimit = options.count !== undefined && options.count + (options.offset ?? 0) <= options.limit;
+  const key = JSON.stringify([
+    options.filter ?? '',
+    options.excludeNested === true,
+    options.excludeNotForUI === true,
+    params.activeOnly,
+    params.versionsMatch,
+    params.versionsMatchGiven,
+    options.limit,
+    pagedWithinLimit,
+  ]);
+  const known = ctx.resolver.memo.get<{ collected: Collected; usedSupplements: string[] }>(valueSet, key);
+  if (known) {
+    for (const s of known.usedSupplements) env.usedSupplements.add(s);
+    return known.collected;
+  }
+  const collected = expander.collect();
+  ctx.resolver.memo.set(valueSet, key, { collected, usedSupplements: [...env.usedSupplements] });
+  return collected;
 }

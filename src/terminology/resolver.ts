@@ -1,6 +1,7 @@
 import type { CodeSystem, ConceptMap, ValueSet } from 'fhir/r4';
 import { CanonicalIndex, selectVersion, type TerminologyResource } from './canonical-index';
 import { ResourceCodeSystemProvider } from './codesystem/resource-provider';
+import { ContentMemo } from './content-memo';
 import { versionMatches } from './versions';
 
 /**
@@ -12,6 +13,8 @@ import { versionMatches } from './versions';
 export class Resolver {
   /** Implicit value sets built so far (null: the url names none). */
   private readonly implicit = new Map<string, ValueSet | null>();
+  /** Work derived from the content this resolver sees (expansions), dropped with it. */
+  readonly memo = new ContentMemo();
 
   constructor(
     readonly sources: CanonicalIndex[],

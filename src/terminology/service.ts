@@ -28,6 +28,15 @@ export class TerminologyService {
     return this.base.resolver.withRequestResources(own);
   }
 
+  /**
+   * Names the terminology content answers depend on now: it changes whenever stored content
+   * changes (here or in another process over the same database); the bundled content never does.
+   */
+  async stateToken(): Promise<string> {
+    await this.stored.refresh();
+    return String(this.stored.generation);
+  }
+
   /** A bundled resource by type and id (the stored ones are read from storage). */
   coreById(type: string, id: string): TerminologyResource | undefined {
     if (type !== 'CodeSystem' && type !== 'ValueSet' && type !== 'ConceptMap') return undefined;

@@ -23,7 +23,7 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts `src/server.ts` as `npm start` does, in its own process. */
+/** Starts the server from its sources (what `npm start` bundles and runs), in its own process. */
 export function startServer(env: Record<string, string>, port: number): ServerProcess {
   let output = '';
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {

@@ -5,7 +5,8 @@ import type { OperationDefinition } from 'fhir/r4';
 import { describe, expect, test } from 'vitest';
 import { defineOperation } from '../../src/operations/operation';
 import { buildRegistry, loadDefinitions, RegistryError } from '../../src/operations/registry';
-import { DEFINITIONS_DIR, operationModules } from '../../src/operations/index';
+import { operationModules } from '../../src/operations/index';
+import { DEFINITIONS_DIR } from '../../src/project';
 import { FIXTURE_DEFINITIONS } from '../helpers/app';
 import { testModules } from '../fixtures/operations/handlers';
 
@@ -49,6 +50,12 @@ describe('the registry binds definitions and handlers at boot, and refuses to bo
 
   test('two handlers for one definition', () => {
     expect(() => buildRegistry([definition('a')], [handler('a'), handler('a')])).toThrow(RegistryError);
+  });
+
+  test('an operation that affects state cannot have its answers reused', () => {
+    const reusable = defineOperation({ definition: 'http://test.local/OperationDefinition/a', handle: () => ({}), answerToken: async () => '1' });
+    expect(() => buildRegistry([definition('a', { affectsState: true })], [reusable])).toThrow(/affects state, so its answers cannot be reused/);
+    expect(buildRegistry([definition('a')], [reusable]).operations[0].answerToken).toBeDefined();
   });
 
   test('two definitions with one code at the same level', () => {

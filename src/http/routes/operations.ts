@@ -7,9 +7,13 @@ import { OutputError, readParameters, readQuery, writeOutput, type OperationInpu
 import type { Level, OperationContext } from '../../operations/operation';
 import type { BoundOperation, OperationRegistry } from '../../operations/registry';
 import { ID_PATTERN } from '../../storage/repository';
+import type { AnswerCache } from '../answer-cache';
+import { rawBodyOf } from '../fhir-json';
 
 export interface OperationRouteDeps<S> {
   base: string;
+  /** Where answers of operations with an answer token are kept. */
+  answers: AnswerCache;
   registry: OperationRegistry<S>;
   services: S;
   operationTimeoutMs: number;
@@ -40,8 +44,17 @@ function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOp
     method: ['GET', 'POST'],
     url,
     handler: async (request, reply) => {
+      const token = op.answerToken ? await op.answerToken(deps.services) : undefined;
+      const key = token === undefined ? undefined : answerKey(request);
+      if (key !== undefined) {
+        const known = deps.answers.get(key, token as string);
+        if (known !== undefined) return reply.type(FHIR_JSON).send(known);
+      }
       const body = await invoke(deps, op, request, level, type);
-      return reply.type(FHIR_JSON).send(body);
+      if (key === undefined) return reply.type(FHIR_JSON).send(body);
+      const text = JSON.stringify(body);
+      deps.answers.set(key, token as string, text);
+      return reply.type(FHIR_JSON).send(text);
     },
   });
 }
@@ -101,6 +114,19 @@ async function run<S>(op: BoundOperation<S>, input: OperationInput, ctx: Operati
     request.log.error({ operation: op.spec.url, reason: err.message }, 'operation output breaks its definition');
     throw fhirError('ERR_OP_OUTPUT', { code: op.spec.code });
   }
+}
+
+/**
+ * Everything of a request that can change an operation's answer: method, URL (path with the
+ * instance id, and query), the headers handlers see, and the body as it was sent. Undefined
+ * when the body is not known as text (nothing is reused then).
+ */
+function answerKey(request: FastifyRequest): string | undefined {
+  const headers = [headerValue(request, 'accept-language'), ...PASSED_HEADERS.map((name) => headerValue(request, name))].join('\u0001');
+  const head = `${request.method} ${request.url}\u0001${headers}`;
+  if (request.method === 'GET' || request.method === 'HEAD') return head;
+  const raw = rawBodyOf(request);
+  return raw === undefined ? undefined : `${head}\u0001${raw}`;
 }
 
 function headerValue(request: FastifyRequest, name: string): string | undefined {

@@ -5,7 +5,7 @@ import { lookupCode, type LookupResult } from '../../terminology/lookup';
 import type { TxParamsInput } from '../../terminology/params';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
-import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$lookup: what a code system says about one of its codes. */
 export interface CodeSystemLookupInput extends TxParamsInput {
@@ -25,6 +25,7 @@ export type CodeSystemLookupOutput = Omit<LookupResult, 'property' | 'usedSupple
 
 export const codeSystemLookup = defineOperation<AppServices, CodeSystemLookupInput, CodeSystemLookupOutput>({
   definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
+  answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx);

@@ -3,7 +3,7 @@ import { fhirError } from '../../fhir/errors';
 import { subsumes, type SubsumptionOutcome } from '../../terminology/subsumes';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
-import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$subsumes: whether code A subsumes code B, in one code system. */
 export interface CodeSystemSubsumesInput {
@@ -18,6 +18,7 @@ export interface CodeSystemSubsumesInput {
 
 export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsumesInput, { outcome: SubsumptionOutcome }>({
   definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes',
+  answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx);

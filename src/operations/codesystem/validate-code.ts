@@ -5,7 +5,7 @@ import { codedValue, validateInCodeSystem } from '../../terminology/validate-cod
 import type { ValidationResult } from '../../terminology/validation/state';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
-import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$validate-code: is this code (Coding, CodeableConcept) defined by this code system? */
 export interface CodeSystemValidateCodeInput extends TxParamsInput {
@@ -22,6 +22,7 @@ export interface CodeSystemValidateCodeInput extends TxParamsInput {
 
 export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemValidateCodeInput, ValidationResult>({
   definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
+  answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       // A code system given inline is used like a tx-resource: for this request only.

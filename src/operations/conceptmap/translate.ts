@@ -5,7 +5,7 @@ import type { Resolver } from '../../terminology/resolver';
 import { translate } from '../../terminology/translate';
 import type { AppServices } from '../../services';
 import { defineOperation, type OperationContext } from '../operation';
-import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** ConceptMap/$translate, under its R4 names and the R5 names the HL7 ecosystem sends. */
 export interface ConceptMapTranslateInput {
@@ -46,6 +46,7 @@ interface MatchOutput {
 
 export const conceptMapTranslate = defineOperation<AppServices, ConceptMapTranslateInput, { result: boolean; message?: string; match: MatchOutput[] }>({
   definition: 'http://hl7.org/fhir/OperationDefinition/ConceptMap-translate',
+  answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const { resolver } = await engineContext(input, ctx);

@@ -3,6 +3,7 @@ import { asFhirError } from '../../fhir/outcome';
 import type { OperationInput } from '../../fhir/parameters';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
+import { terminologyAnswerToken } from '../terminology-support';
 
 /**
  * ValueSet/$batch-validate-code: several $validate-code calls in one request. Each validation
@@ -16,6 +17,7 @@ export interface BatchValidateInput extends OperationInput {
 
 export const valueSetBatchValidateCode = defineOperation<AppServices, BatchValidateInput, { validation: Resource[] }>({
   definition: 'urn:fhir-tx-server:OperationDefinition:ValueSet-batch-validate-code',
+  answerToken: terminologyAnswerToken,
   handle: async (input, ctx) => {
     const { validation, ...shared } = input;
     const answers: Resource[] = [];

@@ -3,7 +3,7 @@ import { expandValueSet } from '../../terminology/expand';
 import type { TxParamsInput } from '../../terminology/params';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
-import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 import { targetValueSet } from './validate-code';
 
 /** ValueSet/$expand: the members of a value set, paged, as a ValueSet with an expansion. */
@@ -30,6 +30,7 @@ export interface ValueSetExpandInput extends TxParamsInput {
 
 export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, { return: ValueSet }>({
   definition: 'http://hl7.org/fhir/OperationDefinition/ValueSet-expand',
+  answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx);

@@ -6,7 +6,7 @@ import { codedValue, validateInValueSet } from '../../terminology/validate-code'
 import type { AppServices } from '../../services';
 import { defineOperation, type OperationContext } from '../operation';
 import type { ValidationResult } from '../../terminology/validation/state';
-import { engineContext, withTerminologyErrors } from '../terminology-support';
+import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** ValueSet/$validate-code: is this code (Coding, CodeableConcept) in this value set? */
 export interface ValueSetValidateCodeInput extends TxParamsInput {
@@ -26,6 +26,7 @@ export interface ValueSetValidateCodeInput extends TxParamsInput {
 
 export const valueSetValidateCode = defineOperation<AppServices, ValueSetValidateCodeInput, ValidationResult>({
   definition: 'http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code',
+  answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx);

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import {
+  changeFromRow,
   StorageUnavailableError,
   type CanonicalQuery,
   type Change,
@@ -144,7 +145,7 @@ export class PostgresStore implements ResourceStore {
         WHERE r.type = $1 AND r.seq > $2 ORDER BY r.seq`,
       [type, since],
     );
-    return rows.map((row) => ({ ...(versionFromRow(row)), seq: Number(row.seq) }));
+    return rows.map((row) => changeFromRow(row, Number(row.seq)));
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { optionalVersion, versionFromRow, type CanonicalQuery, type Change, type NewVersion, type Page, type ResourceStore, type StoredVersion, type VersionRow } from '../store';
+import { changeFromRow, optionalVersion, versionFromRow, type CanonicalQuery, type Change, type NewVersion, type Page, type ResourceStore, type StoredVersion, type VersionRow } from '../store';
 
 /**
  * The embedded default: one SQLite file under DATA_DIR, in WAL mode with synchronous=FULL so a
@@ -140,10 +140,7 @@ export class SqliteStore implements ResourceStore {
   }
 
   async changesSince(type: string, since: number): Promise<Change[]> {
-    return (this.sql.changes.all(type, since) as (VersionRow & { seq: number })[]).map((row) => ({
-      ...(versionFromRow(row)),
-      seq: row.seq,
-    }));
+    return (this.sql.changes.all(type, since) as (VersionRow & { seq: number })[]).map((row) => changeFromRow(row, row.seq));
   }
 
   async close(): Promise<void> {

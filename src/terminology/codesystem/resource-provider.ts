@@ -12,8 +12,9 @@ import type { CodeSystemProvider, ConceptFilter, ContentMode, Designation, Prope
 export interface ConceptNode {
   readonly code: string;
   readonly source: CodeSystemConcept;
-  readonly parents: ConceptNode[];
-  readonly children: ConceptNode[];
+  /** Links, in both directions. A node without any shares the frozen NO_NODES (memory: most are leaves). */
+  parents: ConceptNode[];
+  children: ConceptNode[];
   /** Designations and properties that supplements add. */
   supplementDesignations?: Designation[];
   supplementProperties?: PropertyValue[];
@@ -78,12 +79,15 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
     for (const concept of concepts) {
       let node = this.byCode.get(concept.code);
       if (!node) {
-        node = { code: concept.code, source: concept, parents: [], children: [] };
+        node = { code: concept.code, source: concept, parents: NO_NODES, children: NO_NODES };
         this.byCode.set(concept.code, node);
         this.ordered.push(node);
+        if (parent) addLink(parent, node);
+      } else if (parent) {
+        // A code listed twice: link it once more only if it is under another parent.
+        link(parent, node);
       }
-      if (parent) link(parent, node);
-      else this.rootNodes.push(node);
+      if (!parent) this.rootNodes.push(node);
       if (concept.concept) this.index(concept.concept, node);
     }
   }
@@ -260,9 +264,19 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   }
 }
 
+/** Frozen: a push onto the shared empty list would be a bug, and throws. */
+const NO_NODES = Object.freeze([]) as unknown as ConceptNode[];
+
+/** Links two nodes known not to be linked yet. */
+function addLink(parent: ConceptNode, child: ConceptNode): void {
+  if (parent.children === NO_NODES) parent.children = [child];
+  else parent.children.push(child);
+  if (child.parents === NO_NODES) child.parents = [parent];
+  else child.parents.push(parent);
+}
+
 function link(parent: ConceptNode, child: ConceptNode): void {
-  if (!parent.children.includes(child)) parent.children.push(child);
-  if (!child.parents.includes(parent)) child.parents.push(parent);
+  if (!parent.children.includes(child)) addLink(parent, child);
 }
 
 /** Maps standard property meanings (from their concept-properties URI) to this system's codes. */

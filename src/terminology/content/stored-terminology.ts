@@ -1,4 +1,4 @@
-import type { ResourceStore } from '../../storage/store';
+import type { ResourceStore, StoredVersion } from '../../storage/store';
 import { CanonicalIndex, TERMINOLOGY_TYPES, type TerminologyResource } from '../canonical-index';
 
 /**
@@ -13,11 +13,29 @@ export class StoredTerminology {
   generation = 0;
   private readonly marks = new Map<string, number>(TERMINOLOGY_TYPES.map((t) => [t, 0]));
   private pending?: Promise<void>;
+  /** Versions this process wrote, by type/id: the refresh takes them as they are instead of parsing them again. */
+  private readonly local = new Map<string, StoredVersion>();
 
   constructor(private readonly store: ResourceStore) {}
 
+  /**
+   * Set by a refresh, cleared at the next turn of the event loop and by any write of this
+   * process: one request asks the store once, however many times its handling says refresh().
+   */
+  private fresh = false;
+  /** Counts this process's writes, so a refresh that a write overtook does not claim freshness. */
+  private writes = 0;
+
+  /** A version this process has just written (the repository says so after the commit). */
+  noteLocalWrite(version: StoredVersion): void {
+    this.fresh = false;
+    this.writes++;
+    if ((TERMINOLOGY_TYPES as string[]).includes(version.type)) this.local.set(`${version.type}/${version.id}`, version);
+  }
+
   /** Brings the index up to date; concurrent callers share one refresh. */
   refresh(): Promise<void> {
+    if (this.fresh) return Promise.resolve();
     this.pending ??= this.doRefresh().finally(() => {
       this.pending = undefined;
     });
@@ -25,6 +43,7 @@ export class StoredTerminology {
   }
 
   private async doRefresh(): Promise<void> {
+    const writesBefore = this.writes;
     const current = await this.store.changeMarks(TERMINOLOGY_TYPES);
     let changed = false;
     for (const type of TERMINOLOGY_TYPES) {
@@ -33,13 +52,23 @@ export class StoredTerminology {
       if (now <= known) continue;
       let seen = now;
       for (const change of await this.store.changesSince(type, known)) {
+        const key = `${type}/${change.id}`;
+        const mine = this.local.get(key);
+        this.local.delete(key);
+        // The store decides which version is current; ours stands in only for that very version.
+        const resource = mine && mine.versionId === change.versionId ? mine.resource : change.resource;
         this.index.removeById(type, change.id);
-        if (change.resource) this.index.add(change.resource as TerminologyResource);
+        if (resource) this.index.add(resource as TerminologyResource);
         seen = Math.max(seen, change.seq);
       }
       this.marks.set(type, seen);
       changed = true;
     }
     if (changed) this.generation++;
+    if (this.writes !== writesBefore) return;
+    this.fresh = true;
+    setImmediate(() => {
+      this.fresh = false;
+    });
   }
 }

@@ -74,7 +74,7 @@ export class ValueSetExpander {
     /** Canonicals of the value sets being expanded above this one, to refuse cycles. */
     private readonly chain: string[] = [],
   ) {
-    this.canBeHierarchy = !options.excludeNested && !(options.offset && options.offset > 0);
+    this.canBeHierarchy = !options.excludeNested;
     this.filter = new TextFilter(options.filter);
   }
 
@@ -334,15 +334,6 @@ export class ValueSetExpander {
     }
   }
 
-  /** The value set's own standing: a client expanding a withdrawn or retired value set is told so. */
-  noteOwnStatus(valueSet: ValueSet): void {
-    const standards = valueSet.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
-    const canonical = canonicalOf(valueSet);
-    if (standards === 'deprecated') this.addParameter({ name: 'warning-deprecated', valueUri: canonical });
-    else if (standards === 'withdrawn') this.addParameter({ name: 'warning-withdrawn', valueUri: canonical });
-    else if (valueSet.status === 'retired') this.addParameter({ name: 'warning-retired', valueUri: canonical });
-  }
-
   /** warning-deprecated, -withdrawn, -retired, -experimental, -draft for what the expansion relies on. */
   noteStatus(resource: ValueSet | import('fhir/r4').CodeSystem | undefined): void {
     if (!resource) return;
@@ -425,6 +416,16 @@ interface ImportedExpansion {
   keys: Set<string>;
   members: Member[];
   properties: { code: string; uri?: string }[];
+}
+
+/** The value set's own standing: a client expanding a withdrawn or retired value set is told so. */
+export function ownStatusParameters(valueSet: ValueSet): ValueSetExpansionParameter[] {
+  const standards = valueSet.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
+  const valueUri = canonicalOf(valueSet);
+  if (standards === 'deprecated') return [{ name: 'warning-deprecated', valueUri }];
+  if (standards === 'withdrawn') return [{ name: 'warning-withdrawn', valueUri }];
+  if (valueSet.status === 'retired') return [{ name: 'warning-retired', valueUri }];
+  return [];
 }
 
 export function memberKey(system: string, code: string): string {

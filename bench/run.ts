@@ -1,0 +1,240 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { freePort } from '../test/helpers/process';
+import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
+
+/**
+ * `npm run bench`: the server (embedded storage, full R4 content) in its own process, driven by
+ * autocannon from this one over loopback, next to a bare Fastify server that answers a fixed
+ * Parameters body: each scenario's throughput is reported as a ratio of that limit, so results
+ * compare across machines and noisy runs. Bounded: ROUNDS x (1 s warm-up + BENCH_SECONDS, default 3)
+ * per scenario, connection count and server.
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const ROUNDS = 3;
+const CONNECTIONS = [10, 64];
+const FHIR_JSON = 'application/fhir+json';
+const GENDER_VS = 'http://hl7.org/fhir/ValueSet/administrative-gender';
+const GENDER = 'http://hl7.org/fhir/administrative-gender';
+
+interface Run {
+  scenario: string;
+  connections: number;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+  /** Bare Fastify's req/s, measured just before. */
+  limit?: number;
+  ratio?: number;
+  serverRssMb?: number;
+}
+
+interface Load {
+  method?: 'GET' | 'POST';
+  path: string;
+  body?: string;
+  /** A different path per request (paging). */
+  paths?: () => string;
+}
+
+/** `node <args>` (one process, whose pid is the server's; not through the tsx or npm CLIs). */
+function startProcess(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+async function waitForOk(url: string, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    try {
+      const res = await fetch(url);
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`no answer from ${url} within ${timeoutMs} ms`);
+}
+
+function rssMb(pid: number | undefined): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return Math.round(kb / 1024);
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+const WARMUP_SECONDS = 1;
+
+/** One measured run, after a short unmeasured one: the JIT and caches warm up outside the numbers. */
+type Measured = Omit<Run, 'scenario' | 'connections'>;
+
+async function drive(base: string, load: Load, connections: number): Promise<Measured> {
+  await shoot(base, load, connections, WARMUP_SECONDS);
+  return shoot(base, load, connections, SECONDS);
+}
+
+async function shoot(base: string, load: Load, connections: number, seconds: number): Promise<Measured> {
+  const result = await autocannon({
+    url: base,
+    connections,
+    duration: seconds,
+    requests: [
+      {
+        method: load.method ?? 'GET',
+        path: load.path,
+        headers: load.body ? { 'content-type': FHIR_JSON } : {},
+        body: load.body,
+        ...(load.paths ? { setupRequest: (req: autocannon.Request) => ({ ...req, path: (load.paths as () => string)() }) } : {}),
+      },
+    ],
+  });
+  return {
+    requestsPerSecond: Math.round(result.requests.average),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+  };
+}
+
+const params = (...entries: object[]) => JSON.stringify({ resourceType: 'Parameters', parameter: entries });
+const query = (values: Record<string, string>) => new URLSearchParams(values).toString();
+
+async function main(): Promise<void> {
+  const synthetic = syntheticContent();
+  const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-'));
+  const runs: Run[] = [];
+  const facts: Record<string, number> = {};
+  const print = (run: Run) => {
+    runs.push(run);
+    const cells = [run.scenario.padEnd(44), String(run.connections).padStart(4), String(run.requestsPerSecond).padStart(8), String(run.p50).padStart(5), String(run.p99).padStart(5)];
+    cells.push(String(run.errors + run.non2xx).padStart(6), String(run.limit ?? '').padStart(6), (run.ratio === undefined ? '' : run.ratio.toFixed(2)).padStart(6), String(run.serverRssMb ?? '').padStart(6));
+    console.log(cells.join(' '));
+  };
+
+  // The limit: bare Fastify, kept running; measured right before each scenario run, so both
+  // numbers of a ratio come from the same minute of a machine whose speed drifts.
+  const barePort = await freePort();
+  const bare = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(barePort) });
+  const bareBase = `http://127.0.0.1:${barePort}`;
+  await waitForOk(`${bareBase}/fhir/R4/ValueSet/$validate-code`, 20_000);
+
+  // Cold start: process start to the first answered validate-code, with the full R4 content.
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const started = Date.now();
+  // What `npm start` runs (`npm run bench` builds it first).
+  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', BODY_LIMIT: String(64 * 1024 * 1024), AUTH_TOKENS: '' });
+  try {
+    await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 30_000);
+    facts.coldStartMs = Date.now() - started;
+    facts.rssWithR4Mb = rssMb(server.pid);
+    console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
+    console.log(`${'scenario'.padEnd(44)} conn    req/s   p50   p99 errors  limit  ratio rss MB`);
+
+    // Rounds alternate limit and scenario; the ratio reported is the median of the rounds'.
+    const scenario = async (name: string, load: Load) => {
+      // The limit sends the very answer the server gives for this scenario, on its route.
+      const sample = await fetch(`${base}${load.path}`, load.body ? { method: 'POST', headers: { 'content-type': FHIR_JSON }, body: load.body } : {});
+      await fetch(`${bareBase}/__answer`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: await sample.text() });
+      const limitLoad: Load = { ...load, paths: undefined };
+      for (const connections of CONNECTIONS) {
+        const rounds: { limit: Measured; measured: Measured }[] = [];
+        for (let round = 0; round < ROUNDS; round++) {
+          const limit = await drive(bareBase, limitLoad, connections);
+          const measured = await drive(base, load, connections);
+          rounds.push({ limit, measured });
+        }
+        rounds.sort((a, b) => a.measured.requestsPerSecond / a.limit.requestsPerSecond - b.measured.requestsPerSecond / b.limit.requestsPerSecond);
+        const { limit, measured } = rounds[Math.floor(rounds.length / 2)];
+        const errors = rounds.reduce((n, r) => n + r.measured.errors, 0);
+        const non2xx = rounds.reduce((n, r) => n + r.measured.non2xx, 0);
+        print({ scenario: name, connections, ...measured, errors, non2xx, limit: limit.requestsPerSecond, ratio: measured.requestsPerSecond / limit.requestsPerSecond, serverRssMb: rssMb(server.pid) });
+      }
+    };
+    const vc = (values: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${query(values)}`;
+    await scenario('1 GET validate-code, core VS, hit', { path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }) });
+    await scenario('1 GET validate-code, core VS, miss', { path: vc({ url: GENDER_VS, system: GENDER, code: 'nonsense' }) });
+    // Every request different (an extra parameter the operation ignores): no answer is reused,
+    // so this is the engine's own speed.
+    let n1 = 0;
+    await scenario('1 GET validate-code, core VS, hit, uncached', {
+      path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }),
+      paths: () => vc({ url: GENDER_VS, system: GENDER, code: 'female', nocache: String(n1++) }),
+    });
+    await scenario('2 POST validate-code, coding', {
+      method: 'POST',
+      path: '/fhir/R4/ValueSet/$validate-code',
+      body: params({ name: 'url', valueUri: GENDER_VS }, { name: 'coding', valueCoding: { system: GENDER, code: 'male', display: 'Male' } }),
+    });
+    await scenario('2 POST validate-code, codeableConcept x3', {
+      method: 'POST',
+      path: '/fhir/R4/ValueSet/$validate-code',
+      body: params(
+        { name: 'url', valueUri: GENDER_VS },
+        { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: 'http://example.org/local', code: 'F' }, { system: GENDER, code: 'female' }, { system: 'http://loinc.org', code: 'LA3-6' }] } },
+      ),
+    });
+
+    // The synthetic code system: PUT it and its value sets, then time to the first answer on it.
+    const put = async (resource: { resourceType: string; id?: string }) => {
+      const res = await fetch(`${base}/fhir/R4/${resource.resourceType}/${resource.id}`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify(resource) });
+      if (!res.ok) throw new Error(`PUT ${resource.resourceType}/${resource.id}: ${res.status} ${await res.text()}`);
+    };
+    const loadStart = Date.now();
+    await put(synthetic.codeSystem);
+    await put(synthetic.branchValueSet);
+    await put(synthetic.expandValueSet);
+    await waitForOk(`${base}${vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit })}`, 60_000);
+    facts.syntheticLoadMs = Date.now() - loadStart;
+    facts.rssWithSyntheticMb = rssMb(server.pid);
+    console.log(`100,000-concept code system (depth ${synthetic.depth}): loaded and first answer in ${facts.syntheticLoadMs} ms; RSS now ${facts.rssWithSyntheticMb} MB (+${facts.rssWithSyntheticMb - facts.rssWithR4Mb} MB)`);
+    await scenario('3 GET validate-code, 100k is-a + exclude, hit', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }) });
+    await scenario('3 GET validate-code, 100k is-a + exclude, miss', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.excluded }) });
+    let n3 = 0;
+    await scenario('3 GET validate-code, 100k, hit, uncached', {
+      path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }),
+      paths: () => vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit, nocache: String(n3++) }),
+    });
+    let page = 0;
+    await scenario('4 GET expand 10,000 codes, count=100 paging', {
+      path: `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: '0' })}`,
+      paths: () => `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: String((page++ % 100) * 100) })}`,
+    });
+  } finally {
+    await stop(server);
+    await stop(bare);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  const out = join(ROOT, 'bench', 'results.json');
+  writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, secondsPerRun: SECONDS, facts, runs }, null, 2)}\n`);
+  console.log(`written ${out}`);
+  const failed = runs.filter((r) => r.errors + r.non2xx > 0);
+  if (failed.length > 0) {
+    console.error(`errors or non-2xx answers in: ${failed.map((r) => `${r.scenario} (${r.connections})`).join(', ')}`);
+    process.exitCode = 1;
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
