@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { freePort } from '../test/helpers/process';
+import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
 
 /**
@@ -15,11 +14,9 @@ import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_
  * per scenario, connection count and server.
  */
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = 3;
 const CONNECTIONS = [10, 64];
-const FHIR_JSON = 'application/fhir+json';
 const GENDER_VS = 'http://hl7.org/fhir/ValueSet/administrative-gender';
 const GENDER = 'http://hl7.org/fhir/administrative-gender';
 
@@ -43,42 +40,6 @@ interface Load {
   body?: string;
   /** A different path per request (paging). */
   paths?: () => string;
-}
-
-/** `node <args>` (one process, whose pid is the server's; not through the tsx or npm CLIs). */
-function startProcess(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, args, {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-}
-
-async function waitForOk(url: string, timeoutMs: number): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    try {
-      const res = await fetch(url);
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`no answer from ${url} within ${timeoutMs} ms`);
-}
-
-function rssMb(pid: number | undefined): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return Math.round(kb / 1024);
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await exited;
 }
 
 const WARMUP_SECONDS = 1;

@@ -5,7 +5,7 @@ import type { Config } from './config';
 import { fhirError } from './fhir/errors';
 import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
-import { clientErrorHandler, registerErrorHandling, sendError } from './http/errors';
+import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling, sendError } from './http/errors';
 import { acceptsJson, registerFhirJson } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
@@ -33,6 +33,16 @@ export interface AppParts<S> {
   logStream?: NodeJS.WritableStream;
 }
 
+/** Every route an app serves (method and URL pattern), for tests that must cover them all. */
+const routeTables = new WeakMap<FastifyInstance, { method: string; url: string }[]>();
+
+export function routesOf(app: FastifyInstance): readonly { method: string; url: string }[] {
+  return routeTables.get(app) ?? [];
+}
+
+/** Longest path segment (an id, an operation code) the router takes; FHIR ids are at most 64. */
+const MAX_PARAM_LENGTH = 200;
+
 /** Builds the Fastify app with every plugin in order. It never listens; `server.ts` does. */
 export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> {
   const { config, registry } = parts;
@@ -47,12 +57,18 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     bodyLimit: config.bodyLimit,
     // `%24op` and `$op` name the same operation; route on one spelling.
     rewriteUrl: (req) => rewriteDollar(req.url ?? '/'),
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: frameworkErrorHandler({ bodyLimit: config.bodyLimit, maxParamLength: MAX_PARAM_LENGTH }),
     clientErrorHandler,
     return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
 
+  const routes: { method: string; url: string }[] = [];
+  routeTables.set(app, routes);
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
   registerErrorHandling(app, { bodyLimit: config.bodyLimit });
   registerRequestId(app);
   registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
@@ -81,6 +97,14 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     registry,
     services: parts.services,
     answers: new AnswerCache(),
+    checkResource: (resource, at) => {
+      if (!parts.schema.isResourceType(resource.resourceType)) {
+        throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
+      }
+      // A Parameters given as a parameter is some operation's input: read and checked against that
+      // operation's definition when it is used (with the same tolerance as a request body).
+      if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource);
+    },
     operationTimeoutMs: config.operationTimeoutMs,
     readInstance:
       parts.readInstance ?? (async (type, id) => (await parts.repository.read(type, id)).resource as Resource),

@@ -23,6 +23,7 @@ export const ERRORS = {
   ERR_ROUTE_METHOD: spec<{ method: string; path: string; allowed: string }>(
     405, 'not-supported', (p) => `${p.method} is not allowed on ${p.path}; use ${p.allowed}`),
   ERR_URL_MALFORMED: spec(400, 'invalid', () => 'The request URL is malformed'),
+  ERR_URL_TOO_LONG: spec<{ limit: number }>(414, 'invalid', (p) => `A segment of the URL path is longer than ${p.limit} characters`),
   ERR_REQUEST_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The request cannot be read: ${p.reason}`),
   ERR_TYPE_UNKNOWN: spec<{ type: string }>(404, 'not-supported', (p) => `Resource type '${p.type}' is not supported by this server`),
   ERR_TYPE_READ_ONLY: spec<{ type: string }>(405, 'not-supported', (p) => `${p.type} resources are read-only on this server`),
@@ -50,6 +51,10 @@ export const ERRORS = {
   ERR_PARAM_MISSING: spec<{ name: string }>(400, 'required', (p) => `Parameter '${p.name}' is required`),
   ERR_PARAM_TOO_MANY: spec<{ name: string; max: string; count: number }>(
     400, 'invalid', (p) => `Parameter '${p.name}' may occur at most ${p.max} time(s), not ${p.count}`),
+  ERR_PARAMS_LIMIT: spec<{ count: number; limit: number }>(
+    400, 'too-costly', (p) => `The request carries ${p.count} parameters; at most ${p.limit} are accepted`),
+  ERR_CODINGS_LIMIT: spec<{ name: string; count: number; limit: number }>(
+    400, 'too-costly', (p) => `Parameter '${p.name}' has ${p.count} codings; at most ${p.limit} are accepted`),
   ERR_PARAM_TYPE: spec<{ name: string; expected: string; found: string }>(
     400, 'invalid', (p) => `Parameter '${p.name}' must be of type ${p.expected}, not ${p.found}`),
   ERR_PARAM_VALUE: spec<{ name: string; type: string; value: string }>(

@@ -31,7 +31,17 @@ export type OperationOutput = Record<string, unknown>;
 export interface ReadOptions {
   /** `Prefer: handling=strict`: unknown parameter names are refused instead of ignored. */
   strict: boolean;
+  /** Checks a resource given as a parameter (structure, against the R4 schema); throws a FhirError. */
+  checkResource?: (resource: Resource, at: string) => void;
 }
+
+/**
+ * Limits on what one request may carry, so a hostile or broken client cannot make the server
+ * walk without end: parameters (query names and values, or Parameters entries with their parts,
+ * counted together) and codings in one CodeableConcept.
+ */
+export const MAX_PARAMETERS = 1000;
+export const MAX_CODINGS = 100;
 
 /** Query names that belong to the HTTP exchange, never to an operation. */
 const RESERVED_QUERY = new Set(['_format', '_pretty', '_summary', '_elements']);
@@ -45,6 +55,9 @@ export function readQuery(
   options: ReadOptions,
 ): OperationInput {
   const input: OperationInput = {};
+  let count = 0;
+  for (const raw of Object.values(query)) count += Array.isArray(raw) ? raw.length : 1;
+  if (count > MAX_PARAMETERS) throw fhirError('ERR_PARAMS_LIMIT', { count, limit: MAX_PARAMETERS });
   for (const [name, raw] of Object.entries(query)) {
     if (raw === undefined || RESERVED_QUERY.has(name)) continue;
     const param = spec.inputs.find((p) => p.name === name);
@@ -74,7 +87,21 @@ export function readParameters(body: unknown, spec: OperationSpec, options: Read
   }
   const entries = body.parameter ?? [];
   if (!Array.isArray(entries)) throw fhirError('ERR_PARAM_SHAPE', { name: 'parameter', reason: 'must be an array' });
+  const count = countEntries(entries);
+  if (count > MAX_PARAMETERS) throw fhirError('ERR_PARAMS_LIMIT', { count, limit: MAX_PARAMETERS });
   return readEntries(entries, spec.inputs, spec.code, options, 'Parameters.parameter');
+}
+
+/** Entries with their parts, all the way down (a resource inside one counts once). */
+function countEntries(entries: unknown[]): number {
+  let count = 0;
+  const stack: unknown[][] = [entries];
+  while (stack.length > 0) {
+    const list = stack.pop() as unknown[];
+    count += list.length;
+    for (const entry of list) if (isObject(entry) && Array.isArray(entry.part)) stack.push(entry.part);
+  }
+  return count;
 }
 
 function readEntries(
@@ -135,6 +162,7 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
     if (declared !== 'Resource' && declared !== 'DomainResource' && resource.resourceType !== declared) {
       throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: resource.resourceType }, { expression: [at] });
     }
+    options.checkResource?.(resource as unknown as Resource, `${at}.resource`);
     return resource;
   }
   if (valueKeys.length !== 1) {
@@ -152,6 +180,8 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
     }
   } else if (!isObject(value)) {
     throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
+  } else if (actual === 'CodeableConcept' && Array.isArray(value.coding) && value.coding.length > MAX_CODINGS) {
+    throw fhirError('ERR_CODINGS_LIMIT', { name: param.path, count: value.coding.length, limit: MAX_CODINGS }, { expression: [`${at}.${key}.coding`] });
   }
   return declared === 'Element' ? new TypedValue(actual, value) : value;
 }

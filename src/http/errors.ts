@@ -22,6 +22,17 @@ export function registerErrorHandling(app: FastifyInstance, options: { bodyLimit
   });
 }
 
+/**
+ * Errors Fastify's router raises before any hook or handler (a URL it cannot decode, a path
+ * segment over maxParamLength): Fastify answers them with its own JSON unless given this.
+ */
+export function frameworkErrorHandler(options: { bodyLimit: number; maxParamLength: number }) {
+  return (err: FastifyError, _request: unknown, reply: FastifyReply): void => {
+    const fhir = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? fhirError('ERR_URL_TOO_LONG', { limit: options.maxParamLength }) : toFhirError(err, options.bodyLimit);
+    sendError(reply, fhir);
+  };
+}
+
 export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {
   return reply.code(err.status).headers(err.headers).type(FHIR_JSON).send(err.outcome);
 }

@@ -14,6 +14,8 @@ export interface OperationRouteDeps<S> {
   base: string;
   /** Where answers of operations with an answer token are kept. */
   answers: AnswerCache;
+  /** Checks resources given as parameters before any handler sees them. */
+  checkResource: (resource: Resource, at: string) => void;
   registry: OperationRegistry<S>;
   services: S;
   operationTimeoutMs: number;
@@ -74,7 +76,7 @@ async function invoke<S>(
     input = readQuery(request.query as Record<string, string | string[]>, spec, { strict });
   } else {
     if (request.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
-    input = readParameters(request.body, spec, { strict });
+    input = readParameters(request.body, spec, { strict, checkResource: deps.checkResource });
   }
   let target: Resource | undefined;
   if (level === 'instance') {
@@ -86,7 +88,7 @@ async function invoke<S>(
     invoke: async (code, body, defaults = {}) => {
       const other = deps.registry.find(code, level, type);
       if (!other) throw fhirError('ERR_OP_UNKNOWN', { code, where: type ? `for ${type}` : 'on this server' });
-      const otherInput = readParameters(body, other.spec, { strict });
+      const otherInput = readParameters(body, other.spec, { strict, checkResource: deps.checkResource });
       for (const [name, value] of Object.entries(defaults)) {
         if (!(name in otherInput) && other.spec.inputs.some((p) => p.name === name)) otherInput[name] = value;
       }

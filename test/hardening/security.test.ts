@@ -1,0 +1,104 @@
+import type { Bundle } from 'fhir/r4';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { routesOf } from '../../src/app';
+import { hasPostgres, freshSchema, type TestSchema } from '../helpers/postgres';
+import { FHIR_JSON, serverApp } from '../helpers/server-app';
+
+const TOKEN = 'hardening-token-0123456789';
+const AUTH = { authorization: `Bearer ${TOKEN}` };
+
+/** A concrete URL for a route pattern: every parameter filled, for each resource type given. */
+function concrete(pattern: string, type: string): string {
+  return pattern.replace(':type', type).replace(':id', 'x1').replace(':vid', '1').replace('*', 'anything');
+}
+
+describe('auth applies to every route', () => {
+  let app: FastifyInstance;
+  let close: () => Promise<void>;
+  beforeAll(async () => {
+    ({ app, close } = await serverApp({ authTokens: [TOKEN] }));
+  });
+  afterAll(() => close());
+
+  test('walking the route table (every operation at every level, CRUD, history, OperationDefinition): 401 without a token', async () => {
+    const routes = routesOf(app);
+    expect(routes.length).toBeGreaterThan(60);
+    let checked = 0;
+    for (const route of routes) {
+      for (const type of route.url.includes(':type') ? ['Patient', 'ValueSet', 'OperationDefinition'] : ['']) {
+        const url = concrete(route.url, type);
+        const isMetadata = url === '/fhir/R4/metadata' && (route.method === 'GET' || route.method === 'HEAD');
+        const payload = ['POST', 'PUT', 'PATCH'].includes(route.method) ? { resourceType: 'Parameters' } : undefined;
+        const res = await app.inject({ method: route.method as 'GET', url, headers: payload ? FHIR_JSON : {}, payload });
+        if (isMetadata) {
+          expect(res.statusCode, `${route.method} ${url}`).toBe(200);
+          continue;
+        }
+        expect(res.statusCode, `${route.method} ${url}`).toBe(401);
+        expect(res.headers['www-authenticate'], `${route.method} ${url}`).toMatch(/^Bearer/);
+        if (route.method !== 'HEAD') expect(res.json().resourceType).toBe('OperationOutcome');
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+  });
+
+  test('with the token the same walk never answers 401', async () => {
+    for (const route of routesOf(app)) {
+      const url = concrete(route.url, route.url.includes(':type') ? 'ValueSet' : '');
+      const payload = ['POST', 'PUT', 'PATCH'].includes(route.method) ? { resourceType: 'Parameters' } : undefined;
+      const res = await app.inject({ method: route.method as 'GET', url, headers: { ...AUTH, ...(payload ? FHIR_JSON : {}) }, payload });
+      expect(res.statusCode, `${route.method} ${url}`).not.toBe(401);
+      expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
+    }
+  });
+});
+
+/** Ids and search values built to break out of a SQL string; they must stay plain data. */
+const HOSTILE = ["x'; DROP TABLE resources; --", "' OR '1'='1", '"; DELETE FROM resource_versions; --', '\\', '%', '_', "x' UNION SELECT content FROM resource_versions --"];
+
+function hostileSuite(name: string, open: () => Promise<{ app: FastifyInstance; close: () => Promise<void> }>) {
+  describe(`hostile ids and search values (${name})`, () => {
+    let app: FastifyInstance;
+    let close: () => Promise<void>;
+    beforeAll(async () => {
+      ({ app, close } = await open());
+      const res = await app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/keep-me', headers: FHIR_JSON, payload: { resourceType: 'ValueSet', id: 'keep-me', url: 'http://example.org/keep', status: 'active' } });
+      expect(res.statusCode).toBe(201);
+    });
+    afterAll(() => close());
+
+    test.each(HOSTILE)('%s is refused as an id and matches nothing as a search value', async (value) => {
+      for (const method of ['GET', 'PUT', 'DELETE'] as const) {
+        const res = await app.inject({
+          method,
+          url: `/fhir/R4/ValueSet/${encodeURIComponent(value)}`,
+          headers: method === 'PUT' ? FHIR_JSON : {},
+          payload: method === 'PUT' ? { resourceType: 'ValueSet', id: value, status: 'active' } : undefined,
+        });
+        expect([400, 404]).toContain(res.statusCode);
+        expect(res.json().resourceType).toBe('OperationOutcome');
+      }
+      for (const param of ['url', 'version', '_id']) {
+        const res = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet?${param}=${encodeURIComponent(value)}` });
+        expect(res.statusCode, res.body).toBe(200);
+        expect((res.json() as Bundle).total).toBe(0);
+      }
+      const kept = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/keep-me' });
+      expect(kept.statusCode).toBe(200);
+      const all = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet?url=http://example.org/keep' });
+      expect((all.json() as Bundle).total).toBe(1);
+    });
+  });
+}
+
+hostileSuite('SQLite', () => serverApp());
+if (hasPostgres) {
+  let schema: TestSchema;
+  hostileSuite('PostgreSQL', async () => {
+    schema = await freshSchema();
+    const { app, close } = await serverApp({ databaseUrl: schema.url });
+    return { app, close: async () => { await close(); await schema.drop(); } };
+  });
+}
