@@ -11,7 +11,6 @@ import { R4_RESOURCE_TYPES } from './r4-resource-types';
  */
 
 interface JsonSchema {
-  discriminator?: { mapping: Record<string, string> };
   definitions: Record<string, unknown>;
 }
 

@@ -41,10 +41,6 @@ export class AnswerCache {
     this.entries.set(key, { token, body, used: false });
   }
 
-  get size(): number {
-    return this.entries.size;
-  }
-
   /** Frees an eighth of the room, oldest first; an entry used since it was last looked at moves to the end instead, once. */
   private evict(): void {
     let toFree = Math.max(1, Math.floor(this.maxEntries / 8));

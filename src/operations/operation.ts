@@ -42,7 +42,6 @@ export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (
   ctx: OperationContext<S>,
 ) => O | Promise<O>;
 
-/** An operation's code, bound to its OperationDefinition by canonical URL. */
 /**
  * For read-only operations whose answer depends only on the request and on state the services
  * can name: a token for that state now (e.g. a content generation), or undefined when answers
@@ -51,6 +50,7 @@ export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (
  */
 export type AnswerToken<S> = (services: S) => Promise<string | undefined>;
 
+/** An operation's code, bound to its OperationDefinition by canonical URL. */
 export interface OperationModule<S> {
   definition: string;
   handle: OperationHandler<S>;
@@ -67,6 +67,11 @@ export function defineOperation<S, I extends object, O extends object>(module: {
   answerToken?: AnswerToken<S>;
 }): OperationModule<S> {
   return module as unknown as OperationModule<S>;
+}
+
+/** The resource an instance-level call is about, when it is of this type. */
+export function targetOf<T extends Resource>(ctx: OperationContext<unknown>, type: T['resourceType']): T | undefined {
+  return ctx.target?.resourceType === type ? (ctx.target as T) : undefined;
 }
 
 export type { OperationInput, OperationOutput };

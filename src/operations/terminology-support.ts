@@ -39,6 +39,5 @@ export function terminologyFailure(err: TerminologyError): FhirError {
   return fhirError('ERR_TX_REQUEST', { text: err.issue.text }, { status: err.status ?? 400, issues: [toFhirIssue(err.issue)] });
 }
 
-
 /** Terminology answers depend on the request and the terminology content: reusable while it is unchanged. */
 export const terminologyAnswerToken = (services: AppServices): Promise<string> => services.terminology.stateToken();

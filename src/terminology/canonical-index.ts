@@ -92,10 +92,6 @@ export class CanonicalIndex {
   conceptMaps(): Iterable<ConceptMap> {
     return this.maps;
   }
-
-  values(): IterableIterator<TerminologyResource> {
-    return this.byId.values();
-  }
 }
 
 /** From the versions of one resource: the exact version, else a wildcard match, else (none asked) the latest. */

@@ -1,13 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Extension, ValueSet, ValueSetExpansionContains, ValueSetExpansionParameter } from 'fhir/r4';
-import { TerminologyError, txIssue } from './issues';
-import type { EngineContext } from './validate-code';
+import { requireSupplements, valueSetEnv, type EngineContext } from './validate-code';
 import { entryFor, PropertyDeclarations } from './expansion/entries';
 import { ownStatusParameters, ValueSetExpander, type Collected, type Member } from './expansion/expander';
 import type { ExpandOptions } from './expansion/options';
 import type { ValidationEnv } from './validation/state';
-
-const VS_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
 
 /** Copied from the value set into its expansion; the definition (compose and the like) is not. */
 const DEFINITION_ONLY = ['id', 'meta', 'text', 'compose', 'purpose', 'description', 'contact', 'copyright', 'publisher', 'extension', 'contained'];
@@ -18,17 +15,7 @@ const DEFINITION_ONLY = ['id', 'meta', 'text', 'compose', 'purpose', 'descriptio
  */
 export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext): ValueSet {
   const { params } = ctx;
-  params.applyValueSetDefaults(valueSet.compose, valueSet.language);
-  const env: ValidationEnv = {
-    resolver: ctx.resolver,
-    params,
-    requiredSupplements: new Set(params.supplements),
-    usedSupplements: new Set(),
-    checkBudget: ctx.checkBudget,
-  };
-  for (const e of valueSet.extension ?? []) {
-    if (e.url === VS_SUPPLEMENT) env.requiredSupplements.add(e.valueCanonical ?? e.valueUri ?? e.valueString ?? '');
-  }
+  const env = valueSetEnv(valueSet, ctx);
 
   const result: ValueSet = { resourceType: 'ValueSet' } as ValueSet;
   for (const [k, v] of Object.entries(valueSet)) {
@@ -42,10 +29,7 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
 
   const expander = new ValueSetExpander(env, options, valueSet);
   const collected = collectOnce(expander, valueSet, options, ctx, env);
-  const missing = [...env.requiredSupplements].filter((s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s));
-  if (missing.length > 0) {
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 422);
-  }
+  requireSupplements(env);
 
   const { count, offset } = options;
   const total = collected.members.length;

@@ -1,8 +1,7 @@
 import type { Coding } from 'fhir/r4';
 import type { ConceptNode, ResourceCodeSystemProvider } from './codesystem/resource-provider';
 import type { PropertyValue } from './codesystem/provider';
-import { TerminologyError, txIssue } from './issues';
-import { Language } from './languages';
+import { TerminologyError } from './issues';
 import type { EngineContext } from './validate-code';
 import { DisplayList } from './validation/display-list';
 import { codeSystemProvider } from './codesystem/select';
@@ -58,10 +57,7 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
     throw new TerminologyError({ severity: 'error', code: 'not-found', type: 'not-found', text: `Unable to find code '${request.code}' in ${where}` }, 404);
   }
   const designations = cs.designations(concept);
-  const list = new DisplayList();
-  list.baseLanguage = cs.language ? new Language(cs.language) : undefined;
-  list.add(designations);
-  const display = list.preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);
+  const display = DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);
 
   const result: LookupResult = {
     name: cs.resource.name ?? cs.resource.title ?? cs.url,

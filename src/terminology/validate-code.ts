@@ -60,12 +60,21 @@ export interface EngineContext {
 
 const VS_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
 
-export function validateInValueSet(valueSet: ValueSet, coded: CodedValue, ctx: EngineContext): ValidationResult {
+/**
+ * What work on a value set ($validate-code, $expand) runs in: the value set's own expansion
+ * parameters applied as defaults, and the supplements the request and the value set require.
+ */
+export function valueSetEnv(valueSet: ValueSet, ctx: EngineContext): ValidationEnv {
   ctx.params.applyValueSetDefaults(valueSet.compose, valueSet.language);
   const env = makeEnv(ctx);
   for (const ext of valueSet.extension ?? []) {
     if (ext.url === VS_SUPPLEMENT) env.requiredSupplements.add(ext.valueCanonical ?? ext.valueUri ?? ext.valueString ?? '');
   }
+  return env;
+}
+
+export function validateInValueSet(valueSet: ValueSet, coded: CodedValue, ctx: EngineContext): ValidationResult {
+  const env = valueSetEnv(valueSet, ctx);
   const checker = new ValueSetChecker(env, valueSet);
   try {
     checker.prepare();
@@ -123,7 +132,7 @@ function makeEnv(ctx: EngineContext): ValidationEnv {
 }
 
 /** Every supplement the request or value set names must exist and apply to a code system in use. */
-function requireSupplements(env: ValidationEnv, cs?: CodeSystem): void {
+export function requireSupplements(env: ValidationEnv, cs?: CodeSystem): void {
   if (cs) for (const s of env.resolver.supplementsFor(cs, env.requiredSupplements)) env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : s.url ?? '');
   const missing = [...env.requiredSupplements].filter(
     (s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s),

@@ -2,7 +2,7 @@ import type { CodeSystem, ValueSet } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { animals, animalsV1, SYSTEM, valueSet } from '../fixtures/terminology';
-import { FHIR_JSON, issueTexts, outputs, param, postParameters, putResource, serverApp } from '../helpers/server-app';
+import { issueTexts, outputs, param, postParameters, putResource, serverApp } from '../helpers/server-app';
 
 let app: FastifyInstance;
 let close: () => Promise<void>;

@@ -4,7 +4,7 @@ import { TypedValue } from '../../fhir/parameters';
 import { lookupCode, type LookupResult } from '../../terminology/lookup';
 import type { TxParamsInput } from '../../terminology/params';
 import type { AppServices } from '../../services';
-import { defineOperation } from '../operation';
+import { defineOperation, targetOf } from '../operation';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$lookup: what a code system says about one of its codes. */
@@ -29,7 +29,7 @@ export const codeSystemLookup = defineOperation<AppServices, CodeSystemLookupInp
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx);
-      const target = ctx.target?.resourceType === 'CodeSystem' ? (ctx.target as CodeSystem) : undefined;
+      const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const code = input.coding?.code ?? input.code;
       const system = input.coding?.system ?? input.system ?? target?.url;
       const version = input.coding?.version ?? input.version ?? (input.system ? undefined : target?.version);

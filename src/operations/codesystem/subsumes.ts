@@ -2,7 +2,7 @@ import type { CodeSystem, Coding, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import { subsumes, type SubsumptionOutcome } from '../../terminology/subsumes';
 import type { AppServices } from '../../services';
-import { defineOperation } from '../operation';
+import { defineOperation, targetOf } from '../operation';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$subsumes: whether code A subsumes code B, in one code system. */
@@ -22,7 +22,7 @@ export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsume
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx);
-      const target = ctx.target?.resourceType === 'CodeSystem' ? (ctx.target as CodeSystem) : undefined;
+      const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const codeA = input.codingA?.code ?? input.codeA;
       const codeB = input.codingB?.code ?? input.codeB;
       if (codeA === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'codeA (or codingA)' });

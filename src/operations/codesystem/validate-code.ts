@@ -4,7 +4,7 @@ import type { TxParamsInput } from '../../terminology/params';
 import { codedValue, validateInCodeSystem } from '../../terminology/validate-code';
 import type { ValidationResult } from '../../terminology/validation/state';
 import type { AppServices } from '../../services';
-import { defineOperation } from '../operation';
+import { defineOperation, targetOf } from '../operation';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$validate-code: is this code (Coding, CodeableConcept) defined by this code system? */
@@ -28,7 +28,7 @@ export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemVal
       // A code system given inline is used like a tx-resource: for this request only.
       const inline = input.codeSystem ? [input.codeSystem] : [];
       const engine = await engineContext({ ...input, 'tx-resource': [...inline, ...(input['tx-resource'] ?? [])] }, ctx);
-      const target = ctx.target?.resourceType === 'CodeSystem' ? (ctx.target as CodeSystem) : undefined;
+      const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const named = input.url ?? input.codeSystem?.url ?? target?.url;
       const [namedUrl, namedVersion] = named?.split('|') ?? [];
       const coded = codedValue(

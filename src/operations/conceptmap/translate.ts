@@ -4,7 +4,7 @@ import { TypedValue } from '../../fhir/parameters';
 import type { Resolver } from '../../terminology/resolver';
 import { translate } from '../../terminology/translate';
 import type { AppServices } from '../../services';
-import { defineOperation, type OperationContext } from '../operation';
+import { defineOperation, targetOf, type OperationContext } from '../operation';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** ConceptMap/$translate, under its R4 names and the R5 names the HL7 ecosystem sends. */
@@ -110,6 +110,6 @@ function chosenMaps(input: ConceptMapTranslateInput, ctx: OperationContext<AppSe
     if (!found) throw fhirError('ERR_TX_CONCEPTMAP_UNKNOWN', { url: version ? `${url}|${version}` : url });
     return [found];
   }
-  if (ctx.target?.resourceType === 'ConceptMap') return [ctx.target as ConceptMap];
-  return undefined;
+  const target = targetOf<ConceptMap>(ctx, 'ConceptMap');
+  return target ? [target] : undefined;
 }

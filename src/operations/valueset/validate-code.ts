@@ -4,7 +4,7 @@ import type { TxParamsInput } from '../../terminology/params';
 import type { Resolver } from '../../terminology/resolver';
 import { codedValue, validateInValueSet } from '../../terminology/validate-code';
 import type { AppServices } from '../../services';
-import { defineOperation, type OperationContext } from '../operation';
+import { defineOperation, targetOf, type OperationContext } from '../operation';
 import type { ValidationResult } from '../../terminology/validation/state';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
@@ -61,7 +61,8 @@ export function targetValueSet(
     if (resolver.valueSet(url)) throw txNotFound('ERR_TX_VALUESET_VERSION_UNKNOWN', named);
     throw txNotFound('ERR_TX_VALUESET_UNKNOWN', named);
   }
-  if (ctx.target?.resourceType === 'ValueSet') return ctx.target as ValueSet;
+  const target = targetOf<ValueSet>(ctx, 'ValueSet');
+  if (target) return target;
   throw fhirError('ERR_TX_NO_VALUESET', { code: 'validate-code' });
 }
 

@@ -1,6 +1,6 @@
 import type { Extension, ValueSetExpansionContains, ValueSetComposeIncludeConceptDesignation } from 'fhir/r4';
 import type { Designation, PropertyValue } from '../codesystem/provider';
-import { Language, type LanguageList } from '../languages';
+import type { LanguageList } from '../languages';
 import { DisplayList } from '../validation/display-list';
 import type { Member } from './expander';
 import type { ExpandOptions } from './options';
@@ -81,9 +81,7 @@ export function entryFor(member: Member, ctx: EntryContext): ValueSetExpansionCo
   for (const d of member.listed?.designation ?? []) {
     designations.push({ language: d.language, use: d.use, value: d.value, status: 'active', isDisplay: false, extension: d.extension });
   }
-  const list = new DisplayList();
-  list.baseLanguage = cs.language ? new Language(cs.language) : undefined;
-  list.add(designations);
+  const list = DisplayList.of(designations, cs.language);
   const display = list.preferredDisplay(ctx.languages) ?? (ctx.languages?.refusesOthers ? undefined : list.preferredDisplay(undefined));
   if (display) entry.display = display;
   if (ctx.options.includeDesignations) {

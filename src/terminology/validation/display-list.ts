@@ -24,6 +24,14 @@ export class DisplayList {
   /** The code system's language; a designation without one is in it. */
   baseLanguage?: Language;
 
+  /** A concept's designations, in a code system whose own language (CodeSystem.language) is `language`. */
+  static of(designations: Designation[], language: string | undefined): DisplayList {
+    const list = new DisplayList();
+    list.baseLanguage = language ? new Language(language) : undefined;
+    list.add(designations);
+    return list;
+  }
+
   add(designations: Designation[]): void {
     for (const d of designations) {
       if (!d.value) continue;

@@ -243,9 +243,7 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     }
     return;
   }
-  const displays = new DisplayList();
-  displays.baseLanguage = cs.language ? new Language(cs.language) : undefined;
-  displays.add(cs.designations(concept));
+  const displays = DisplayList.of(cs.designations(concept), cs.language);
   if (!params.membershipOnly && !state.inactive && cs.isInactive(concept)) {
     state.inactive = { path, code: c.code as string, status: cs.status(concept) };
   }
