@@ -6,7 +6,7 @@ import type { Basic, OperationOutcome } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, type TestSchema } from '../helpers/postgres';
-import { freePort, startServer, waitForServer } from '../helpers/process';
+import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 
 /**
@@ -16,6 +16,9 @@ import { FHIR_JSON, serverApp } from '../helpers/server-app';
  */
 
 const JSON_HEADERS = { 'content-type': 'application/fhir+json' };
+/** How many acknowledged writes the crash test waits for before it kills the server. */
+const KILL_AFTER_WRITES = 200;
+
 const basic = (id: string, marker: string): Basic => ({ resourceType: 'Basic', id, code: { text: marker } });
 
 interface Acknowledged {
@@ -28,7 +31,17 @@ interface Acknowledged {
 function writeStream(base: string, writers: number) {
   const acknowledged: Acknowledged[] = [];
   let running = true;
+  let finished = 0;
+  let onAcknowledged = () => undefined as void;
+  let onWriterDone = () => undefined as void;
   const loops = Array.from({ length: writers }, async (_, w) => {
+    try {
+      await writeUntilStopped(w);
+    } finally {
+      onWriterDone();
+    }
+  });
+  async function writeUntilStopped(w: number): Promise<void> {
     for (let n = 0; running; n++) {
       const id = `w${w}-${n % 5}`;
       const marker = `writer ${w} write ${n}`;
@@ -37,14 +50,38 @@ function writeStream(base: string, writers: number) {
         if (res.ok) {
           const body = (await res.json()) as Basic;
           acknowledged.push({ id, versionId: body.meta?.versionId as string, marker });
+          onAcknowledged();
         }
       } catch {
         return; // the server is gone
       }
     }
-  });
+  }
+  const waiters: { count: number; resolve: () => void; reject: (err: Error) => void }[] = [];
+  const settle = () => {
+    for (const w of [...waiters]) {
+      if (acknowledged.length >= w.count) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      } else if (!running || finished === writers) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.reject(new Error(`the writers stopped after ${acknowledged.length} acknowledged writes, before ${w.count}`));
+      }
+    }
+  };
+  onAcknowledged = settle;
+  onWriterDone = () => {
+    finished++;
+    settle();
+  };
   return {
     acknowledged,
+    /** Resolves once `count` writes are acknowledged; rejects if every writer gave up first. */
+    acknowledgedAtLeast: (count: number) =>
+      new Promise<void>((resolve, reject) => {
+        waiters.push({ count, resolve, reject });
+        settle();
+      }),
     stop: async () => {
       running = false;
       await Promise.all(loops);
@@ -77,23 +114,30 @@ async function everyAcknowledgedWriteIsThere(base: string, acknowledged: Acknowl
 async function killMidStream(env: Record<string, string>): Promise<void> {
   const port = await freePort();
   const first = startServer(env, port);
-  await waitForServer(first);
-  const stream = writeStream(first.base, 8);
-  // Killed in full flow: after 1.5 s, or once 400 writes are acknowledged on a fast machine, so
-  // that how much there is to check afterwards stays bounded.
-  const started = Date.now();
-  while (Date.now() - started < 1500 && stream.acknowledged.length < 400) await new Promise((r) => setTimeout(r, 20));
-  first.child.kill('SIGKILL');
-  await first.exited;
-  await stream.stop();
-  const second = startServer(env, port);
+  let second: ServerProcess | undefined;
   try {
+    await waitForServer(first);
+    const stream = writeStream(first.base, 8);
+    // Killed in full flow, once a fixed number of writes is acknowledged: however slow the machine
+    // (the first write of a fresh server compiles the schema), there is always something to check,
+    // and how much there is stays bounded.
+    await stream.acknowledgedAtLeast(KILL_AFTER_WRITES);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    await stream.stop();
+    second = startServer(env, port);
     await waitForServer(second);
     await everyAcknowledgedWriteIsThere(second.base, stream.acknowledged);
   } finally {
-    second.child.kill('SIGTERM');
-    await second.exited;
+    await stopServer(first, 'SIGKILL');
+    if (second) await stopServer(second, 'SIGTERM');
   }
+}
+
+/** Stops a server process this test started, whatever state it is in. */
+async function stopServer(server: ServerProcess, signal: NodeJS.Signals): Promise<void> {
+  if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill(signal);
+  await server.exited;
 }
 
 describe('crash durability: SIGKILL in the middle of a stream of writes', () => {
@@ -119,14 +163,22 @@ describe('graceful shutdown', () => {
   test('SIGTERM lets in-flight requests finish, closes storage cleanly and exits 0', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'fhir-term-'));
     const server = startServer({ DATA_DIR: dataDir }, await freePort());
-    await waitForServer(server);
-    const inFlight = Array.from({ length: 30 }, (_, i) =>
-      fetch(`${server.base}/Basic/t${i}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(basic(`t${i}`, `term ${i}`)) }).then((r) => r.status),
-    );
-    await new Promise((r) => setTimeout(r, 5));
-    server.child.kill('SIGTERM');
-    const statuses = await Promise.allSettled(inFlight);
-    expect(await server.exited).toBe(0);
+    let exitCode: number | null;
+    let statuses: PromiseSettledResult<number>[];
+    try {
+      await waitForServer(server);
+      const inFlight = Array.from({ length: 30 }, (_, i) =>
+        fetch(`${server.base}/Basic/t${i}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(basic(`t${i}`, `term ${i}`)) }).then((r) => r.status),
+      );
+      // Once the first write is answered the others are in the server's hands: stop it then.
+      await Promise.race(inFlight);
+      server.child.kill('SIGTERM');
+      statuses = await Promise.allSettled(inFlight);
+      exitCode = await server.exited;
+    } finally {
+      await stopServer(server, 'SIGKILL');
+    }
+    expect(exitCode).toBe(0);
     // Each request either completed (2xx) or was never accepted (connection refused); none half-answered.
     for (const s of statuses) if (s.status === 'fulfilled') expect(s.value).toBeLessThan(300);
     // A clean close checkpoints the write-ahead log into the database file.
