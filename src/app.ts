@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
+import { READ_ONLY_TYPES } from './core';
 import { fhirError } from './fhir/errors';
 import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
@@ -10,23 +11,26 @@ import { acceptsJson, registerFhirJson } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
 import { AnswerCache } from './http/answer-cache';
-import { registerOperationDefinitionRoutes } from './http/routes/operation-definitions';
 import { registerOperationRoutes } from './http/routes/operations';
 import { registerResourceRoutes } from './http/routes/resources';
 import type { OperationRegistry } from './operations/registry';
-import type { Repository } from './storage/repository';
+import type { RestService } from './rest/rest-service';
+import type { SearchParam } from './search/registry';
 
 export const FHIR_BASE = '/fhir/R4';
 
 export interface AppParts<S> {
   config: Config;
-  repository: Repository;
+  /** The RESTful interactions (read, write, search, history) the resource routes translate to. */
+  rest: RestService;
   schema: ResourceSchema;
+  /** The search parameters of a type, for the CapabilityStatement. */
+  searchParams?: (type: string) => SearchParam[];
   registry: OperationRegistry<S>;
   services: S;
   software: MetadataOptions<S>['software'];
-  /** Reads the target of an instance-level operation; defaults to the repository. */
-  readInstance?: (type: string, id: string) => Promise<Resource>;
+  /** Reads the target of an instance-level operation. */
+  readInstance: (type: string, id: string) => Promise<Resource>;
   decorateCapabilities?: MetadataOptions<S>['decorate'];
   metadataModes?: MetadataOptions<S>['modes'];
   /** Where log lines go; stdout when not given. */
@@ -80,18 +84,17 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerFhirJson(app);
 
-  const readOnlyTypes = new Set(['OperationDefinition']);
   const resourceTypes = [...parts.schema.resourceTypes].sort();
   registerMetadataRoute(app, {
     base: FHIR_BASE,
     registry,
     resourceTypes,
-    readOnlyTypes,
+    readOnlyTypes: READ_ONLY_TYPES,
+    searchParams: parts.searchParams,
     software: parts.software,
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,
   });
-  registerOperationDefinitionRoutes(app, { base: FHIR_BASE, registry });
   registerOperationRoutes(app, {
     base: FHIR_BASE,
     registry,
@@ -106,16 +109,9 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
       if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource);
     },
     operationTimeoutMs: config.operationTimeoutMs,
-    readInstance:
-      parts.readInstance ?? (async (type, id) => (await parts.repository.read(type, id)).resource as Resource),
+    readInstance: parts.readInstance,
   });
-  registerResourceRoutes(app, {
-    base: FHIR_BASE,
-    repository: parts.repository,
-    schema: parts.schema,
-    registry,
-    reservedTypes: readOnlyTypes,
-  });
+  registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, timeoutMs: config.operationTimeoutMs });
   await app.ready();
   return app;
 }

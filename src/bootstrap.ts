@@ -1,19 +1,19 @@
 import type { FastifyInstance } from 'fastify';
+import type { Resource } from 'fhir/r4';
 import { buildApp } from './app';
 import type { Config } from './config';
+import { buildCore } from './core';
 import { ResourceSchema } from './fhir/resource-schema';
 import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
 import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
+import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
 import { openStore } from './storage/open-store';
-import { Repository } from './storage/repository';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminology } from './terminology/content/stored-terminology';
 import { TerminologyService } from './terminology/service';
-import type { Resource } from 'fhir/r4';
-
 
 export interface ServerApp {
   app: FastifyInstance;
@@ -21,34 +21,45 @@ export interface ServerApp {
   close(): Promise<void>;
 }
 
-/** Everything production needs, wired: storage (migrated), registry, services, app. */
+/** Everything production needs, wired: storage (migrated, index current), registry, services, app. */
 export async function createServerApp(config: Config, options: { logStream?: NodeJS.WritableStream } = {}): Promise<ServerApp> {
   const registry = buildRegistry<AppServices>(loadDefinitions(DEFINITIONS_DIR), operationModules);
   const store = await openStore(config);
   try {
-    const repository = new Repository(store);
     const stored = new StoredTerminology(store);
-    repository.onWrite((version) => stored.noteLocalWrite(version));
     const terminology = new TerminologyService(loadCoreContent(), stored);
+    const schema = new ResourceSchema();
+    const core = buildCore({
+      store,
+      schema,
+      registry,
+      codes: engineCodeMatcher(terminology),
+      bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
+      bundled: (type) => [...terminology.core.ofType(type)],
+    });
+    const { repository } = core;
+    repository.onWrite((version) => stored.noteLocalWrite(version));
+    await core.indexer.ensureCurrent();
     const services: AppServices = { config, repository, terminology };
-    // Instance-level operations may name bundled content (ValueSet/administrative-gender).
+    // Instance-level operations may name built-in content (ValueSet/administrative-gender).
     const readInstance = async (type: string, id: string): Promise<Resource> => {
       try {
         return (await repository.read(type, id)).resource as Resource;
       } catch (err) {
-        const bundled = terminology.coreById(type, id);
-        if (bundled && (err as { code?: string }).code === 'ERR_RESOURCE_NOT_FOUND') return bundled;
+        const builtIn = core.builtIn.read(type, id);
+        if (builtIn && (err as { code?: string }).code === 'ERR_RESOURCE_NOT_FOUND') return builtIn;
         throw err;
       }
     };
     const app = await buildApp({
       config,
-      repository,
-      schema: new ResourceSchema(),
+      rest: core.rest,
+      schema,
       registry,
       services,
       software: { name: pkg.name, version: pkg.version },
       readInstance,
+      searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
       decorateCapabilities: decorateTerminologyServer,
       metadataModes: {
         terminology: async () => terminologyCapabilities(registry, await terminology.resolver(), { name: pkg.name, version: pkg.version }),

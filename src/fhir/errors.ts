@@ -81,9 +81,23 @@ export const ERRORS = {
   ERR_VERSION_IF_MATCH_INVALID: spec<{ value: string }>(400, 'invalid', (p) => `If-Match '${p.value}' is not an ETag such as W/"3"`),
   ERR_VERSION_CONFLICT: spec<{ type: string; id: string; expected: string; current: string }>(
     412, 'conflict', (p) => `If-Match expects ${p.type}/${p.id} at version ${p.expected}, but it is ${p.current}`),
-  ERR_WRITE_CONFLICT: spec<{ type: string; id: string }>(
-    409, 'conflict', (p) => `${p.type}/${p.id} was changed by another request at the same time; try again`),
+  ERR_WRITE_CONFLICT: spec(409, 'conflict', () => 'The data was changed by other requests at the same time; try again'),
+  ERR_RESOURCE_EXISTS: spec<{ type: string; id: string }>(409, 'duplicate', (p) => `${p.type}/${p.id} exists already`),
   ERR_SEARCH_PARAM: spec<{ name: string; value: string }>(400, 'invalid', (p) => `Search parameter '${p.name}' has an invalid value '${p.value}'`),
+  ERR_SEARCH_MODIFIER: spec<{ name: string; modifier: string }>(
+    400, 'invalid', (p) => `Search parameter '${p.name}': the modifier ':${p.modifier}' does not apply to it`),
+  ERR_SEARCH_UNKNOWN: spec<{ name: string; types: string }>(
+    400, 'not-supported', (p) => `Search parameter '${p.name}' is not known for ${p.types} (Prefer: handling=strict)`),
+  ERR_SEARCH_UNSUPPORTED: spec<{ name: string }>(400, 'not-supported', (p) => `Search parameter '${p.name}' is not supported by this server`),
+  ERR_SEARCH_PARAM_INDEXING: spec<{ name: string }>(
+    400, 'transient', (p) => `Search parameter '${p.name}' is being indexed; it can be used once indexing is complete`),
+  ERR_SEARCH_CHAIN_DEPTH: spec<{ name: string; limit: number }>(
+    400, 'too-costly', (p) => `Search parameter '${p.name}' chains more than ${p.limit} levels`),
+  ERR_SEARCH_CURSOR: spec(400, 'invalid', () => 'The paging cursor is not valid for this search; start again from the first page'),
+  ERR_SEARCH_COMPARTMENT: spec<{ compartment: string }>(400, 'not-supported', (p) => `There is no ${p.compartment} compartment (R4 defines Patient, Encounter, RelatedPerson, Practitioner and Device)`),
+  ERR_SEARCH_VALUESET: spec<{ name: string; url: string }>(
+    400, 'invalid', (p) => `Search parameter '${p.name}': the value set '${p.url}' is not known`),
+  ERR_SEARCH_TOO_COSTLY: spec<{ what: string }>(422, 'too-costly', (p) => p.what),
   // terminology
   ERR_TX_VALUESET_UNKNOWN: spec<{ url: string }>(400, 'invalid', (p) => `A definition for the value Set '${p.url}' could not be found`),
   ERR_TX_VALUESET_VERSION_UNKNOWN: spec<{ url: string }>(

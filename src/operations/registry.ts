@@ -2,7 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import type { OperationDefinition } from 'fhir/r4';
-import { toOperationSpec, type OperationSpec } from '../fhir/operation-definition';
+import { fhirError, type FhirError } from '../fhir/errors';
+import { levelsOf, toOperationSpec, type OperationSpec } from '../fhir/operation-definition';
 import type { AnswerToken, Level, OperationHandler, OperationModule } from './operation';
 
 /**
@@ -46,6 +47,22 @@ export class OperationRegistry<S> {
 
   definitions(): OperationDefinition[] {
     return this.operations.map((op) => op.spec.definition);
+  }
+
+  /**
+   * The answer for `$code` where no operation is bound: the operation exists but not at this
+   * level (or not for this type), or it does not exist at all.
+   */
+  unknown(code: string, level: Level, type?: string): FhirError {
+    const elsewhere = this.withCode(code);
+    if (elsewhere.length > 0) {
+      const here = elsewhere.find((op) => level === 'system' || op.spec.resources.includes(type as string)) ?? elsewhere[0];
+      if (level !== 'system' && !here.spec.resources.includes(type as string)) {
+        return fhirError('ERR_OP_UNKNOWN', { code, where: `for ${type} (it applies to ${here.spec.resources.join(', ') || 'the system'})` });
+      }
+      return fhirError('ERR_OP_LEVEL', { code, level, levels: levelsOf(here.spec).join(', ') });
+    }
+    return fhirError('ERR_OP_UNKNOWN', { code, where: level === 'system' ? 'on this server' : `for ${type}` });
   }
 }
 

@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
-import type { CanonicalQuery, Page, ResourceStore, StoredVersion } from './store';
+import type { IndexRows } from './index-schema';
+import type { CurrentState, ResourceStore, StoredVersion, StoreReader, StoreTx, WriteOp } from './store';
 
 /**
- * Versioning, written once above every backend: version numbers, meta, If-Match, and the retry
- * when two writers race for the same version. Backends only append versions.
+ * Versioning, written once above every backend: ids, meta, If-Match, and which version is
+ * current. Backends assign the next version number inside their write transaction (writers of
+ * one resource queue there), so an unconditional write never loses a race. Every write carries
+ * the new content's search index rows, computed by the `index` function the composition root
+ * gives (the search layer's extraction), and written in the same transaction.
  */
 
 export interface WriteOptions {
@@ -15,68 +19,65 @@ export interface WriteOptions {
 
 export interface Written {
   version: StoredVersion;
+  /** True when there was no live resource before (201 rather than 200). */
   created: boolean;
-}
-
-/** How often an unconditional write retries after losing a race before answering 409. */
-const MAX_ATTEMPTS = 25;
-
-/** A short random pause, growing with the attempt, so racing writers stop colliding in step. */
-function backoff(attempt: number): Promise<void> {
-  if (attempt === 0) return Promise.resolve();
-  return new Promise((resolve) => setTimeout(resolve, Math.random() * 2 ** Math.min(attempt, 6)));
 }
 
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
 
+export interface RepositoryOptions {
+  /** The search index rows of a resource about to be stored. */
+  index?: (resource: Resource) => IndexRows | null;
+  now?: () => Date;
+}
+
+/** Reads and writes inside one store transaction (a transaction Bundle, an import). */
+export interface RepositoryTx {
+  read(type: string, id: string): Promise<StoredVersion>;
+  create(type: string, resource: Resource, id?: string): Promise<Written>;
+  update(type: string, id: string, resource: Resource, options?: WriteOptions): Promise<Written>;
+  delete(type: string, id: string, options?: WriteOptions): Promise<StoredVersion | undefined>;
+  readonly store: StoreTx;
+}
+
 export class Repository {
   private readonly written: ((version: StoredVersion) => void)[] = [];
+  private readonly index: (resource: Resource) => IndexRows | null;
+  private readonly now: () => Date;
 
   constructor(
     readonly store: ResourceStore,
-    private readonly now: () => Date = () => new Date(),
-  ) {}
+    options: RepositoryOptions = {},
+  ) {
+    this.index = options.index ?? (() => null);
+    this.now = options.now ?? (() => new Date());
+  }
 
   /** Called with each version this repository has durably written (and a deletion's tombstone). */
   onWrite(listener: (version: StoredVersion) => void): void {
     this.written.push(listener);
   }
 
-  private committed(version: StoredVersion): void {
-    for (const listener of this.written) listener(version);
+  private committed(versions: StoredVersion[]): void {
+    for (const version of versions) for (const listener of this.written) listener(version);
   }
 
-  async create(type: string, resource: Resource): Promise<Written> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const id = randomUUID();
-      const version = this.stamp(type, id, 1, resource);
-      if ((await this.store.append(withCanonical(version))) === 'ok') {
-        this.committed(version);
-        return { version, created: true };
-      }
-    }
-    throw fhirError('ERR_WRITE_CONFLICT', { type, id: '(new)' });
+  /** Creates with a new server id (or the id given, which must be free). */
+  async create(type: string, resource: Resource, id?: string): Promise<Written> {
+    return this.transaction((tx) => tx.create(type, resource, id));
   }
 
   async update(type: string, id: string, resource: Resource, options: WriteOptions = {}): Promise<Written> {
-    return this.write(type, id, resource, options);
+    return this.transaction((tx) => tx.update(type, id, resource, options));
   }
 
   /** Deleting writes a tombstone version; deleting what is absent or deleted already is a no-op. */
-  async delete(type: string, id: string, options: WriteOptions = {}): Promise<void> {
-    const current = await this.store.read(type, id);
-    if (!current || current.resource === null) {
-      if (options.ifMatch !== undefined) throw this.conflict(type, id, options.ifMatch, current);
-      return;
-    }
-    await this.write(type, id, null, options);
+  async delete(type: string, id: string, options: WriteOptions = {}): Promise<StoredVersion | undefined> {
+    return this.transaction((tx) => tx.delete(type, id, options));
   }
 
   async read(type: string, id: string): Promise<StoredVersion> {
-    const current = await this.store.read(type, id);
-    if (!current) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
-    if (current.resource === null) throw fhirError('ERR_RESOURCE_DELETED', { type, id });
-    return current;
+    return readLive(this.store, type, id);
   }
 
   async vread(type: string, id: string, versionId: number): Promise<StoredVersion> {
@@ -95,54 +96,88 @@ export class Repository {
     return versions;
   }
 
-  search(type: string, query: CanonicalQuery, page: Page) {
-    return this.store.search(type, query, page);
+  /**
+   * Runs `work` in one store transaction: everything it writes commits together, or nothing
+   * does. Listeners hear of the versions once committed. `work` may run again when the backend
+   * retries a transaction that lost a race, so it must not act outside the transaction.
+   */
+  async transaction<T>(work: (tx: RepositoryTx) => Promise<T>): Promise<T> {
+    const writes: StoredVersion[] = [];
+    const result = await this.store.transaction(async (tx) => {
+      writes.length = 0;
+      return work(this.txOf(tx, writes));
+    });
+    this.committed(writes);
+    return result;
   }
 
-  private async write(type: string, id: string, resource: Resource | null, options: WriteOptions): Promise<Written> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      await backoff(attempt);
-      const current = await this.store.read(type, id);
-      const currentVersion = current?.versionId ?? 0;
-      if (options.ifMatch !== undefined && options.ifMatch !== currentVersion) {
-        throw this.conflict(type, id, options.ifMatch, current);
-      }
-      const version = this.stamp(type, id, currentVersion + 1, resource);
-      if ((await this.store.append(withCanonical(version))) === 'ok') {
-        this.committed(version);
-        return { version, created: !current || current.resource === null };
-      }
-      // Someone else took that version. With If-Match the client's premise is now false.
-      if (options.ifMatch !== undefined) {
-        const now = await this.store.read(type, id);
-        throw this.conflict(type, id, options.ifMatch, now);
-      }
-    }
-    throw fhirError('ERR_WRITE_CONFLICT', { type, id });
+  private txOf(tx: StoreTx, writes: StoredVersion[]): RepositoryTx {
+    const write = async (op: WriteOp) => {
+      const result = await tx.write(op);
+      if (result.status === 'ok') writes.push(result.version);
+      return result;
+    };
+    return {
+      store: tx,
+      read: (type, id) => readLive(tx, type, id),
+      create: async (type, resource, id) => {
+        // A server-assigned id is a fresh UUID: it cannot be taken, so no retry loop is needed.
+        const newId = id ?? randomUUID();
+        const stamped = this.stamp(type, newId, resource);
+        const result = await write({ ...this.op(type, newId, stamped), ifMatch: 0 });
+        if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type, id: newId });
+        return { version: result.version, created: true };
+      },
+      update: async (type, id, resource, options = {}) => {
+        const stamped = this.stamp(type, id, resource);
+        const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch });
+        if (result.status !== 'ok') throw conflict(type, id, options.ifMatch ?? 0, result.current);
+        return { version: result.version, created: isAbsent(result.previous) };
+      },
+      delete: async (type, id, options = {}) => {
+        const result = await write({ type, id, resource: null, lastUpdated: this.now().toISOString(), ifMatch: options.ifMatch, index: null });
+        if (result.status === 'conflict') throw conflict(type, id, options.ifMatch ?? 0, result.current);
+        return result.status === 'ok' ? result.version : undefined;
+      },
+    };
   }
 
-  private stamp(type: string, id: string, versionId: number, resource: Resource | null): StoredVersion {
+  private op(type: string, id: string, resource: Resource): WriteOp {
+    const canonical = resource as Resource & { url?: unknown; version?: unknown };
+    return {
+      type,
+      id,
+      resource,
+      lastUpdated: (resource.meta?.lastUpdated as string) ?? this.now().toISOString(),
+      url: typeof canonical.url === 'string' ? canonical.url : undefined,
+      version: typeof canonical.version === 'string' ? canonical.version : undefined,
+      index: this.index(resource),
+    };
+  }
+
+  /** id and meta first, as FHIR servers conventionally write them; the store fills in meta.versionId. */
+  private stamp(type: string, id: string, resource: Resource): Resource {
     const lastUpdated = this.now().toISOString();
-    if (resource === null) return { type, id, versionId, lastUpdated, resource: null };
-    const meta = { ...(resource.meta ?? {}), versionId: String(versionId), lastUpdated };
-    // id and meta first, as FHIR servers conventionally write them.
-    const stamped = { resourceType: type, id, meta, ...withoutKeys(resource, ['resourceType', 'id', 'meta']) } as Resource;
-    return { type, id, versionId, lastUpdated, resource: stamped };
-  }
-
-  private conflict(type: string, id: string, expected: number, current: StoredVersion | undefined) {
-    const state = !current ? 'absent' : current.resource === null ? 'deleted' : `at version ${current.versionId}`;
-    return fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(expected), current: state });
+    const meta = { versionId: '0', ...(resource.meta ?? {}), lastUpdated };
+    meta.versionId = '0';
+    return { resourceType: type, id, meta, ...withoutKeys(resource, ['resourceType', 'id', 'meta']) } as Resource;
   }
 }
 
-function withCanonical(version: StoredVersion) {
-  const resource = version.resource as (Resource & { url?: unknown; version?: unknown }) | null;
-  return {
-    ...version,
-    url: typeof resource?.url === 'string' ? resource.url : undefined,
-    version: typeof resource?.version === 'string' ? resource.version : undefined,
-  };
+async function readLive(reader: StoreReader, type: string, id: string): Promise<StoredVersion> {
+  const current = await reader.read(type, id);
+  if (!current) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
+  if (current.resource === null) throw fhirError('ERR_RESOURCE_DELETED', { type, id });
+  return current;
+}
+
+function isAbsent(state: CurrentState | undefined): boolean {
+  return !state || state.deleted;
+}
+
+function conflict(type: string, id: string, expected: number, current: CurrentState | undefined) {
+  const state = !current ? 'absent' : current.deleted ? 'deleted' : `at version ${current.versionId}`;
+  return fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(expected), current: state });
 }
 
 function withoutKeys<T extends object>(value: T, keys: string[]): Partial<T> {

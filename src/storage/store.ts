@@ -1,8 +1,10 @@
 import type { Resource } from 'fhir/r4';
+import type { IndexRows } from './index-schema';
 
 /**
- * The storage seam. Backends keep versions and answer a few lookups; everything about
- * versioning rules, ETags and If-Match lives above them in `repository.ts`, written once.
+ * The storage seam. Backends keep versions, their search index rows and a few counters, and run
+ * the SQL the search layer builds; everything about versioning rules, ETags and If-Match
+ * decisions lives above them in `repository.ts`, written once.
  */
 
 /** One version of one resource, as stored. `resource` is null for a deletion. */
@@ -15,50 +17,85 @@ export interface StoredVersion {
   resource: Resource | null;
 }
 
-/** A version to append, with the canonical keys that make it findable by url. */
-export interface NewVersion extends StoredVersion {
+/** The state of a resource before a write: its version number and whether that version is a deletion. */
+export interface CurrentState {
+  versionId: number;
+  deleted: boolean;
+}
+
+/** A write of one resource: a new version, or a deletion. */
+export interface WriteOp {
+  type: string;
+  id: string;
+  /**
+   * The new content, with `meta.lastUpdated` set; null deletes. The store sets `meta.versionId`
+   * on it once it knows the version (the next after the current one), inside the transaction.
+   */
+  resource: Resource | null;
+  lastUpdated: string;
+  /** The version that must be current (If-Match); 0: the resource must be absent or deleted. */
+  ifMatch?: number;
+  /** Canonical keys, so the resource is findable by url. */
   url?: string;
   version?: string;
+  /** The search index rows of the new content (none for a deletion). */
+  index: IndexRows | null;
 }
 
-export interface CanonicalQuery {
-  url?: string;
-  version?: string;
-  id?: string;
-}
+export type WriteResult =
+  | { status: 'ok'; version: StoredVersion; previous?: CurrentState }
+  /** If-Match did not hold; `current` is what is there. */
+  | { status: 'conflict'; current?: CurrentState }
+  /** A deletion of what is absent or deleted already: nothing was written. */
+  | { status: 'unchanged'; current?: CurrentState };
 
-export interface Page {
-  count: number;
-  offset: number;
-}
-
-/** The current state of one resource after a change; null resource for a deletion. */
-export interface Change extends StoredVersion {
-  seq: number;
-}
-
-export interface ResourceStore {
-  readonly kind: 'sqlite' | 'postgres';
-  /** Runs pending schema migrations; called once at start-up. */
-  migrate(): Promise<void>;
+/** Reads, of committed state or (inside a transaction) of the transaction's own view. */
+export interface StoreReader {
   /** The newest version (which may be a deletion), or undefined when there is none. */
   read(type: string, id: string): Promise<StoredVersion | undefined>;
   readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined>;
   /** All versions, newest first. */
   history(type: string, id: string): Promise<StoredVersion[]>;
   /**
-   * Appends `entry` as the next version. Answers 'conflict' when that version already exists,
-   * which is how two writers racing for one version find out: exactly one of them wins.
-   * When the 'ok' promise settles the write is durable.
+   * Runs a read-only statement the search layer built (`?` placeholders, the SQL both backends
+   * understand) and answers its rows.
    */
-  append(entry: NewVersion): Promise<'ok' | 'conflict'>;
-  /** Current, not deleted resources of a type, filtered by the canonical keys given. */
-  search(type: string, query: CanonicalQuery, page: Page): Promise<{ total: number; resources: StoredVersion[] }>;
+  query<R extends object>(sql: string, params: readonly unknown[]): Promise<R[]>;
+}
+
+/** What a transaction can do; everything it writes commits together or not at all. */
+export interface StoreTx extends StoreReader {
+  write(op: WriteOp): Promise<WriteResult>;
+  /** Replaces the index rows of a current resource (reindexing); its version does not change. */
+  replaceIndex(type: string, rid: number, rows: IndexRows): Promise<void>;
+  /**
+   * Serialises this transaction with any other taking the same key until both end (conditional
+   * creates racing on the same criteria). SQLite serialises every write transaction anyway.
+   */
+  lock(key: string): Promise<void>;
+}
+
+export interface ResourceStore extends StoreReader {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Runs pending schema migrations; called once at start-up. */
+  migrate(): Promise<void>;
+  /** One write in its own transaction. When the 'ok' promise settles the write is durable. */
+  write(op: WriteOp): Promise<WriteResult>;
+  /** Runs `work` in one database transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T>;
   /** Per type, a number that grows with every write of that type. */
   changeMarks(types: string[]): Promise<Map<string, number>>;
   /** Current state of every resource of `type` written after mark `since`. */
   changesSince(type: string, since: number): Promise<Change[]>;
+  /** A small key/value of the server's own (index versions and the like). */
+  getSetting(key: string): Promise<string | undefined>;
+  setSetting(key: string, value: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** The current state of one resource after a change; null resource for a deletion. */
+export interface Change extends StoredVersion {
+  seq: number;
 }
 
 /** A version row as both backends' SQL selects it. */
@@ -78,7 +115,7 @@ export function versionFromRow(row: VersionRow): StoredVersion {
   return {
     type: row.type,
     id: row.id,
-    versionId: row.version,
+    versionId: Number(row.version),
     lastUpdated: typeof row.last_updated === 'string' ? row.last_updated : row.last_updated.toISOString(),
     resource: row.content === null ? null : (JSON.parse(row.content) as Resource),
   };
@@ -93,7 +130,7 @@ export function changeFromRow(row: VersionRow, seq: number): Change {
   return {
     type: row.type,
     id: row.id,
-    versionId: row.version,
+    versionId: Number(row.version),
     lastUpdated: typeof row.last_updated === 'string' ? row.last_updated : row.last_updated.toISOString(),
     seq,
     get resource(): Resource | null {
@@ -101,6 +138,21 @@ export function changeFromRow(row: VersionRow, seq: number): Change {
       return parsed;
     },
   };
+}
+
+/**
+ * The stamped JSON of a version: `meta.versionId` set to the version the store assigned. The
+ * resource object is the write's own copy (built by the repository), so it is updated in place.
+ */
+export function stampVersion(resource: Resource, versionId: number): string {
+  resource.meta = { ...(resource.meta ?? {}), versionId: String(versionId) };
+  return JSON.stringify(resource);
+}
+
+/** If-Match N holds when version N is current and not a deletion; 0 when there is no live resource. */
+export function ifMatchHolds(expected: number, current: CurrentState | undefined): boolean {
+  if (expected === 0) return !current || current.deleted;
+  return current !== undefined && !current.deleted && current.versionId === expected;
 }
 
 /** Thrown by a backend when its database cannot be reached; answered as 503. */

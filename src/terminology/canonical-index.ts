@@ -65,6 +65,12 @@ export class CanonicalIndex {
     if (existing) this.remove(existing);
   }
 
+  /** Every resource of a type that has an id. */
+  *ofType<T extends TerminologyResource>(type: T['resourceType']): Iterable<T> {
+    const prefix = `${type}/`;
+    for (const [key, resource] of this.byId) if (key.startsWith(prefix)) yield resource as T;
+  }
+
   getById<T extends TerminologyResource>(type: T['resourceType'], id: string): T | undefined {
     return this.byId.get(`${type}/${id}`) as T | undefined;
   }

@@ -1,4 +1,4 @@
-import type { Resource } from 'fhir/r4';
+import type { Resource, ValueSet } from 'fhir/r4';
 import type { CanonicalIndex, TerminologyResource } from './canonical-index';
 import type { StoredTerminology } from './content/stored-terminology';
 import { ProviderCache, Resolver } from './resolver';
@@ -36,6 +36,20 @@ export class TerminologyService {
     await this.stored.refresh();
     return String(this.stored.generation);
   }
+
+  /**
+   * The one code system a bundled value set draws its codes from (administrative-gender ->
+   * http://hl7.org/fhir/administrative-gender), or undefined when it draws on several or none.
+   */
+  systemOfValueSet(url: string): string | undefined {
+    if (this.systemsOfValueSets.has(url)) return this.systemsOfValueSets.get(url) ?? undefined;
+    const systems = new Set((this.core.find<ValueSet>('ValueSet', url)?.compose?.include ?? []).map((i) => i.system));
+    const system = systems.size === 1 ? ([...systems][0] ?? null) : null;
+    this.systemsOfValueSets.set(url, system);
+    return system ?? undefined;
+  }
+
+  private readonly systemsOfValueSets = new Map<string, string | null>();
 
   /** A bundled resource by type and id (the stored ones are read from storage). */
   coreById(type: string, id: string): TerminologyResource | undefined {

@@ -1,11 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import type { Resource } from 'fhir/r4';
 import { buildApp } from '../../src/app';
 import { loadConfig, type Config } from '../../src/config';
 import { ResourceSchema } from '../../src/fhir/resource-schema';
 import { buildRegistry, loadDefinitions } from '../../src/operations/registry';
-import { Repository } from '../../src/storage/repository';
+import { buildCore } from '../../src/core';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
 import type { ResourceStore } from '../../src/storage/store';
 import { testModules, type TestServices } from '../fixtures/operations/handlers';
@@ -45,9 +46,12 @@ export async function testApp(options: { config?: Partial<Config>; store?: Resou
       done();
     },
   });
+  const core = buildCore({ store, schema: schema(), registry });
+  await core.indexer.ensureCurrent();
   const app = await buildApp({
     config,
-    repository: new Repository(store),
+    rest: core.rest,
+    readInstance: async (type, id) => (await core.repository.read(type, id)).resource as Resource,
     schema: schema(),
     registry,
     services,

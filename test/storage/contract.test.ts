@@ -5,7 +5,8 @@ import type { Resource } from 'fhir/r4';
 import { afterAll, describe, expect, test } from 'vitest';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
-import type { NewVersion, ResourceStore } from '../../src/storage/store';
+import { emptyIndexRows, type IndexRows } from '../../src/storage/index-schema';
+import type { ResourceStore, WriteOp } from '../../src/storage/store';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON } from '../helpers/postgres';
 
 /**
@@ -51,15 +52,22 @@ const backends: Backend[] = [
   },
 ];
 
-function version(type: string, id: string, versionId: number, resource: Record<string, unknown> | null, extra: Partial<NewVersion> = {}): NewVersion {
+function op(type: string, id: string, resource: Record<string, unknown> | null, extra: Partial<WriteOp> = {}): WriteOp {
   return {
     type,
     id,
-    versionId,
-    lastUpdated: new Date(Date.UTC(2024, 0, 1, 0, 0, versionId)).toISOString(),
+    lastUpdated: new Date(Date.UTC(2024, 0, 1, 0, 0, Math.floor(Math.random() * 60))).toISOString(),
     resource: resource === null ? null : ({ resourceType: type, id, ...resource } as Resource),
+    index: resource === null ? null : emptyIndexRows(),
     ...extra,
   };
+}
+
+function tokenRows(code: string): IndexRows {
+  const rows = emptyIndexRows();
+  rows.token.push({ param: 'code', grp: 0, system: 'http://x', code, text: null });
+  rows.string.push({ param: 'name', grp: 0, norm: code.toLowerCase(), exact: code });
+  return rows;
 }
 
 if (!hasPostgres) {
@@ -83,84 +91,140 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
     return { store, location };
   }
 
-  test('a version appended can be read back, as current and by number', async () => {
+  test('writes get consecutive versions from the store, readable as current and by number', async () => {
     const { store } = await open();
     expect(await store.read('Patient', 'a')).toBeUndefined();
-    expect(await store.append(version('Patient', 'a', 1, { gender: 'male' }))).toBe('ok');
-    expect(await store.append(version('Patient', 'a', 2, { gender: 'female' }))).toBe('ok');
+    const first = await store.write(op('Patient', 'a', { gender: 'male' }, { lastUpdated: '2024-01-01T00:00:01.000Z' }));
+    expect(first).toMatchObject({ status: 'ok', version: { versionId: 1 } });
+    expect(first.status === 'ok' && first.previous).toBeUndefined();
+    const second = await store.write(op('Patient', 'a', { gender: 'female' }, { lastUpdated: '2024-01-01T00:00:02.000Z' }));
+    expect(second).toMatchObject({ status: 'ok', version: { versionId: 2 }, previous: { versionId: 1, deleted: false } });
     const current = await store.read('Patient', 'a');
     expect(current?.versionId).toBe(2);
     expect(current?.lastUpdated).toBe('2024-01-01T00:00:02.000Z');
-    expect(current?.resource).toEqual({ resourceType: 'Patient', id: 'a', gender: 'female' });
-    expect((await store.readVersion('Patient', 'a', 1))?.resource).toMatchObject({ gender: 'male' });
+    expect(current?.resource).toEqual({ resourceType: 'Patient', id: 'a', gender: 'female', meta: { versionId: '2' } });
+    expect((await store.readVersion('Patient', 'a', 1))?.resource).toMatchObject({ gender: 'male', meta: { versionId: '1' } });
     expect(await store.readVersion('Patient', 'a', 3)).toBeUndefined();
     expect((await store.history('Patient', 'a')).map((v) => v.versionId)).toEqual([2, 1]);
   });
 
-  test('appending a version that exists is a conflict and changes nothing', async () => {
+  test('If-Match: a stale version is a conflict and changes nothing; 0 means "must not exist"', async () => {
     const { store } = await open();
-    await store.append(version('Patient', 'b', 1, { gender: 'male' }));
-    expect(await store.append(version('Patient', 'b', 1, { gender: 'other' }))).toBe('conflict');
+    await store.write(op('Patient', 'b', { gender: 'male' }));
+    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 2 }))).toEqual({ status: 'conflict', current: { versionId: 1, deleted: false } });
+    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 0 }))).toMatchObject({ status: 'conflict' });
     expect((await store.read('Patient', 'b'))?.resource).toMatchObject({ gender: 'male' });
     expect(await store.history('Patient', 'b')).toHaveLength(1);
+    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 1 }))).toMatchObject({ status: 'ok', version: { versionId: 2 } });
   });
 
-  test('of many concurrent writers of one version, exactly one wins', async () => {
+  test('concurrent unconditional writers of one resource all succeed, each with its own version', async () => {
     const { store } = await open();
-    const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => store.append(version('Patient', 'race', 1, { gender: i % 2 ? 'male' : 'female' }))),
-    );
-    expect(results.filter((r) => r === 'ok')).toHaveLength(1);
-    expect(await store.history('Patient', 'race')).toHaveLength(1);
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.write(op('Patient', 'race', { gender: i % 2 ? 'male' : 'female' }))));
+    expect(results.every((r) => r.status === 'ok')).toBe(true);
+    const versions = results.map((r) => (r.status === 'ok' ? r.version.versionId : 0)).sort((a, b) => a - b);
+    expect(versions).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(await store.history('Patient', 'race')).toHaveLength(20);
   });
 
-  test('a deletion is a version without a resource', async () => {
+  test('of many concurrent creates of one new id with If-Match 0, exactly one wins', async () => {
     const { store } = await open();
-    await store.append(version('Patient', 'c', 1, {}));
-    await store.append(version('Patient', 'c', 2, null));
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.write(op('Patient', 'fresh', {}, { ifMatch: 0 }))));
+    expect(results.filter((r) => r.status === 'ok')).toHaveLength(1);
+    expect(await store.history('Patient', 'fresh')).toHaveLength(1);
+  });
+
+  test('a deletion is a version without a resource; deleting again changes nothing', async () => {
+    const { store } = await open();
+    await store.write(op('Patient', 'c', {}));
+    expect(await store.write(op('Patient', 'c', null))).toMatchObject({ status: 'ok', version: { versionId: 2 } });
+    expect(await store.write(op('Patient', 'c', null))).toMatchObject({ status: 'unchanged', current: { versionId: 2, deleted: true } });
     const current = await store.read('Patient', 'c');
     expect(current?.versionId).toBe(2);
     expect(current?.resource).toBeNull();
     expect((await store.readVersion('Patient', 'c', 1))?.resource).not.toBeNull();
   });
 
-  test('search finds current, undeleted resources by url, version and id, with paging', async () => {
+  test('index rows describe the current version only, and go with a deletion', async () => {
     const { store } = await open();
-    await store.append(version('ValueSet', 'v1', 1, { url: 'http://x/vs' }, { url: 'http://x/vs', version: '1.0' }));
-    await store.append(version('ValueSet', 'v2', 1, { url: 'http://x/vs' }, { url: 'http://x/vs', version: '2.0' }));
-    await store.append(version('ValueSet', 'v3', 1, { url: 'http://x/other' }, { url: 'http://x/other' }));
-    await store.append(version('ValueSet', 'v4', 1, { url: 'http://x/vs' }, { url: 'http://x/vs', version: '3.0' }));
-    await store.append(version('ValueSet', 'v4', 2, null));
-    const all = await store.search('ValueSet', { url: 'http://x/vs' }, { count: 10, offset: 0 });
-    expect(all.total).toBe(2);
-    expect(all.resources.map((r) => r.id)).toEqual(['v1', 'v2']);
-    const pinned = await store.search('ValueSet', { url: 'http://x/vs', version: '2.0' }, { count: 10, offset: 0 });
-    expect(pinned.resources.map((r) => r.id)).toEqual(['v2']);
-    const page = await store.search('ValueSet', {}, { count: 2, offset: 1 });
-    expect(page.total).toBe(3);
-    expect(page.resources.map((r) => r.id)).toEqual(['v2', 'v3']);
-    expect((await store.search('ValueSet', { id: 'v3' }, { count: 10, offset: 0 })).total).toBe(1);
+    const rows = (id: string) =>
+      store.query<{ code: string }>('SELECT t.code FROM search_token t JOIN resources r ON r.rid = t.rid WHERE r.type = ? AND r.id = ? ORDER BY t.code', ['Observation', id]);
+    await store.write(op('Observation', 'o1', {}, { index: tokenRows('first') }));
+    expect(await rows('o1')).toEqual([{ code: 'first' }]);
+    await store.write(op('Observation', 'o1', {}, { index: tokenRows('second') }));
+    expect(await rows('o1')).toEqual([{ code: 'second' }]);
+    await store.write(op('Observation', 'o1', null));
+    expect(await rows('o1')).toEqual([]);
+    const strings = await store.query<{ n: number | string }>('SELECT COUNT(*) AS n FROM search_string', []);
+    expect(Number(strings[0].n)).toBe(0);
+  });
+
+  test('a transaction commits every write together, or none when it throws', async () => {
+    const { store } = await open();
+    await store.transaction(async (tx) => {
+      await tx.write(op('Patient', 't1', {}));
+      await tx.write(op('Patient', 't2', {}));
+      // Inside, the transaction sees its own writes.
+      expect((await tx.read('Patient', 't1'))?.versionId).toBe(1);
+    });
+    expect(await store.read('Patient', 't2')).toBeDefined();
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.write(op('Patient', 't3', {}));
+        await tx.write(op('Patient', 't1', { gender: 'male' }));
+        throw new Error('the 3rd entry is bad');
+      }),
+    ).rejects.toThrow('the 3rd entry is bad');
+    expect(await store.read('Patient', 't3')).toBeUndefined();
+    expect((await store.read('Patient', 't1'))?.versionId).toBe(1);
+  });
+
+  test('others never see a transaction half-done', async () => {
+    const { store } = await open();
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let written!: () => void;
+    const halfway = new Promise<void>((resolve) => (written = resolve));
+    const running = store.transaction(async (tx) => {
+      await tx.write(op('Patient', 'h1', {}));
+      written();
+      await gate;
+      await tx.write(op('Patient', 'h2', {}));
+    });
+    await halfway;
+    expect(await store.read('Patient', 'h1')).toBeUndefined();
+    release();
+    await running;
+    expect(await store.read('Patient', 'h1')).toBeDefined();
   });
 
   test('change marks grow per type and list what changed since', async () => {
     const { store } = await open();
     const before = await store.changeMarks(['CodeSystem', 'ValueSet']);
     expect(before.get('CodeSystem')).toBe(0);
-    await store.append(version('CodeSystem', 'cs', 1, { url: 'http://x/cs' }, { url: 'http://x/cs' }));
+    await store.write(op('CodeSystem', 'cs', { url: 'http://x/cs' }, { url: 'http://x/cs' }));
     const afterOne = await store.changeMarks(['CodeSystem', 'ValueSet']);
     expect(afterOne.get('CodeSystem')).toBeGreaterThan(0);
     expect(afterOne.get('ValueSet')).toBe(0);
-    await store.append(version('CodeSystem', 'cs', 2, null));
+    await store.write(op('CodeSystem', 'cs', null));
     const changes = await store.changesSince('CodeSystem', afterOne.get('CodeSystem') as number);
     expect(changes).toHaveLength(1);
     expect(changes[0]).toMatchObject({ id: 'cs', versionId: 2, resource: null });
     expect(await store.changesSince('CodeSystem', 0)).toHaveLength(1);
   });
 
+  test('settings are kept', async () => {
+    const { store } = await open();
+    expect(await store.getSetting('k')).toBeUndefined();
+    await store.setSetting('k', 'v1');
+    await store.setSetting('k', 'v2');
+    expect(await store.getSetting('k')).toBe('v2');
+  });
+
   test('what was written survives closing and reopening', async () => {
     const location = await backend.location();
     const first = await location.open();
-    await first.append(version('Patient', 'durable', 1, { gender: 'unknown' }));
+    await first.write(op('Patient', 'durable', { gender: 'unknown' }));
     await first.close();
     const second = await location.open();
     cleanups.push(async () => {
@@ -172,7 +236,7 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
 
   test('migrations run once: migrating again is harmless', async () => {
     const { store } = await open();
-    await store.append(version('Patient', 'm', 1, {}));
+    await store.write(op('Patient', 'm', {}));
     await store.migrate();
     expect(await store.read('Patient', 'm')).toBeDefined();
   });
@@ -180,9 +244,10 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
   test('hostile ids and urls are data, never SQL', async () => {
     const { store } = await open();
     const evil = "x'); DROP TABLE resources; --";
-    await store.append(version('Patient', evil, 1, {}, { url: evil }));
+    await store.write(op('Patient', evil, {}, { url: evil, index: tokenRows(evil) }));
     expect((await store.read('Patient', evil))?.id).toBe(evil);
-    expect((await store.search('Patient', { url: evil }, { count: 1, offset: 0 })).total).toBe(1);
+    const found = await store.query<{ id: string }>('SELECT r.id FROM resources r WHERE r.url = ?', [evil]);
+    expect(found).toEqual([{ id: evil }]);
     expect(await store.read('Patient', 'a')).toBeUndefined();
   });
 });

@@ -15,6 +15,8 @@ export interface MetadataOptions<S> {
   resourceTypes: readonly string[];
   /** Types that are only read (served from the registry or bundled content). */
   readOnlyTypes: ReadonlySet<string>;
+  /** The search parameters of a type (name, definition, type). */
+  searchParams?: (type: string) => { code: string; url: string; type: string }[];
   software: { name: string; version: string; releaseDate?: string };
   /** Lets a feature add what it advertises (extensions, instantiates) without the HTTP layer knowing it. */
   decorate?: (statement: CapabilityStatement) => void;
@@ -48,14 +50,14 @@ export function buildCapabilityStatement<S>(options: MetadataOptions<S>): Capabi
         ? ['read', 'search-type']
         : ['read', 'vread', 'update', 'delete', 'history-instance', 'create', 'search-type']
       ).map((code) => ({ code: code as 'read' })),
+      searchInclude: readOnly ? undefined : ['*'],
+      searchRevInclude: readOnly ? undefined : ['*'],
       versioning: readOnly ? undefined : 'versioned-update',
       readHistory: readOnly ? undefined : true,
       updateCreate: readOnly ? undefined : true,
-      searchParam: [
-        { name: '_id', type: 'token' },
-        { name: 'url', type: 'uri' },
-        { name: 'version', type: 'token' },
-      ],
+      searchParam: (options.searchParams?.(type) ?? [])
+        .map((p) => ({ name: p.code, definition: p.url, type: p.type as 'token' }))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     };
     const operations = operationsFor(type);
     if (operations.length > 0) resource.operation = operations;

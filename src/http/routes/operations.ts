@@ -135,19 +135,3 @@ function headerValue(request: FastifyRequest, name: string): string | undefined 
   const value = request.headers[name];
   return Array.isArray(value) ? value.join(', ') : value;
 }
-
-/**
- * The answer for `$code` where no route matched: the operation exists but not at this level,
- * or it does not exist at all.
- */
-export function unknownOperation<S>(registry: OperationRegistry<S>, code: string, level: Level, type?: string) {
-  const elsewhere = registry.withCode(code);
-  if (elsewhere.length > 0) {
-    const here = elsewhere.find((op) => level === 'system' || op.spec.resources.includes(type as string)) ?? elsewhere[0];
-    if (level !== 'system' && !here.spec.resources.includes(type as string)) {
-      return fhirError('ERR_OP_UNKNOWN', { code, where: `for ${type} (it applies to ${here.spec.resources.join(', ') || 'the system'})` });
-    }
-    return fhirError('ERR_OP_LEVEL', { code, level, levels: levelsOf(here.spec).join(', ') });
-  }
-  return fhirError('ERR_OP_UNKNOWN', { code, where: level === 'system' ? 'on this server' : `for ${type}` });
-}

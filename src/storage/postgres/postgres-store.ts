@@ -1,21 +1,30 @@
 import pg from 'pg';
+import { fhirError } from '../../fhir/errors';
+import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
+  ifMatchHolds,
+  optionalVersion,
+  stampVersion,
   StorageUnavailableError,
-  type CanonicalQuery,
+  versionFromRow,
   type Change,
-  type NewVersion,
-  type Page,
+  type CurrentState,
   type ResourceStore,
   type StoredVersion,
+  type StoreReader,
+  type StoreTx,
   type VersionRow,
-  optionalVersion,
-  versionFromRow,
+  type WriteOp,
+  type WriteResult,
 } from '../store';
 
 /**
  * PostgreSQL through DATABASE_URL, for several stateless server processes over one database.
- * Every query is parameterised; all of this backend's SQL is in this file.
+ * Every query is parameterised; all of this backend's SQL is in this file and index-schema.ts.
+ * A write locks the resource's row (SELECT ... FOR UPDATE), so writers of one resource queue
+ * instead of colliding; two creates of one new id collide on the version's primary key and the
+ * loser's transaction runs again.
  */
 
 const MIGRATIONS: string[] = [
@@ -32,14 +41,25 @@ const MIGRATIONS: string[] = [
    CREATE INDEX resources_by_url ON resources (type, url) WHERE url IS NOT NULL;
    CREATE INDEX resources_by_seq ON resources (type, seq);
    CREATE TABLE change_marks (type TEXT PRIMARY KEY, seq BIGINT NOT NULL);`,
+  // Search: every resource gets an integer row id that its index rows are keyed by.
+  `CREATE SEQUENCE resource_rid_seq;
+   ALTER TABLE resources ADD COLUMN rid BIGINT;
+   UPDATE resources SET rid = nextval('resource_rid_seq');
+   ALTER TABLE resources ALTER COLUMN rid SET NOT NULL;
+   CREATE UNIQUE INDEX resources_by_rid ON resources (rid);
+   CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+   ${indexTableDdl('postgres')}`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */
 const MIGRATION_LOCK = 7_364_221;
+/** How often a transaction that lost a race (deadlock, serialisation, a duplicate new id) runs again. */
+const MAX_ATTEMPTS = 8;
 
 const CURRENT = `SELECT v.type, v.id, v.version, v.last_updated, v.content
   FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version`;
 
+type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
 export class PostgresStore implements ResourceStore {
   readonly kind = 'postgres' as const;
@@ -52,7 +72,7 @@ export class PostgresStore implements ResourceStore {
   }
 
   async migrate(): Promise<void> {
-    await this.transaction(async (client) => {
+    await this.transactionOnce(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)');
       const { rows } = await client.query<{ v: number }>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
@@ -65,102 +85,97 @@ export class PostgresStore implements ResourceStore {
     });
   }
 
-  async read(type: string, id: string): Promise<StoredVersion | undefined> {
-    const { rows } = await this.query<VersionRow>(`${CURRENT} WHERE r.type = $1 AND r.id = $2`, [type, id]);
-    return optionalVersion(rows[0]);
+  private reader(): StoreReader {
+    return readerOf(<R extends object>(sql: string, params: readonly unknown[]) => this.run<R>(this.pool, sql, params));
   }
 
-  async readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
-    const { rows } = await this.query<VersionRow>(
-      'SELECT * FROM resource_versions WHERE type = $1 AND id = $2 AND version = $3', [type, id, versionId]);
-    return optionalVersion(rows[0]);
+  read(type: string, id: string): Promise<StoredVersion | undefined> {
+    return this.reader().read(type, id);
   }
 
-  async history(type: string, id: string): Promise<StoredVersion[]> {
-    const { rows } = await this.query<VersionRow>(
-      'SELECT * FROM resource_versions WHERE type = $1 AND id = $2 ORDER BY version DESC', [type, id]);
-    return rows.map((row) => versionFromRow(row));
+  readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
+    return this.reader().readVersion(type, id, versionId);
   }
 
-  async append(entry: NewVersion): Promise<'ok' | 'conflict'> {
-    return this.transaction(async (client) => {
-      const content = entry.resource === null ? null : JSON.stringify(entry.resource);
-      // A concurrent writer of the same version blocks here until the first commits, then finds the row.
-      const inserted = await client.query(
-        `INSERT INTO resource_versions (type, id, version, last_updated, content) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT DO NOTHING`,
-        [entry.type, entry.id, entry.versionId, entry.lastUpdated, content],
-      );
-      // Nothing was written, so committing the empty transaction is harmless.
-      if (inserted.rowCount === 0) return 'conflict';
-      // The row lock on the type's mark orders commits, so a reader never sees mark n+1 before n.
-      const mark = await client.query<{ seq: string }>(
-        `INSERT INTO change_marks (type, seq) VALUES ($1, 1)
-         ON CONFLICT (type) DO UPDATE SET seq = change_marks.seq + 1 RETURNING seq`,
-        [entry.type],
-      );
-      await client.query(
-        `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq) VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
-           url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq
-         WHERE excluded.version > resources.version`,
-        [entry.type, entry.id, entry.versionId, entry.resource === null, entry.url ?? null, entry.version ?? null, mark.rows[0].seq],
-      );
-      return 'ok';
-    });
+  history(type: string, id: string): Promise<StoredVersion[]> {
+    return this.reader().history(type, id);
   }
 
-  async search(type: string, query: CanonicalQuery, page: Page): Promise<{ total: number; resources: StoredVersion[] }> {
-    const where = ['r.type = $1', 'NOT r.deleted'];
-    const args: unknown[] = [type];
-    const add = (column: string, value: string | undefined) => {
-      if (value === undefined) return;
-      args.push(value);
-      where.push(`${column} = $${args.length}`);
+  query<R extends object>(sql: string, params: readonly unknown[]): Promise<R[]> {
+    return this.reader().query<R>(sql, params);
+  }
+
+  write(op: WriteOp): Promise<WriteResult> {
+    return this.transaction((tx) => tx.write(op));
+  }
+
+  /** `work` may run more than once: when the transaction loses a race it is rolled back and retried. */
+  async transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.transactionOnce((client) => work(this.txOf(client)));
+      } catch (err) {
+        if (!isRaceLost(err)) throw translate(err);
+        if (attempt >= MAX_ATTEMPTS) throw fhirError('ERR_WRITE_CONFLICT', {});
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 ** attempt));
+      }
+    }
+  }
+
+  private txOf(client: pg.PoolClient): StoreTx {
+    const run = <R extends object>(sql: string, params: readonly unknown[]) => this.run<R>(client, sql, params);
+    return {
+      ...readerOf(run),
+      write: (op) => writeIn(client, op),
+      replaceIndex: async (type, rid, rows) => {
+        await client.query(INDEX_WRITE_SQL, indexWriteParams(type, rid, rows, true));
+      },
+      lock: async (key) => {
+        await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
+      },
     };
-    add('r.url', query.url);
-    add('r.canonical_version', query.version);
-    add('r.id', query.id);
-    const filter = where.join(' AND ');
-    const count = await this.query<{ n: string }>(`SELECT COUNT(*) AS n FROM resources r WHERE ${filter}`, args);
-    const { rows } = await this.query<VersionRow>(
-      `${CURRENT} WHERE ${filter} ORDER BY r.id LIMIT $${args.length + 1} OFFSET $${args.length + 2}`,
-      [...args, page.count, page.offset],
-    );
-    return { total: Number(count.rows[0].n), resources: rows.map((row) => versionFromRow(row)) };
   }
 
   async changeMarks(types: string[]): Promise<Map<string, number>> {
     const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    const { rows } = await this.query<{ type: string; seq: string }>(
-      'SELECT type, seq FROM change_marks WHERE type = ANY($1)', [types]);
+    const rows = await this.run<{ type: string; seq: string }>(this.pool, 'SELECT type, seq FROM change_marks WHERE type = ANY(?)', [types]);
     for (const row of rows) marks.set(row.type, Number(row.seq));
     return marks;
   }
 
   async changesSince(type: string, since: number): Promise<Change[]> {
-    const { rows } = await this.query<VersionRow & { seq: string }>(
+    const rows = await this.run<VersionRow & { seq: string }>(
+      this.pool,
       `SELECT v.type, v.id, v.version, v.last_updated, v.content, r.seq
          FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
-        WHERE r.type = $1 AND r.seq > $2 ORDER BY r.seq`,
+        WHERE r.type = ? AND r.seq > ? ORDER BY r.seq`,
       [type, since],
     );
     return rows.map((row) => changeFromRow(row, Number(row.seq)));
+  }
+
+  async getSetting(key: string): Promise<string | undefined> {
+    const rows = await this.run<{ value: string }>(this.pool, 'SELECT value FROM settings WHERE key = ?', [key]);
+    return rows[0]?.value;
+  }
+
+  async setSetting(key: string, value: string): Promise<void> {
+    await this.run(this.pool, 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
   }
 
   async close(): Promise<void> {
     await this.pool.end();
   }
 
-  private async query<R extends pg.QueryResultRow>(sql: string, args: unknown[]): Promise<pg.QueryResult<R>> {
+  private async run<R extends object>(on: Queryable, sql: string, params: readonly unknown[]): Promise<R[]> {
     try {
-      return await this.pool.query<R>(sql, args);
+      return (await on.query<R & pg.QueryResultRow>(numbered(sql), params as unknown[])).rows;
     } catch (err) {
       throw translate(err);
     }
   }
 
-  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  private async transactionOnce<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
@@ -174,11 +189,112 @@ export class PostgresStore implements ResourceStore {
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
-      throw translate(err);
+      throw err;
     } finally {
       client.release();
     }
   }
+}
+
+async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult> {
+  const found = await client.query<{ rid: string; version: number; deleted: boolean }>(
+    'SELECT rid, version, deleted FROM resources WHERE type = $1 AND id = $2 FOR UPDATE',
+    [op.type, op.id],
+  );
+  const row = found.rows[0];
+  const current: CurrentState | undefined = row ? { versionId: row.version, deleted: row.deleted } : undefined;
+  if (op.ifMatch !== undefined && !ifMatchHolds(op.ifMatch, current)) return { status: 'conflict', current };
+  if (op.resource === null && (!current || current.deleted)) return { status: 'unchanged', current };
+  const versionId = (current?.versionId ?? 0) + 1;
+  const content = op.resource === null ? null : stampVersion(op.resource, versionId);
+  // Two creates of one new id: the second blocks here until the first commits, then fails on the
+  // primary key and its transaction is retried (and then sees the first one's row).
+  await client.query('INSERT INTO resource_versions (type, id, version, last_updated, content) VALUES ($1, $2, $3, $4, $5)', [
+    op.type, op.id, versionId, op.lastUpdated, content,
+  ]);
+  // The row lock on the type's mark orders commits, so a reader never sees mark n+1 before n.
+  const mark = await client.query<{ seq: string }>(
+    `INSERT INTO change_marks (type, seq) VALUES ($1, 1)
+     ON CONFLICT (type) DO UPDATE SET seq = change_marks.seq + 1 RETURNING seq`,
+    [op.type],
+  );
+  const upserted = await client.query<{ rid: string }>(
+    `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq, rid)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, nextval('resource_rid_seq')))
+     ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
+       url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq
+     RETURNING rid`,
+    [op.type, op.id, versionId, op.resource === null, op.url ?? null, op.version ?? null, mark.rows[0].seq, row?.rid ?? null],
+  );
+  const rid = Number(upserted.rows[0].rid);
+  if (row || op.index) await client.query(INDEX_WRITE_SQL, indexWriteParams(op.type, rid, op.index, row !== undefined));
+  const version: StoredVersion = { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
+  return { status: 'ok', version, previous: current };
+}
+
+const ARRAY_TYPE = { text: 'text[]', int: 'bigint[]', real: 'double precision[]' } as const;
+
+/**
+ * One statement replaces a resource's index rows in every table: the deletes and the inserts are
+ * data-modifying CTEs (the inserts cannot see the rows the deletes remove: one snapshot), and the
+ * rows travel as one array per column, so the statement's text never changes.
+ * Parameters: $1 rid, $2 type, $3 whether to delete, then per table param[], grp[], columns[].
+ */
+const INDEX_WRITE_SQL = (() => {
+  let n = 3;
+  const parts: string[] = [];
+  for (const kind of INDEX_KINDS) {
+    const table = INDEX_TABLES[kind] as IndexTable;
+    parts.push(`d_${kind} AS (DELETE FROM ${table.name} WHERE $3 AND rid = $1)`);
+    const arrays = [`$${++n}::text[]`, `$${++n}::int[]`, ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`)];
+    const columns = table.columns.map((c) => c.name);
+    const aliases = columns.map((_, i) => `c${i}`);
+    parts.push(
+      `i_${kind} AS (INSERT INTO ${table.name} (type, param, rid, grp, ${columns.join(', ')})
+         SELECT $2, p, $1, g, ${aliases.join(', ')} FROM unnest(${arrays.join(', ')}) AS u(p, g, ${aliases.join(', ')}))`,
+    );
+  }
+  return `WITH ${parts.join(',\n')} SELECT 1`;
+})();
+
+function indexWriteParams(type: string, rid: number, rows: IndexRows | null, replace: boolean): unknown[] {
+  const params: unknown[] = [rid, type, replace];
+  for (const kind of INDEX_KINDS) {
+    const table = INDEX_TABLES[kind] as IndexTable;
+    const list = (rows?.[kind] ?? []) as unknown as Record<string, unknown>[];
+    params.push(list.map((r) => r.param), list.map((r) => r.grp));
+    for (const column of table.columns) params.push(list.map((r) => r[column.name] ?? null));
+  }
+  return params;
+}
+
+function readerOf(run: <R extends object>(sql: string, params: readonly unknown[]) => Promise<R[]>): StoreReader {
+  return {
+    read: async (type, id) => optionalVersion((await run<VersionRow>(`${CURRENT} WHERE r.type = ? AND r.id = ?`, [type, id]))[0]),
+    readVersion: async (type, id, versionId) =>
+      optionalVersion((await run<VersionRow>('SELECT * FROM resource_versions WHERE type = ? AND id = ? AND version = ?', [type, id, versionId]))[0]),
+    history: async (type, id) =>
+      (await run<VersionRow>('SELECT * FROM resource_versions WHERE type = ? AND id = ? ORDER BY version DESC', [type, id])).map((row) => versionFromRow(row)),
+    query: run,
+  };
+}
+
+/** `?` placeholders (what the search layer writes for both backends) as PostgreSQL's `$1, $2, ...`. */
+export function numbered(sql: string): string {
+  let n = 0;
+  let out = '';
+  let quoted = false;
+  for (const ch of sql) {
+    if (ch === "'") quoted = !quoted;
+    out += ch === '?' && !quoted ? `$${++n}` : ch;
+  }
+  return out;
+}
+
+/** A transaction that lost a race with another: a deadlock, a serialisation failure, a duplicate new key. */
+function isRaceLost(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return code === '40P01' || code === '40001' || code === '23505';
 }
 
 /** Connection-level failures become StorageUnavailableError (503); anything else stays as it is. */

@@ -1,11 +1,33 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { changeFromRow, optionalVersion, versionFromRow, type CanonicalQuery, type Change, type NewVersion, type Page, type ResourceStore, type StoredVersion, type VersionRow } from '../store';
+import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, type IndexRows } from '../index-schema';
+import { Mutex } from '../mutex';
+import {
+  changeFromRow,
+  ifMatchHolds,
+  optionalVersion,
+  stampVersion,
+  versionFromRow,
+  type Change,
+  type CurrentState,
+  type ResourceStore,
+  type StoredVersion,
+  type StoreReader,
+  type StoreTx,
+  type VersionRow,
+  type WriteOp,
+  type WriteResult,
+} from '../store';
 
 /**
  * The embedded default: one SQLite file under DATA_DIR, in WAL mode with synchronous=FULL so a
- * write is on disk before its 2xx leaves. All of this backend's SQL is in this file.
+ * write is on disk before its 2xx leaves. Two connections: one writer, used by one transaction
+ * at a time, and one reader, which sees only committed state (WAL gives it a snapshot per
+ * statement), so a transaction that awaits between its statements is never seen half-done.
+ * `:memory:` (tests) is a private temporary file, removed on close. All of this backend's SQL
+ * is in this file and in index-schema.ts.
  */
 
 const MIGRATIONS: string[] = [
@@ -22,134 +44,249 @@ const MIGRATIONS: string[] = [
    CREATE INDEX resources_by_url ON resources (type, url) WHERE url IS NOT NULL;
    CREATE INDEX resources_by_seq ON resources (type, seq);
    CREATE TABLE change_marks (type TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;`,
+  // Search: every resource gets an integer row id that its index rows are keyed by.
+  `ALTER TABLE resources ADD COLUMN rid INTEGER;
+   CREATE TEMP TABLE rid_map AS SELECT type, id FROM resources ORDER BY seq;
+   CREATE UNIQUE INDEX temp.rid_map_key ON rid_map (type, id);
+   UPDATE resources SET rid = (SELECT m.rowid FROM rid_map m WHERE m.type = resources.type AND m.id = resources.id);
+   DROP TABLE temp.rid_map;
+   CREATE UNIQUE INDEX resources_by_rid ON resources (rid);
+   CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+   ${indexTableDdl('sqlite')}`,
 ];
 
+const CURRENT = `SELECT v.type, v.id, v.version, v.last_updated, v.content
+  FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version`;
+
+type Statements = ReturnType<typeof readStatements>;
+
+function readStatements(db: Database.Database) {
+  return {
+    read: db.prepare(`${CURRENT} WHERE r.type = ? AND r.id = ?`),
+    readVersion: db.prepare('SELECT * FROM resource_versions WHERE type = ? AND id = ? AND version = ?'),
+    history: db.prepare('SELECT * FROM resource_versions WHERE type = ? AND id = ? ORDER BY version DESC'),
+  };
+}
+
+function writeStatements(db: Database.Database) {
+  return {
+    current: db.prepare('SELECT rid, version, deleted FROM resources WHERE type = ? AND id = ?'),
+    nextRid: db.prepare('SELECT COALESCE(MAX(rid), 0) + 1 AS rid FROM resources'),
+    insertVersion: db.prepare('INSERT INTO resource_versions (type, id, version, last_updated, content) VALUES (?, ?, ?, ?, ?)'),
+    bumpMark: db.prepare(
+      `INSERT INTO change_marks (type, seq) VALUES (?, 1)
+       ON CONFLICT (type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
+    ),
+    upsertCurrent: db.prepare(
+      `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq, rid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
+         url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq`,
+    ),
+    deleteIndex: INDEX_KINDS.map((kind) => db.prepare(`DELETE FROM ${INDEX_TABLES[kind].name} WHERE rid = ?`)),
+    insertIndex: Object.fromEntries(INDEX_KINDS.map((kind) => [kind, db.prepare(indexInsertSql(kind))])) as Record<
+      keyof IndexRows,
+      Database.Statement
+    >,
+    getSetting: db.prepare('SELECT value FROM settings WHERE key = ?'),
+    setSetting: db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
+  };
+}
 
 export class SqliteStore implements ResourceStore {
   readonly kind = 'sqlite' as const;
-  private readonly db: Database.Database;
-  private statements?: ReturnType<SqliteStore['prepare']>;
+  private readonly writer: Database.Database;
+  private reader?: Database.Database;
+  private readonly file: string;
+  private readonly temporaryDir?: string;
+  private readonly mutex = new Mutex();
+  private reads?: Statements;
+  private txReads?: Statements;
+  private writes?: ReturnType<typeof writeStatements>;
 
   constructor(dataDir: string) {
-    const file = dataDir === ':memory:' ? ':memory:' : join(mkdirp(dataDir), 'fhir.sqlite');
-    this.db = new Database(file);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
-    this.db.pragma('busy_timeout = 5000');
-    this.db.pragma('foreign_keys = ON');
+    if (dataDir === ':memory:') {
+      this.temporaryDir = mkdtempSync(join(tmpdir(), 'fhir-sqlite-'));
+      this.file = join(this.temporaryDir, 'fhir.sqlite');
+    } else {
+      mkdirSync(dataDir, { recursive: true });
+      this.file = join(dataDir, 'fhir.sqlite');
+    }
+    this.writer = open(this.file, this.temporaryDir === undefined);
   }
 
   async migrate(): Promise<void> {
-    this.db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
-    const apply = this.db.transaction(() => {
-      const row = this.db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number };
+    const db = this.writer;
+    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
+    const apply = db.transaction(() => {
+      const row = db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number };
       MIGRATIONS.forEach((sql, index) => {
         const version = index + 1;
         if (version <= row.v) return;
-        this.db.exec(sql);
-        this.db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, new Date().toISOString());
+        db.exec(sql);
+        db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, new Date().toISOString());
       });
     });
     apply.immediate();
-    this.statements = this.prepare();
-  }
-
-  private prepare() {
-    const current = `SELECT v.type, v.id, v.version, v.last_updated, v.content
-       FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version`;
-    return {
-      read: this.db.prepare(`${current} WHERE r.type = ? AND r.id = ?`),
-      readVersion: this.db.prepare('SELECT * FROM resource_versions WHERE type = ? AND id = ? AND version = ?'),
-      history: this.db.prepare('SELECT * FROM resource_versions WHERE type = ? AND id = ? ORDER BY version DESC'),
-      insertVersion: this.db.prepare(
-        `INSERT INTO resource_versions (type, id, version, last_updated, content) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT DO NOTHING`,
-      ),
-      bumpMark: this.db.prepare(
-        `INSERT INTO change_marks (type, seq) VALUES (?, 1)
-         ON CONFLICT (type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
-      ),
-      upsertCurrent: this.db.prepare(
-        `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq) VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
-           url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq
-         WHERE excluded.version > resources.version`,
-      ),
-      marks: this.db.prepare('SELECT type, seq FROM change_marks'),
-      changes: this.db.prepare(
-        `SELECT v.type, v.id, v.version, v.last_updated, v.content, r.seq
-           FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
-          WHERE r.type = ? AND r.seq > ? ORDER BY r.seq`,
-      ),
-      current,
-    };
+    this.reader = open(this.file, this.temporaryDir === undefined);
+    this.reads = readStatements(this.reader);
+    this.txReads = readStatements(db);
+    this.writes = writeStatements(db);
   }
 
   private get sql() {
-    if (!this.statements) throw new Error('SqliteStore used before migrate()');
-    return this.statements;
+    if (!this.reads || !this.writes || !this.txReads || !this.reader) throw new Error('SqliteStore used before migrate()');
+    return { reads: this.reads, txReads: this.txReads, writes: this.writes, reader: this.reader };
   }
 
-  async read(type: string, id: string): Promise<StoredVersion | undefined> {
-    return optionalVersion(this.sql.read.get(type, id) as VersionRow | undefined);
+  read(type: string, id: string): Promise<StoredVersion | undefined> {
+    return readerOf(this.sql.reads, this.sql.reader).read(type, id);
   }
 
-  async readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
-    return optionalVersion(this.sql.readVersion.get(type, id, versionId) as VersionRow | undefined);
+  readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
+    return readerOf(this.sql.reads, this.sql.reader).readVersion(type, id, versionId);
   }
 
-  async history(type: string, id: string): Promise<StoredVersion[]> {
-    return (this.sql.history.all(type, id) as VersionRow[]).map((row) => versionFromRow(row));
+  history(type: string, id: string): Promise<StoredVersion[]> {
+    return readerOf(this.sql.reads, this.sql.reader).history(type, id);
   }
 
-  async append(entry: NewVersion): Promise<'ok' | 'conflict'> {
-    const write = this.db.transaction((): 'ok' | 'conflict' => {
-      const content = entry.resource === null ? null : JSON.stringify(entry.resource);
-      const inserted = this.sql.insertVersion.run(entry.type, entry.id, entry.versionId, entry.lastUpdated, content);
-      if (inserted.changes === 0) return 'conflict';
-      const { seq } = this.sql.bumpMark.get(entry.type) as { seq: number };
-      this.sql.upsertCurrent.run(
-        entry.type, entry.id, entry.versionId, entry.resource === null ? 1 : 0,
-        entry.url ?? null, entry.version ?? null, seq,
-      );
-      return 'ok';
+  query<R extends object>(sql: string, params: readonly unknown[]): Promise<R[]> {
+    return readerOf(this.sql.reads, this.sql.reader).query<R>(sql, params);
+  }
+
+  write(op: WriteOp): Promise<WriteResult> {
+    return this.mutex.run(() => this.writer.transaction(() => this.writeInTransaction(op)).immediate());
+  }
+
+  transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
+    return this.mutex.run(async () => {
+      const db = this.writer;
+      db.exec('BEGIN IMMEDIATE');
+      let active = true;
+      const reads = readerOf(this.sql.txReads, db);
+      const tx: StoreTx = {
+        ...reads,
+        write: async (op) => {
+          if (!active) throw new Error('transaction already ended');
+          return this.writeInTransaction(op);
+        },
+        replaceIndex: async (type, rid, rows) => {
+          if (!active) throw new Error('transaction already ended');
+          this.writeIndex(type, rid, rows, true);
+        },
+        lock: async () => undefined,
+      };
+      try {
+        const result = await work(tx);
+        active = false;
+        db.exec('COMMIT');
+        return result;
+      } catch (err) {
+        active = false;
+        if (db.inTransaction) db.exec('ROLLBACK');
+        throw err;
+      }
     });
-    return write.immediate();
   }
 
-  async search(type: string, query: CanonicalQuery, page: Page): Promise<{ total: number; resources: StoredVersion[] }> {
-    const where = ['r.type = ?', 'r.deleted = 0'];
-    const args: unknown[] = [type];
-    if (query.url !== undefined) (where.push('r.url = ?'), args.push(query.url));
-    if (query.version !== undefined) (where.push('r.canonical_version = ?'), args.push(query.version));
-    if (query.id !== undefined) (where.push('r.id = ?'), args.push(query.id));
-    const filter = where.join(' AND ');
-    const { n } = this.db.prepare(`SELECT COUNT(*) AS n FROM resources r WHERE ${filter}`).get(...args) as { n: number };
-    const rows = this.db
-      .prepare(`${this.sql.current} WHERE ${filter} ORDER BY r.id LIMIT ? OFFSET ?`)
-      .all(...args, page.count, page.offset) as VersionRow[];
-    return { total: n, resources: rows.map((row) => versionFromRow(row)) };
+  /** The body of a write; runs inside an immediate transaction on the writer connection. */
+  private writeInTransaction(op: WriteOp): WriteResult {
+    const { writes } = this.sql;
+    const row = writes.current.get(op.type, op.id) as { rid: number; version: number; deleted: number } | undefined;
+    const current: CurrentState | undefined = row ? { versionId: row.version, deleted: row.deleted === 1 } : undefined;
+    if (op.ifMatch !== undefined && !ifMatchHolds(op.ifMatch, current)) return { status: 'conflict', current };
+    if (op.resource === null && (!current || current.deleted)) return { status: 'unchanged', current };
+    const versionId = (current?.versionId ?? 0) + 1;
+    const content = op.resource === null ? null : stampVersion(op.resource, versionId);
+    writes.insertVersion.run(op.type, op.id, versionId, op.lastUpdated, content);
+    const { seq } = writes.bumpMark.get(op.type) as { seq: number };
+    const rid = row?.rid ?? (writes.nextRid.get() as { rid: number }).rid;
+    writes.upsertCurrent.run(op.type, op.id, versionId, op.resource === null ? 1 : 0, op.url ?? null, op.version ?? null, seq, rid);
+    this.writeIndex(op.type, rid, op.index, row !== undefined);
+    const version: StoredVersion = { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
+    return { status: 'ok', version, previous: current };
+  }
+
+  private writeIndex(type: string, rid: number, rows: IndexRows | null, replace: boolean): void {
+    const { writes } = this.sql;
+    if (replace) for (const statement of writes.deleteIndex) statement.run(rid);
+    if (!rows) return;
+    for (const kind of INDEX_KINDS) {
+      const insert = writes.insertIndex[kind];
+      for (const r of rows[kind]) insert.run(...indexRowValues(kind, type, rid, r as unknown as Record<string, unknown>));
+    }
   }
 
   async changeMarks(types: string[]): Promise<Map<string, number>> {
     const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    for (const row of this.sql.marks.all() as { type: string; seq: number }[]) {
+    for (const row of this.sql.reader.prepare('SELECT type, seq FROM change_marks').all() as { type: string; seq: number }[]) {
       if (marks.has(row.type)) marks.set(row.type, row.seq);
     }
     return marks;
   }
 
   async changesSince(type: string, since: number): Promise<Change[]> {
-    return (this.sql.changes.all(type, since) as (VersionRow & { seq: number })[]).map((row) => changeFromRow(row, row.seq));
+    const rows = this.sql.reader
+      .prepare(
+        `SELECT v.type, v.id, v.version, v.last_updated, v.content, r.seq
+           FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
+          WHERE r.type = ? AND r.seq > ? ORDER BY r.seq`,
+      )
+      .all(type, since) as (VersionRow & { seq: number })[];
+    return rows.map((row) => changeFromRow(row, row.seq));
+  }
+
+  async getSetting(key: string): Promise<string | undefined> {
+    return (this.sql.writes.getSetting.get(key) as { value: string } | undefined)?.value;
+  }
+
+  async setSetting(key: string, value: string): Promise<void> {
+    await this.mutex.run(() => this.sql.writes.setSetting.run(key, value));
   }
 
   async close(): Promise<void> {
-    if (this.db.open) this.db.close();
+    // Waits for the transaction in progress, if any.
+    await this.mutex.run(() => undefined);
+    if (this.reader?.open) this.reader.close();
+    if (this.writer.open) this.writer.close();
+    if (this.temporaryDir) rmSync(this.temporaryDir, { recursive: true, force: true });
   }
 }
 
+function open(file: string, durable: boolean): Database.Database {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  // A temporary test database needs no durability; a real one is on disk before a 2xx leaves.
+  db.pragma(`synchronous = ${durable ? 'FULL' : 'OFF'}`);
+  db.pragma('busy_timeout = 5000');
+  db.pragma('foreign_keys = ON');
+  return db;
+}
 
-function mkdirp(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  return dir;
+function readerOf(statements: Statements, db: Database.Database): StoreReader {
+  return {
+    read: async (type, id) => optionalVersion(statements.read.get(type, id) as VersionRow | undefined),
+    readVersion: async (type, id, versionId) => optionalVersion(statements.readVersion.get(type, id, versionId) as VersionRow | undefined),
+    history: async (type, id) => (statements.history.all(type, id) as VersionRow[]).map((row) => versionFromRow(row)),
+    query: async <R extends object>(sql: string, params: readonly unknown[]) => cachedStatement(db, sql).all(...params) as R[],
+  };
+}
+
+/** Statements the search layer builds repeat in shape; preparing each text once saves the parse. */
+const statementCache = new WeakMap<Database.Database, Map<string, Database.Statement>>();
+const STATEMENT_CACHE_SIZE = 500;
+
+function cachedStatement(db: Database.Database, sql: string): Database.Statement {
+  let cache = statementCache.get(db);
+  if (!cache) {
+    cache = new Map();
+    statementCache.set(db, cache);
+  }
+  let statement = cache.get(sql);
+  if (!statement) {
+    statement = db.prepare(sql);
+    if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+    cache.set(sql, statement);
+  }
+  return statement;
 }

@@ -1,0 +1,61 @@
+import type { Bundle, BundleEntry, Resource } from 'fhir/r4';
+import type { RequestContext } from '../context/request-context';
+import { informational } from '../fhir/outcome';
+import type { StoredVersion } from '../storage/store';
+import type { FhirResponse } from './fhir-request';
+
+/** How answers about stored versions look: status, the version headers, and Prefer: return. */
+
+export function etag(version: Pick<StoredVersion, 'versionId'>): string {
+  return `W/"${version.versionId}"`;
+}
+
+export function versionHeaders(version: StoredVersion): Record<string, string> {
+  return { etag: etag(version), 'last-modified': new Date(version.lastUpdated).toUTCString() };
+}
+
+export function fullUrl(ctx: RequestContext, type: string, id: string): string {
+  return `${ctx.baseUrl}/${type}/${id}`;
+}
+
+export function versionUrl(ctx: RequestContext, version: StoredVersion): string {
+  return `${fullUrl(ctx, version.type, version.id)}/_history/${version.versionId}`;
+}
+
+/**
+ * A version as the answer to a read or a write. Writes honour `Prefer: return=` (minimal: no
+ * body; OperationOutcome: a short outcome instead of the resource); reads always return it.
+ */
+export function versionResponse(ctx: RequestContext, version: StoredVersion, status: number, options: { write?: boolean } = {}): FhirResponse {
+  const headers = versionHeaders(version);
+  if (status === 201) headers.location = versionUrl(ctx, version);
+  if (options.write && ctx.prefer.return === 'minimal') return { status, headers };
+  if (options.write && ctx.prefer.return === 'OperationOutcome') {
+    const text = status === 201 ? `Created ${version.type}/${version.id} at version ${version.versionId}` : `Updated ${version.type}/${version.id} to version ${version.versionId}`;
+    return { status, headers, body: informational(text) };
+  }
+  return { status, headers, body: version.resource as Resource };
+}
+
+export function entryOf(ctx: RequestContext, version: StoredVersion, extra: Partial<BundleEntry> = {}): BundleEntry {
+  return { fullUrl: fullUrl(ctx, version.type, version.id), resource: version.resource as Resource, ...extra };
+}
+
+/** A history Bundle entry: the version with the request that made it and its response (bdl-3, bdl-4). */
+export function historyEntry(ctx: RequestContext, version: StoredVersion, first: boolean): BundleEntry {
+  const url = `${version.type}/${version.id}`;
+  const response = { status: '', lastModified: version.lastUpdated, etag: etag(version) };
+  if (version.resource === null) {
+    return { fullUrl: fullUrl(ctx, version.type, version.id), request: { method: 'DELETE', url }, response: { ...response, status: '204' } };
+  }
+  return {
+    fullUrl: fullUrl(ctx, version.type, version.id),
+    resource: version.resource,
+    request: first ? { method: 'POST', url: version.type } : { method: 'PUT', url },
+    response: { ...response, status: first ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
+  };
+}
+
+export function bundleResponse(bundle: Bundle): FhirResponse {
+  return { status: 200, headers: {}, body: bundle };
+}

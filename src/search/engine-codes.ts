@@ -1,0 +1,45 @@
+import { TxParams } from '../terminology/params';
+import type { TerminologyService } from '../terminology/service';
+import { validateInValueSet, type EngineContext } from '../terminology/validate-code';
+import type { CodeMatcher } from './terminology';
+
+/**
+ * The token modifiers' code tests on this server's own terminology engine: value-set membership
+ * as `$validate-code` decides it (membership only: displays and statuses do not matter here), and
+ * subsumption in the code system's hierarchy.
+ */
+export function engineCodeMatcher(terminology: TerminologyService): CodeMatcher {
+  return {
+    async valueSet(url) {
+      const resolver = await terminology.resolver();
+      const [base, version] = url.split('|');
+      const valueSet = resolver.valueSet(base, version);
+      if (!valueSet) return undefined;
+      const engine: EngineContext = { resolver, params: TxParams.from({ 'valueset-membership-only': true }), checkBudget: () => undefined };
+      const cache = new Map<string, boolean>();
+      return (system, code) => {
+        const key = `${system ?? ''}|${code}`;
+        let member = cache.get(key);
+        if (member === undefined) {
+          const coding = system === null ? { code } : { system, code };
+          member = validateInValueSet(valueSet, { concept: { coding: [coding] }, mode: 'coding', issuePath: 'Coding' }, engine).result;
+          cache.set(key, member);
+        }
+        return member;
+      };
+    },
+    async hierarchy(system, code, direction) {
+      const resolver = await terminology.resolver();
+      const cs = resolver.codeSystem(system);
+      if (!cs || cs.content === 'not-present') return undefined;
+      const provider = resolver.provider(cs);
+      const root = provider.locate(code);
+      if (!root) return () => false;
+      return (candidate) => {
+        const node = provider.locate(candidate);
+        if (!node) return false;
+        return direction === 'below' ? provider.subsumes(root, node) : provider.subsumes(node, root);
+      };
+    },
+  };
+}

@@ -1,0 +1,56 @@
+import type { Resource } from 'fhir/r4';
+import type { ContextLog } from '../context/request-context';
+import type { ResourceStore } from '../storage/store';
+import type { IndexExtractor } from './extract';
+
+/**
+ * Keeps the search index matching what extraction produces today. The index's version is
+ * stored; when the server's extraction is newer (a new server release, a change in what is
+ * indexed) every current resource is indexed again at start-up, in batches, each batch one
+ * transaction. `npm run reindex` does the same on demand.
+ */
+
+/** Bump when extraction changes what rows a resource gets. */
+export const INDEX_VERSION = '1';
+const SETTING = 'search.index.version';
+const BATCH = 500;
+
+export class SearchIndexer {
+  constructor(
+    private readonly store: ResourceStore,
+    private readonly extractor: IndexExtractor,
+  ) {}
+
+  /** Reindexes everything when the stored index is older than this server's extraction. */
+  async ensureCurrent(log?: ContextLog): Promise<void> {
+    if ((await this.store.getSetting(SETTING)) === INDEX_VERSION) return;
+    const count = await this.reindex({ log });
+    await this.store.setSetting(SETTING, INDEX_VERSION);
+    if (count > 0) log?.info({ resources: count, version: INDEX_VERSION }, 'search index rebuilt');
+  }
+
+  /** Rebuilds the index rows of every current resource (of the types given, or all); answers how many. */
+  async reindex(options: { types?: string[]; log?: ContextLog; onProgress?: (done: number) => void } = {}): Promise<number> {
+    let after = 0;
+    let done = 0;
+    for (;;) {
+      const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
+      const rows = await this.store.query<{ rid: number | string; type: string; content: string }>(
+        `SELECT r.rid, r.type, v.content FROM resources r
+          JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
+          WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`,
+        [after, ...(options.types ?? []), BATCH],
+      );
+      if (rows.length === 0) return done;
+      await this.store.transaction(async (tx) => {
+        for (const row of rows) {
+          const resource = JSON.parse(row.content) as Resource;
+          await tx.replaceIndex(row.type, Number(row.rid), this.extractor.extract(resource));
+        }
+      });
+      after = Number(rows[rows.length - 1].rid);
+      done += rows.length;
+      options.onProgress?.(done);
+    }
+  }
+}

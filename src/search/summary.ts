@@ -1,0 +1,46 @@
+import type { Coding, Resource } from 'fhir/r4';
+import type { ElementModel } from './model/model';
+import type { SummaryMode } from './query/criteria';
+
+/**
+ * `_summary` and `_elements`: the parts of each resource the client asked for, marked
+ * SUBSETTED (R4 search.html 3.1.1.5.8) so nobody mistakes them for whole resources.
+ */
+
+const SUBSETTED: Coding = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' };
+const ALWAYS = new Set(['resourceType', 'id', 'meta']);
+
+export function subset(resource: Resource, model: ElementModel, options: { summary?: SummaryMode; elements?: string[] }): Resource {
+  const { summary, elements } = options;
+  let keep: ((key: string) => boolean) | undefined;
+  if (elements && elements.length > 0) {
+    const wanted = new Set(elements.map((e) => e.split('.')[0]));
+    keep = (key) => ALWAYS.has(key) || wanted.has(baseName(key));
+  } else if (summary === 'true') {
+    const inSummary = new Set(model.topLevel(resource.resourceType).filter(([, info]) => info.summary).map(([name]) => name));
+    keep = (key) => ALWAYS.has(key) || inSummary.has(baseName(key)) || inSummary.has(`${baseName(key)}[x]`) || choiceInSummary(inSummary, key);
+  } else if (summary === 'text') {
+    const required = new Set(model.topLevel(resource.resourceType).filter(([, info]) => info.required).map(([name]) => name));
+    keep = (key) => ALWAYS.has(key) || key === 'text' || required.has(baseName(key)) || choiceInSummary(required, key);
+  } else if (summary === 'data') {
+    keep = (key) => key !== 'text';
+  }
+  if (!keep) return resource;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(resource)) if (keep(key)) out[key] = value;
+  const meta = { ...(resource.meta ?? {}) };
+  meta.tag = [...(meta.tag ?? []).filter((t) => t.code !== SUBSETTED.code), SUBSETTED];
+  out.meta = meta;
+  return out as unknown as Resource;
+}
+
+/** `_birthDate` (a primitive's extensions) travels with `birthDate`. */
+function baseName(key: string): string {
+  return key.startsWith('_') ? key.slice(1) : key;
+}
+
+/** `valueQuantity` belongs to `value[x]`. */
+function choiceInSummary(names: Set<string>, key: string): boolean {
+  const m = /^_?([a-z][A-Za-z]*?)[A-Z]/.exec(key);
+  return m !== null && names.has(`${m[1]}[x]`);
+}
