@@ -7,7 +7,7 @@ import { fhirError } from './fhir/errors';
 import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling, sendError } from './http/errors';
-import { acceptsJson, registerFhirJson } from './http/fhir-json';
+import { acceptsJson, registerFhirJson, registerFormBodies } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
 import { AnswerCache } from './http/answer-cache';
@@ -83,6 +83,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     sendError(reply, fhirError('ERR_FORMAT_NOT_ACCEPTABLE', { accept: String(format ?? accept).slice(0, 100) }));
   });
   registerFhirJson(app);
+  registerFormBodies(app);
 
   const resourceTypes = [...parts.schema.resourceTypes].sort();
   registerMetadataRoute(app, {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Resource } from 'fhir/r4';
 import { buildApp } from './app';
 import type { Config } from './config';
-import { buildCore } from './core';
+import { buildCore, type Core } from './core';
 import { ResourceSchema } from './fhir/resource-schema';
 import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
@@ -17,6 +17,8 @@ import { TerminologyService } from './terminology/service';
 
 export interface ServerApp {
   app: FastifyInstance;
+  /** The FHIR core under the app (for tools and tests that load data without HTTP). */
+  core: Core;
   /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
   close(): Promise<void>;
 }
@@ -68,6 +70,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     return {
       app,
+      core,
       close: async () => {
         await app.close();
         await store.close();

@@ -27,6 +27,18 @@ export function registerFhirJson(app: FastifyInstance): void {
   });
 }
 
+/** A form body (`POST [type]/_search`): search parameters, as a query string carries them. */
+export class FormBody {
+  constructor(readonly params: URLSearchParams) {}
+}
+
+/** `application/x-www-form-urlencoded`, which FHIR search accepts by POST. */
+export function registerFormBodies(app: FastifyInstance): void {
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    done(null, new FormBody(new URLSearchParams(body as string)));
+  });
+}
+
 /** The body text of a request, as it was parsed (for keys that must match the exact request). */
 const rawBodies = new WeakMap<FastifyRequest, string>();
 

@@ -42,12 +42,8 @@ export class SearchIndexer {
         [after, ...(options.types ?? []), BATCH],
       );
       if (rows.length === 0) return done;
-      await this.store.transaction(async (tx) => {
-        for (const row of rows) {
-          const resource = JSON.parse(row.content) as Resource;
-          await tx.replaceIndex(row.type, Number(row.rid), this.extractor.extract(resource));
-        }
-      });
+      const entries = rows.map((row) => ({ type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
+      await this.store.transaction((tx) => tx.replaceIndex(entries));
       after = Number(rows[rows.length - 1].rid);
       done += rows.length;
       options.onProgress?.(done);

@@ -37,6 +37,8 @@ export interface RepositoryTx {
   create(type: string, resource: Resource, id?: string): Promise<Written>;
   update(type: string, id: string, resource: Resource, options?: WriteOptions): Promise<Written>;
   delete(type: string, id: string, options?: WriteOptions): Promise<StoredVersion | undefined>;
+  /** Stores each resource under its own id (an update, or a create where absent), in one batch. */
+  putMany(resources: Resource[]): Promise<Written[]>;
   readonly store: StoreTx;
 }
 
@@ -133,6 +135,15 @@ export class Repository {
         const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch });
         if (result.status !== 'ok') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return { version: result.version, created: isAbsent(result.previous) };
+      },
+      putMany: async (resources) => {
+        const ops = resources.map((r) => this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)));
+        const results = await tx.writeMany(ops);
+        return results.map((result, i) => {
+          if (result.status !== 'ok') throw conflict(ops[i].type, ops[i].id, 0, result.current);
+          writes.push(result.version);
+          return { version: result.version, created: isAbsent(result.previous) };
+        });
       },
       delete: async (type, id, options = {}) => {
         const result = await write({ type, id, resource: null, lastUpdated: this.now().toISOString(), ifMatch: options.ifMatch, index: null });

@@ -66,8 +66,10 @@ export interface StoreReader {
 /** What a transaction can do; everything it writes commits together or not at all. */
 export interface StoreTx extends StoreReader {
   write(op: WriteOp): Promise<WriteResult>;
-  /** Replaces the index rows of a current resource (reindexing); its version does not change. */
-  replaceIndex(type: string, rid: number, rows: IndexRows): Promise<void>;
+  /** Several writes, answered in order (as if written one after the other), in fewer round trips. */
+  writeMany(ops: WriteOp[]): Promise<WriteResult[]>;
+  /** Replaces the index rows of current resources (reindexing); their versions do not change. */
+  replaceIndex(entries: { type: string; rid: number; rows: IndexRows }[]): Promise<void>;
   /**
    * Serialises this transaction with any other taking the same key until both end (conditional
    * creates racing on the same criteria). SQLite serialises every write transaction anyway.

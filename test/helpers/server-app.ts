@@ -2,11 +2,11 @@ import type { Resource } from 'fhir/r4';
 import { expect } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../src/config';
-import { createServerApp } from '../../src/bootstrap';
+import { createServerApp, type ServerApp } from '../../src/bootstrap';
 import { testConfig } from './app';
 
 /** The production app (every operation, bundled terminology) over in-memory SQLite, or a given store. */
-export async function serverApp(config: Partial<Config> = {}): Promise<{ app: FastifyInstance; close: () => Promise<void> }> {
+export async function serverApp(config: Partial<Config> = {}): Promise<ServerApp> {
   return createServerApp(testConfig({ dataDir: ':memory:', ...config }));
 }
 

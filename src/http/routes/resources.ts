@@ -3,6 +3,7 @@ import { parsePrefer, type RequestContext } from '../../context/request-context'
 import { FHIR_JSON } from '../../fhir/outcome';
 import type { FhirMethod, FhirRequest, FhirResponse, RequestHeaders } from '../../rest/fhir-request';
 import type { RestService } from '../../rest/rest-service';
+import { FormBody } from '../fhir-json';
 
 export interface ResourceRouteDeps {
   base: string;
@@ -34,12 +35,17 @@ function toFhirRequest(request: FastifyRequest, base: string): FhirRequest {
   const q = url.indexOf('?');
   const path = decodePath((q < 0 ? url : url.slice(0, q)).slice(base.length).replace(/^\/+/, ''));
   const query = queryOf(request.query as Record<string, string | string[] | undefined>);
+  // A search by POST carries its parameters in a form body, with those of the URL.
+  if (request.body instanceof FormBody) {
+    for (const [name, value] of request.body.params) (query[name] ??= []).push(value);
+  }
   const headers: RequestHeaders = {};
   for (const name of HONOURED_HEADERS) {
     const value = request.headers[name];
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
   }
-  return { method: request.method as FhirMethod, path, query, headers, body: request.body };
+  const body = request.body instanceof FormBody ? undefined : request.body;
+  return { method: request.method as FhirMethod, path, query, headers, body };
 }
 
 function decodePath(path: string): string {

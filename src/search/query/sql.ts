@@ -121,7 +121,9 @@ export class SqlBuilder {
         const x = this.alias('x');
         const o = this.alias('o');
         const inner = c.next ? this.criterion(c.next, o, [c.type]) : '1 = 1';
-        return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${x}.type = ${this.bind(c.type)} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${r}.type
+        // With one type searched the target type is a constant, and the subquery is not correlated.
+        const targetType = types.length === 1 ? this.bind(types[0]) : `${r}.type`;
+        return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${x}.type = ${this.bind(c.type)} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
           AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${o}.type = ${this.bind(c.type)} AND ${o}.deleted = FALSE AND ${inner}))`;
       }
       case 'compartment': {

@@ -127,9 +127,8 @@ export class PostgresStore implements ResourceStore {
     return {
       ...readerOf(run),
       write: (op) => writeIn(client, op),
-      replaceIndex: async (type, rid, rows) => {
-        await client.query(INDEX_WRITE_SQL, indexWriteParams(type, rid, rows, true));
-      },
+      writeMany: (ops) => writeManyIn(client, ops),
+      replaceIndex: (entries) => writeIndex(client, { replace: entries.map((e) => e.rid), rows: entries }),
       lock: async (key) => {
         await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
       },
@@ -227,45 +226,137 @@ async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult>
     [op.type, op.id, versionId, op.resource === null, op.url ?? null, op.version ?? null, mark.rows[0].seq, row?.rid ?? null],
   );
   const rid = Number(upserted.rows[0].rid);
-  if (row || op.index) await client.query(INDEX_WRITE_SQL, indexWriteParams(op.type, rid, op.index, row !== undefined));
+  await writeIndex(client, { replace: row ? [rid] : [], rows: [{ type: op.type, rid, rows: op.index }] });
   const version: StoredVersion = { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
   return { status: 'ok', version, previous: current };
 }
 
 const ARRAY_TYPE = { text: 'text[]', int: 'bigint[]', real: 'double precision[]' } as const;
 
+/** Index rows of several resources, each row with the resource's type and row id. */
+interface IndexBatch {
+  /** Resources whose old rows are removed first. */
+  replace: number[];
+  rows: { type: string; rid: number; rows: IndexRows | null }[];
+}
+
 /**
- * One statement replaces a resource's index rows in every table: the deletes and the inserts are
- * data-modifying CTEs (the inserts cannot see the rows the deletes remove: one snapshot), and the
- * rows travel as one array per column, so the statement's text never changes.
- * Parameters: $1 rid, $2 type, $3 whether to delete, then per table param[], grp[], columns[].
+ * One statement replaces the index rows of any number of resources in every table: the deletes
+ * and the inserts are data-modifying CTEs (the inserts cannot see the rows the deletes remove:
+ * one snapshot), and the rows travel as one array per column, so the statement's text never
+ * changes. Parameters: $1 the row ids to clear, then per table type[], rid[], param[], grp[],
+ * then one array per value column.
  */
 const INDEX_WRITE_SQL = (() => {
-  let n = 3;
+  let n = 1;
   const parts: string[] = [];
   for (const kind of INDEX_KINDS) {
     const table = INDEX_TABLES[kind] as IndexTable;
-    parts.push(`d_${kind} AS (DELETE FROM ${table.name} WHERE $3 AND rid = $1)`);
-    const arrays = [`$${++n}::text[]`, `$${++n}::int[]`, ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`)];
+    parts.push(`d_${kind} AS (DELETE FROM ${table.name} WHERE rid = ANY($1::bigint[]))`);
+    const arrays = [`$${++n}::text[]`, `$${++n}::bigint[]`, `$${++n}::text[]`, `$${++n}::int[]`, ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`)];
     const columns = table.columns.map((c) => c.name);
     const aliases = columns.map((_, i) => `c${i}`);
     parts.push(
-      `i_${kind} AS (INSERT INTO ${table.name} (type, param, rid, grp, ${columns.join(', ')})
-         SELECT $2, p, $1, g, ${aliases.join(', ')} FROM unnest(${arrays.join(', ')}) AS u(p, g, ${aliases.join(', ')}))`,
+      `i_${kind} AS (INSERT INTO ${table.name} (type, rid, param, grp, ${columns.join(', ')})
+         SELECT t, r, p, g, ${aliases.join(', ')} FROM unnest(${arrays.join(', ')}) AS u(t, r, p, g, ${aliases.join(', ')}))`,
     );
   }
   return `WITH ${parts.join(',\n')} SELECT 1`;
 })();
 
-function indexWriteParams(type: string, rid: number, rows: IndexRows | null, replace: boolean): unknown[] {
-  const params: unknown[] = [rid, type, replace];
+function indexWriteParams(batch: IndexBatch): unknown[] {
+  const params: unknown[] = [batch.replace];
   for (const kind of INDEX_KINDS) {
     const table = INDEX_TABLES[kind] as IndexTable;
-    const list = (rows?.[kind] ?? []) as unknown as Record<string, unknown>[];
-    params.push(list.map((r) => r.param), list.map((r) => r.grp));
+    const types: string[] = [];
+    const rids: number[] = [];
+    const list: Record<string, unknown>[] = [];
+    for (const entry of batch.rows) {
+      for (const row of (entry.rows?.[kind] ?? []) as unknown as Record<string, unknown>[]) {
+        types.push(entry.type);
+        rids.push(entry.rid);
+        list.push(row);
+      }
+    }
+    params.push(types, rids, list.map((r) => r.param), list.map((r) => r.grp));
     for (const column of table.columns) params.push(list.map((r) => r[column.name] ?? null));
   }
   return params;
+}
+
+async function writeIndex(client: pg.PoolClient, batch: IndexBatch): Promise<void> {
+  if (batch.replace.length === 0 && batch.rows.every((r) => !r.rows)) return;
+  await client.query(INDEX_WRITE_SQL, indexWriteParams(batch));
+}
+
+/**
+ * Many writes in a few statements, each set-based (locks, versions, marks, current rows, index
+ * rows): what loading a transaction Bundle or a package costs in round trips no longer grows
+ * with its size. The same resource twice in one batch goes through the one-by-one path.
+ */
+async function writeManyIn(client: pg.PoolClient, ops: WriteOp[]): Promise<WriteResult[]> {
+  const keys = ops.map((op) => `${op.type}\u0000${op.id}`);
+  if (new Set(keys).size !== keys.length || ops.length < 2) {
+    const results: WriteResult[] = [];
+    for (const op of ops) results.push(await writeIn(client, op));
+    return results;
+  }
+  const found = await client.query<{ type: string; id: string; rid: string; version: number; deleted: boolean }>(
+    `SELECT type, id, rid, version, deleted FROM resources WHERE (type, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+     ORDER BY type, id FOR UPDATE`,
+    [ops.map((o) => o.type), ops.map((o) => o.id)],
+  );
+  const existing = new Map(found.rows.map((r) => [`${r.type}\u0000${r.id}`, r]));
+  const results: WriteResult[] = [];
+  const writes: { op: WriteOp; versionId: number; content: string | null; row?: { rid: string } }[] = [];
+  ops.forEach((op, i) => {
+    const row = existing.get(keys[i]);
+    const current: CurrentState | undefined = row ? { versionId: row.version, deleted: row.deleted } : undefined;
+    if (op.ifMatch !== undefined && !ifMatchHolds(op.ifMatch, current)) return results.push({ status: 'conflict', current });
+    if (op.resource === null && (!current || current.deleted)) return results.push({ status: 'unchanged', current });
+    const versionId = (current?.versionId ?? 0) + 1;
+    writes.push({ op, versionId, content: op.resource === null ? null : stampVersion(op.resource, versionId), row });
+    results.push({ status: 'ok', version: { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource }, previous: current });
+  });
+  if (writes.length === 0) return results;
+  await client.query(
+    `INSERT INTO resource_versions (type, id, version, last_updated, content)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::text[])`,
+    [writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.lastUpdated), writes.map((w) => w.content)],
+  );
+  // One mark per type, moved on by the number of its writes; each write gets its own number.
+  const perType = new Map<string, number>();
+  for (const w of writes) perType.set(w.op.type, (perType.get(w.op.type) ?? 0) + 1);
+  const types = [...perType.keys()].sort();
+  const marks = await client.query<{ type: string; seq: string }>(
+    `INSERT INTO change_marks (type, seq) SELECT * FROM unnest($1::text[], $2::bigint[])
+     ON CONFLICT (type) DO UPDATE SET seq = change_marks.seq + excluded.seq RETURNING type, seq`,
+    [types, types.map((t) => perType.get(t))],
+  );
+  const next = new Map(marks.rows.map((m) => [m.type, Number(m.seq) - (perType.get(m.type) as number)]));
+  const seqs = writes.map((w) => {
+    const seq = (next.get(w.op.type) as number) + 1;
+    next.set(w.op.type, seq);
+    return seq;
+  });
+  const upserted = await client.query<{ type: string; id: string; rid: string }>(
+    `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq, rid)
+     SELECT t, i, v, d, u, cv, s, COALESCE(r, nextval('resource_rid_seq'))
+       FROM unnest($1::text[], $2::text[], $3::int[], $4::boolean[], $5::text[], $6::text[], $7::bigint[], $8::bigint[]) AS x(t, i, v, d, u, cv, s, r)
+     ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
+       url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq
+     RETURNING type, id, rid`,
+    [
+      writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.resource === null),
+      writes.map((w) => w.op.url ?? null), writes.map((w) => w.op.version ?? null), seqs, writes.map((w) => w.row?.rid ?? null),
+    ],
+  );
+  const rids = new Map(upserted.rows.map((r) => [`${r.type}\u0000${r.id}`, Number(r.rid)]));
+  await writeIndex(client, {
+    replace: writes.filter((w) => w.row).map((w) => Number(w.row?.rid)),
+    rows: writes.map((w) => ({ type: w.op.type, rid: rids.get(`${w.op.type}\u0000${w.op.id}`) as number, rows: w.op.index })),
+  });
+  return results;
 }
 
 function readerOf(run: <R extends object>(sql: string, params: readonly unknown[]) => Promise<R[]>): StoreReader {

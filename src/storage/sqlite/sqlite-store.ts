@@ -170,9 +170,13 @@ export class SqliteStore implements ResourceStore {
           if (!active) throw new Error('transaction already ended');
           return this.writeInTransaction(op);
         },
-        replaceIndex: async (type, rid, rows) => {
+        writeMany: async (ops) => {
           if (!active) throw new Error('transaction already ended');
-          this.writeIndex(type, rid, rows, true);
+          return ops.map((op) => this.writeInTransaction(op));
+        },
+        replaceIndex: async (entries) => {
+          if (!active) throw new Error('transaction already ended');
+          for (const { type, rid, rows } of entries) this.writeIndex(type, rid, rows, true);
         },
         lock: async () => undefined,
       };
