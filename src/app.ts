@@ -24,8 +24,9 @@ export interface AppParts<S> {
   /** The RESTful interactions (read, write, search, history) the resource routes translate to. */
   rest: RestService;
   schema: ResourceSchema;
-  /** The search parameters of a type, for the CapabilityStatement. */
+  /** The search parameters of a type, for the CapabilityStatement, and a number that changes with them. */
   searchParams?: (type: string) => SearchParam[];
+  searchParamsRevision?: () => number;
   registry: OperationRegistry<S>;
   services: S;
   software: MetadataOptions<S>['software'];
@@ -92,6 +93,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     resourceTypes,
     readOnlyTypes: READ_ONLY_TYPES,
     searchParams: parts.searchParams,
+    searchParamsRevision: parts.searchParamsRevision,
     software: parts.software,
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,

@@ -41,6 +41,8 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     const { repository } = core;
     repository.onWrite((version) => stored.noteLocalWrite(version));
+    // Stored search parameters first, so that a rebuild of the index includes them.
+    await core.custom.refresh();
     await core.indexer.ensureCurrent();
     const services: AppServices = { config, repository, terminology };
     // Instance-level operations may name built-in content (ValueSet/administrative-gender).
@@ -62,6 +64,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       software: { name: pkg.name, version: pkg.version },
       readInstance,
       searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
+      searchParamsRevision: () => core.params.revision,
       decorateCapabilities: decorateTerminologyServer,
       metadataModes: {
         terminology: async () => terminologyCapabilities(registry, await terminology.resolver(), { name: pkg.name, version: pkg.version }),

@@ -1,4 +1,6 @@
-import type { Resource } from 'fhir/r4';
+import type { Resource, SearchParameter } from 'fhir/r4';
+import type { ContextLog } from './context/request-context';
+import { CustomSearchParameters } from './search/custom-params';
 import type { ResourceSchema } from './fhir/resource-schema';
 import type { OperationRegistry } from './operations/registry';
 import { BuiltInResources } from './content/built-in-resources';
@@ -28,6 +30,7 @@ export interface CoreOptions {
   codes?: CodeMatcher;
   /** The code system of a required binding's value set (tokens of bare codes get it as system). */
   bindingSystem?: (valueSet: string) => string | undefined;
+  log?: ContextLog;
   /** Resources the server holds without storing them (bundled R4 content). */
   bundled?: (type: 'CodeSystem' | 'ValueSet' | 'ConceptMap') => Resource[];
 }
@@ -40,17 +43,19 @@ export interface Core {
   indexer: SearchIndexer;
   extractor: IndexExtractor;
   params: SearchParameterRegistry;
+  /** Stored SearchParameters and their indexing. */
+  custom: CustomSearchParameters;
 }
 
 /** Types served read-only from the server itself. */
 export const READ_ONLY_TYPES: ReadonlySet<string> = new Set(['OperationDefinition']);
 
-let sharedParams: SearchParameterRegistry | undefined;
+let r4Params: SearchParameter[] | undefined;
 
-/** The built-in search parameters are the same for every instance in a process: compiled once. */
+/** The R4 parameters, parsed once per process; each core has its own registry (stored parameters differ). */
 function builtInParams(): SearchParameterRegistry {
-  sharedParams ??= new SearchParameterRegistry(r4Model(), loadR4SearchParameters());
-  return sharedParams;
+  r4Params ??= loadR4SearchParameters();
+  return new SearchParameterRegistry(r4Model(), r4Params);
 }
 
 export function buildCore(options: CoreOptions): Core {
@@ -61,10 +66,13 @@ export function buildCore(options: CoreOptions): Core {
   const builtIn = new BuiltInResources({
     operationDefinitions: () => registry.definitions(),
     terminology: (type) => options.bundled?.(type) ?? [],
-    searchParameters: () => loadR4SearchParameters(),
+    searchParameters: () => r4Params ?? [],
   });
+  const indexer = new SearchIndexer(options.store, extractor);
+  const custom = new CustomSearchParameters(options.store, params, indexer, options.log);
   const search = new SearchService({
     store: options.store,
+    indexing: (type, code) => custom.indexing(type, code),
     registry: params,
     model: r4Model(),
     codes: options.codes ?? noCodes,
@@ -76,12 +84,19 @@ export function buildCore(options: CoreOptions): Core {
     repository,
     isResourceType: (type) => options.schema.isResourceType(type),
     readOnlyTypes: READ_ONLY_TYPES,
-    checkResource: (type, resource) => options.schema.check(type, resource),
+    checkResource: (type, resource) => {
+      options.schema.check(type, resource);
+      if (type === 'SearchParameter') custom.check(resource as SearchParameter);
+    },
+    beforeRequest: () => custom.refresh(),
     search,
     builtIn,
     unknownOperation: (code, level, type) => registry.unknown(code, level, type),
   });
-  return { repository, search, rest, builtIn, indexer: new SearchIndexer(options.store, extractor), extractor, params };
+  repository.onWrite((version) => {
+    if (version.type === 'SearchParameter') void custom.written();
+  });
+  return { repository, search, rest, builtIn, indexer, extractor, params, custom };
 }
 
 const noCodes: CodeMatcher = {

@@ -28,6 +28,8 @@ export interface RestDeps {
   search: SearchHandler;
   /** Resources that exist without being stored (bundled R4 content, the operation registry). */
   builtIn?: ReadOnlySource;
+  /** Brings what requests depend on up to date (stored search parameters) before one is answered. */
+  beforeRequest?: () => Promise<void>;
   /** The answer for `$code` that no operation route took (wrong level, or unknown). */
   unknownOperation(code: string, level: 'system' | 'type' | 'instance', type?: string): FhirError;
 }
@@ -36,6 +38,7 @@ export class RestService {
   constructor(private readonly deps: RestDeps) {}
 
   async handle(request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    await this.deps.beforeRequest?.();
     const target = parsePath(request.path);
     const method = request.method === 'HEAD' ? 'GET' : request.method;
     switch (target.kind) {

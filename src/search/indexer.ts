@@ -25,8 +25,13 @@ export class SearchIndexer {
   async ensureCurrent(log?: ContextLog): Promise<void> {
     if ((await this.store.getSetting(SETTING)) === INDEX_VERSION) return;
     const count = await this.reindex({ log });
-    await this.store.setSetting(SETTING, INDEX_VERSION);
+    await this.markCurrent();
     if (count > 0) log?.info({ resources: count, version: INDEX_VERSION }, 'search index rebuilt');
+  }
+
+  /** Records that the index matches this server's extraction. */
+  async markCurrent(): Promise<void> {
+    await this.store.setSetting(SETTING, INDEX_VERSION);
   }
 
   /** Rebuilds the index rows of every current resource (of the types given, or all); answers how many. */

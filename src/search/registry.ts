@@ -74,7 +74,11 @@ export class SearchParameterRegistry {
     for (const resource of builtIn) this.add(toSearchParam(resource));
   }
 
+  /** Grows whenever the set of parameters changes (for answers built from it, like the CapabilityStatement). */
+  revision = 0;
+
   private add(param: SearchParam): void {
+    this.revision++;
     this.byUrl.set(param.url, param);
     for (const base of param.base) {
       let map = this.byType.get(base);
@@ -87,25 +91,55 @@ export class SearchParameterRegistry {
     }
   }
 
-  /** Replaces (or adds) a parameter users defined; answers the types whose index it changes. */
-  define(resource: SearchParameter): string[] {
+  /** Built-in parameters by url, to come back when a stored one that replaced them goes. */
+  private readonly builtInByUrl = new Map<string, SearchParam>();
+  /** Stored SearchParameter resources by their id, with the url they define. */
+  private readonly stored = new Map<string, SearchParam>();
+
+  /** Adds (or replaces) a parameter a stored SearchParameter defines; answers its base types. */
+  define(resource: SearchParameter, id: string): string[] {
     const param = toSearchParam(resource);
     const before = this.byUrl.get(param.url);
+    if (before && !this.isStored(before)) this.builtInByUrl.set(before.url, before);
     if (before) this.remove(before.url);
     this.add(param);
-    return [...new Set([...(before?.base ?? []), ...param.base])];
+    this.stored.set(id, param);
+    return param.base;
   }
 
-  remove(url: string): string[] {
+  /** Forgets what the stored SearchParameter with this id defined (a built-in it replaced comes back). */
+  undefine(id: string): void {
+    const param = this.stored.get(id);
+    if (!param) return;
+    this.stored.delete(id);
+    if (this.byUrl.get(param.url) === param) this.remove(param.url);
+    const builtIn = this.builtInByUrl.get(param.url);
+    if (builtIn && !this.byUrl.has(param.url)) this.add(builtIn);
+  }
+
+  storedParams(): SearchParam[] {
+    return [...this.stored.values()];
+  }
+
+  private isStored(param: SearchParam): boolean {
+    return [...this.stored.values()].includes(param);
+  }
+
+  private remove(url: string): void {
     const param = this.byUrl.get(url);
-    if (!param) return [];
+    if (!param) return;
+    this.revision++;
     this.byUrl.delete(url);
     for (const base of param.base) {
       const map = this.byType.get(base);
       if (map?.get(param.code) === param) map.delete(param.code);
     }
     this.compiled.clear();
-    return param.base;
+  }
+
+  /** Throws when the expression cannot be evaluated for resources of `type`. */
+  compileCheck(expression: string, type: string): void {
+    this.compiler.compile(expression, type);
   }
 
   paramByUrl(url: string): SearchParam | undefined {

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Basic, OperationOutcome } from 'fhir/r4';
+import type { Basic, Bundle, OperationOutcome } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, type TestSchema } from '../helpers/postgres';
@@ -111,6 +111,24 @@ async function everyAcknowledgedWriteIsThere(base: string, acknowledged: Acknowl
   }
 }
 
+/**
+ * The search index agrees with the versions after the crash: each resource is found by the text
+ * of its current version (its index rows were committed with it), and the index holds no row of a
+ * resource that is not there (a count by search equals the resources that exist).
+ */
+async function indexMatchesVersions(base: string, acknowledged: Acknowledged[]): Promise<void> {
+  const ids = [...new Set(acknowledged.map((w) => w.id))];
+  for (const id of ids) {
+    const current = (await (await fetch(`${base}/Basic/${id}`)).json()) as Basic;
+    const found = (await (await fetch(`${base}/Basic?_id=${id}&code:text=${encodeURIComponent(current.code.text as string)}`)).json()) as Bundle;
+    expect(found.entry?.map((e) => e.resource?.id), `${id} by its current text`).toEqual([id]);
+  }
+  const counted = (await (await fetch(`${base}/Basic?code:text=writer&_summary=count`)).json()) as Bundle;
+  const everything = (await (await fetch(`${base}/Basic?_summary=count`)).json()) as Bundle;
+  expect(counted.total).toBe(everything.total);
+  expect(everything.total).toBeGreaterThanOrEqual(ids.length);
+}
+
 async function killMidStream(env: Record<string, string>): Promise<void> {
   const port = await freePort();
   const first = startServer(env, port);
@@ -128,6 +146,7 @@ async function killMidStream(env: Record<string, string>): Promise<void> {
     second = startServer(env, port);
     await waitForServer(second);
     await everyAcknowledgedWriteIsThere(second.base, stream.acknowledged);
+    await indexMatchesVersions(second.base, stream.acknowledged);
   } finally {
     await stopServer(first, 'SIGKILL');
     if (second) await stopServer(second, 'SIGTERM');

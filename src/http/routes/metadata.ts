@@ -17,6 +17,8 @@ export interface MetadataOptions<S> {
   readOnlyTypes: ReadonlySet<string>;
   /** The search parameters of a type (name, definition, type). */
   searchParams?: (type: string) => { code: string; url: string; type: string }[];
+  /** Changes when the search parameters do: the statement is built again then. */
+  searchParamsRevision?: () => number;
   software: { name: string; version: string; releaseDate?: string };
   /** Lets a feature add what it advertises (extensions, instantiates) without the HTTP layer knowing it. */
   decorate?: (statement: CapabilityStatement) => void;
@@ -25,10 +27,12 @@ export interface MetadataOptions<S> {
 }
 
 export function registerMetadataRoute<S>(app: FastifyInstance, options: MetadataOptions<S>): void {
-  const statement = buildCapabilityStatement(options);
+  let built = { revision: options.searchParamsRevision?.() ?? 0, statement: buildCapabilityStatement(options) };
   app.get(`${options.base}/metadata`, async (request, reply) => {
     const mode = (request.query as { mode?: string }).mode;
-    if (mode === undefined || mode === 'full' || mode === 'normative') return reply.type(FHIR_JSON).send(statement);
+    const revision = options.searchParamsRevision?.() ?? 0;
+    if (revision !== built.revision) built = { revision, statement: buildCapabilityStatement(options) };
+    if (mode === undefined || mode === 'full' || mode === 'normative') return reply.type(FHIR_JSON).send(built.statement);
     const build = options.modes?.[mode];
     if (!build) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
     return reply.type(FHIR_JSON).send(await build());
