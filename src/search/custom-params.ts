@@ -96,20 +96,30 @@ export class CustomSearchParameters {
     }
     // States are read again when parameters changed, or while some are being indexed (by any process).
     if (changed || this.indexingCodes.size > 0) await this.readStates();
+    this.started = true;
     this.fresh = true;
     setImmediate(() => {
       this.fresh = false;
     });
   }
 
-  /** Marks a parameter as being indexed (unless another process already finished it for this version) and indexes. */
+  /**
+   * Indexes a parameter that changed, unless it is indexed already for these types, or another
+   * process is indexing it (it changed there: the writer's process indexes). At start-up,
+   * unfinished indexing is taken over (its process may have stopped).
+   */
   private async startIndexing(url: string, types: string[]): Promise<void> {
-    const state = await this.store.getSetting(`${STATE_PREFIX}${url}`);
-    const wanted = JSON.stringify({ status: 'ready', types });
-    if (state === wanted) return;
+    const raw = await this.store.getSetting(`${STATE_PREFIX}${url}`);
+    const state = raw ? (JSON.parse(raw) as ParamState) : undefined;
+    const sameTypes = state !== undefined && JSON.stringify(state.types) === JSON.stringify(types);
+    if (sameTypes && state.status === 'ready') return;
+    if (sameTypes && state.status === 'indexing' && this.started) return;
     await this.store.setSetting(`${STATE_PREFIX}${url}`, JSON.stringify({ status: 'indexing', types } satisfies ParamState));
     this.resume(url, types);
   }
+
+  /** Set after the first refresh (start-up). */
+  private started = false;
 
   /** Indexes in the background; the state says "ready" once every resource of the base types has its rows. */
   private resume(url: string, types: string[]): void {
@@ -140,14 +150,16 @@ export class CustomSearchParameters {
         set.add(param.code);
         codes.set(type, set);
       }
-      // Started by a process that stopped before finishing (or by nobody yet): finish it here.
-      if (!this.running.has(param.url)) this.resume(param.url, param.base);
+      // At start-up: indexing a process left unfinished (it may have stopped) is finished here.
+      if (!this.started && !this.running.has(param.url)) this.resume(param.url, param.base);
     }
     this.indexingCodes = codes;
   }
 
-  /** Waits for indexing this process runs (tests, tools). */
+  /** Waits until what this process has written is known here and its indexing is done (tests, tools). */
   async settled(): Promise<void> {
+    this.fresh = false;
+    await this.refresh();
     while (this.running.size > 0) await Promise.all(this.running.values());
   }
 }

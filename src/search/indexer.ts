@@ -46,7 +46,10 @@ export class SearchIndexer {
           WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`,
         [after, ...(options.types ?? []), BATCH],
       );
-      if (rows.length === 0) return done;
+      if (rows.length === 0) {
+        if (done > 0) await this.store.optimize();
+        return done;
+      }
       const entries = rows.map((row) => ({ type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
       await this.store.transaction((tx) => tx.replaceIndex(entries));
       after = Number(rows[rows.length - 1].rid);

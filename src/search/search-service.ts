@@ -11,7 +11,7 @@ import type { ElementModel } from './model/model';
 import type { Criterion, SearchQuery } from './query/criteria';
 import { decodeCursor, encodeCursor, type Cursor } from './query/cursor';
 import { parseSearch, splitValues, unescapeValue } from './query/parse';
-import { isTextSort, SqlBuilder, type ResolvedCodes } from './query/sql';
+import { isTextSort, restrictsType, SqlBuilder, type ResolvedCodes } from './query/sql';
 import type { SearchParameterRegistry } from './registry';
 import { subset } from './summary';
 import type { CodeMatcher } from './terminology';
@@ -273,7 +273,12 @@ export class SearchService implements SearchHandler {
   }
 
   private where(b: SqlBuilder, query: SearchQuery, types: string[]): string {
-    return [b.typeFilter('r.type', types), 'r.deleted = FALSE', ...query.criteria.map((c) => b.criterion(c, 'r', types))].join('\n  AND ');
+    // A criterion whose index rows are of the types searched already restricts the type; stating it
+    // again on `resources` would make the planner scan every resource of the type instead of
+    // looking up the few row ids the criterion names.
+    const typed = query.criteria.some(restrictsType);
+    const conditions = typed ? [] : [b.typeFilter('r.type', types)];
+    return [...conditions, 'r.deleted = FALSE', ...query.criteria.map((c) => b.criterion(c, 'r', types))].join('\n  AND ');
   }
 
   private async count(query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>): Promise<number> {
@@ -359,3 +364,4 @@ export function builtInVersion(resource: Resource): StoredVersion {
     resource,
   };
 }
+

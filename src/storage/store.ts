@@ -89,6 +89,12 @@ export interface ResourceStore extends StoreReader {
   changeMarks(types: string[]): Promise<Map<string, number>>;
   /** Current state of every resource of `type` written after mark `since`. */
   changesSince(type: string, since: number): Promise<Change[]>;
+  /**
+   * Refreshes the statistics the query planner chooses indexes by (after bulk loads; the server
+   * also does it as data grows). Without them a planner may scan a whole type for a search that
+   * names a handful of rows.
+   */
+  optimize(): Promise<void>;
   /** A small key/value of the server's own (index versions and the like). */
   getSetting(key: string): Promise<string | undefined>;
   setSetting(key: string, value: string): Promise<void>;

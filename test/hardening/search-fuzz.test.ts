@@ -1,4 +1,4 @@
-import type { OperationOutcome } from 'fhir/r4';
+import type { Observation, OperationOutcome, Patient } from 'fhir/r4';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
@@ -27,8 +27,8 @@ describe('fuzzing search query strings', () => {
   let server: ServerApp;
   beforeAll(async () => {
     server = await serverApp();
-    await putResource(server.app, { resourceType: 'Patient', id: 'p1', gender: 'female', birthDate: '1970-01-01', name: [{ family: 'Doe' }] });
-    await putResource(server.app, { resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' } });
+    await putResource(server.app, { resourceType: 'Patient', id: 'p1', gender: 'female', birthDate: '1970-01-01', name: [{ family: 'Doe' }] } as Patient);
+    await putResource(server.app, { resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' } } as Observation);
   });
   afterAll(() => server.close());
 

@@ -114,25 +114,27 @@ export class SqlBuilder {
         const x = this.alias('x');
         const t = this.alias('t');
         const inner = this.criterion(c.next, t, c.targetTypes);
+        // Index rows exist only for live resources, so a criterion with index rows needs no deleted check.
+        const targets = restrictsType(c.next) ? inner : `${this.typeFilter(`${t}.type`, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
         return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${this.typeFilter(`${x}.type`, types)} AND ${x}.param = ${this.bind(c.index)}
-          AND (${x}.target_type, ${x}.target_id) IN (SELECT ${t}.type, ${t}.id FROM resources ${t} WHERE ${this.typeFilter(`${t}.type`, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}))`;
+          AND (${x}.target_type, ${x}.target_id) IN (SELECT ${t}.type, ${t}.id FROM resources ${t} WHERE ${targets}))`;
       }
       case 'has': {
         const x = this.alias('x');
         const o = this.alias('o');
         const inner = c.next ? this.criterion(c.next, o, [c.type]) : '1 = 1';
+        const sources = c.next && restrictsType(c.next) ? inner : `${o}.type = ${this.bind(c.type)} AND ${o}.deleted = FALSE AND ${inner}`;
         // With one type searched the target type is a constant, and the subquery is not correlated.
         const targetType = types.length === 1 ? this.bind(types[0]) : `${r}.type`;
         return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${x}.type = ${this.bind(c.type)} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
-          AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${o}.type = ${this.bind(c.type)} AND ${o}.deleted = FALSE AND ${inner}))`;
+          AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${sources}))`;
       }
       case 'compartment': {
-        const byType = c.byType.map(([type, indexes]) => {
-          const x = this.alias('x');
-          return `(${r}.type = ${this.bind(type)} AND ${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${x}.type = ${this.bind(type)}
-            AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}) AND ${x}.target_type = ${this.bind(c.targetType)} AND ${x}.target_id = ${this.bind(c.targetId)}))`;
-        });
-        return byType.length > 0 ? `(${byType.join(' OR ')})` : '1 = 0';
+        if (c.byType.length === 0) return '1 = 0';
+        const x = this.alias('x');
+        const byType = c.byType.map(([type, indexes]) => `(${x}.type = ${this.bind(type)} AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}))`);
+        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE (${byType.join(' OR ')})
+          AND ${x}.target_type = ${this.bind(c.targetType)} AND ${x}.target_id = ${this.bind(c.targetId)})`;
       }
       default:
         return '1 = 0';
@@ -309,4 +311,22 @@ function abovePrefixes(uri: string): string[] {
     out.push(rest);
   }
   return out;
+}
+
+/** Whether a criterion only lets through rows of the types searched (its index rows are of those types). */
+export function restrictsType(c: Criterion): boolean {
+  switch (c.kind) {
+    case 'value':
+      return c.modifier !== 'not';
+    case 'missing':
+      return !c.missing;
+    case 'terminology':
+      return c.modifier !== 'not-in';
+    case 'composite':
+    case 'chain':
+    case 'compartment':
+      return true;
+    default:
+      return false;
+  }
 }

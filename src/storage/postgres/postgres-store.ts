@@ -153,6 +153,11 @@ export class PostgresStore implements ResourceStore {
     return rows.map((row) => changeFromRow(row, Number(row.seq)));
   }
 
+  /** autovacuum keeps statistics current as data grows; after a bulk load it is asked at once. */
+  async optimize(): Promise<void> {
+    await this.run(this.pool, 'ANALYZE', []);
+  }
+
   async getSetting(key: string): Promise<string | undefined> {
     const rows = await this.run<{ value: string }>(this.pool, 'SELECT value FROM settings WHERE key = ?', [key]);
     return rows[0]?.value;

@@ -60,6 +60,9 @@ const CURRENT = `SELECT v.type, v.id, v.version, v.last_updated, v.content
 
 type Statements = ReturnType<typeof readStatements>;
 
+/** How many written resources between two `PRAGMA optimize`. */
+const OPTIMIZE_EVERY = 2000;
+
 function readStatements(db: Database.Database) {
   return {
     read: db.prepare(`${CURRENT} WHERE r.type = ? AND r.id = ?`),
@@ -127,6 +130,8 @@ export class SqliteStore implements ResourceStore {
       });
     });
     apply.immediate();
+    // Statistics for tables that have none or grew a lot since (SQLite decides; cheap otherwise).
+    db.exec('PRAGMA optimize=0x10002');
     this.reader = open(this.file, this.temporaryDir === undefined);
     this.reads = readStatements(this.reader);
     this.txReads = readStatements(db);
@@ -155,7 +160,11 @@ export class SqliteStore implements ResourceStore {
   }
 
   write(op: WriteOp): Promise<WriteResult> {
-    return this.mutex.run(() => this.writer.transaction(() => this.writeInTransaction(op)).immediate());
+    return this.mutex.run(() => {
+      const result = this.writer.transaction(() => this.writeInTransaction(op)).immediate();
+      this.noteWrites(1);
+      return result;
+    });
   }
 
   transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
@@ -163,19 +172,23 @@ export class SqliteStore implements ResourceStore {
       const db = this.writer;
       db.exec('BEGIN IMMEDIATE');
       let active = true;
+      let writes = 0;
       const reads = readerOf(this.sql.txReads, db);
       const tx: StoreTx = {
         ...reads,
         write: async (op) => {
           if (!active) throw new Error('transaction already ended');
+          writes++;
           return this.writeInTransaction(op);
         },
         writeMany: async (ops) => {
           if (!active) throw new Error('transaction already ended');
+          writes += ops.length;
           return ops.map((op) => this.writeInTransaction(op));
         },
         replaceIndex: async (entries) => {
           if (!active) throw new Error('transaction already ended');
+          writes += entries.length;
           for (const { type, rid, rows } of entries) this.writeIndex(type, rid, rows, true);
         },
         lock: async () => undefined,
@@ -184,6 +197,7 @@ export class SqliteStore implements ResourceStore {
         const result = await work(tx);
         active = false;
         db.exec('COMMIT');
+        this.noteWrites(writes);
         return result;
       } catch (err) {
         active = false;
@@ -240,6 +254,24 @@ export class SqliteStore implements ResourceStore {
     return rows.map((row) => changeFromRow(row, row.seq));
   }
 
+  async optimize(): Promise<void> {
+    await this.mutex.run(() => {
+      this.writer.exec('ANALYZE');
+      this.writesSinceOptimize = 0;
+    });
+  }
+
+  /** Writes since the planner's statistics were last looked at; `PRAGMA optimize` every so often. */
+  private writesSinceOptimize = 0;
+
+  private noteWrites(count: number): void {
+    this.writesSinceOptimize += count;
+    if (this.writesSinceOptimize < OPTIMIZE_EVERY) return;
+    this.writesSinceOptimize = 0;
+    // Cheap when nothing changed much; analyzes the tables that grew (SQLite's own rule).
+    this.writer.exec('PRAGMA optimize');
+  }
+
   async getSetting(key: string): Promise<string | undefined> {
     return (this.sql.writes.getSetting.get(key) as { value: string } | undefined)?.value;
   }
@@ -250,7 +282,9 @@ export class SqliteStore implements ResourceStore {
 
   async close(): Promise<void> {
     // Waits for the transaction in progress, if any.
-    await this.mutex.run(() => undefined);
+    await this.mutex.run(() => {
+      if (this.writer.open && this.reads) this.writer.exec('PRAGMA optimize');
+    });
     if (this.reader?.open) this.reader.close();
     if (this.writer.open) this.writer.close();
     if (this.temporaryDir) rmSync(this.temporaryDir, { recursive: true, force: true });

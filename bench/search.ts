@@ -1,0 +1,161 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Observation, Patient, Resource } from 'fhir/r4';
+import pg from 'pg';
+import { buildCore } from '../src/core';
+import { ResourceSchema } from '../src/fhir/resource-schema';
+import { openStore } from '../src/storage/open-store';
+import { freePort } from '../test/helpers/process';
+import { syntheaResources } from '../test/helpers/synthea';
+import { rssMb, startProcess, stop, waitForOk } from './harness';
+
+/**
+ * `npm run bench:search` (also part of `npm run bench`): the whole Synthea set (38,473 resources
+ * once hospitals and practitioners are counted once) loaded and indexed on SQLite and, when
+ * BENCH_DATABASE_URL (or TEST_DATABASE_URL) names one, on PostgreSQL; then the server (as
+ * `npm start` runs it) answers distinct one- and two-parameter searches from 16 concurrent
+ * clients for BENCH_SECONDS each, and we report p50/p95/p99 latency and req/s.
+ */
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONCURRENCY = 16;
+const PG_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+
+const noOperations = { definitions: () => [], unknown: () => new Error('no operations in the loader') as never };
+
+async function load(resources: Resource[], config: { dataDir: string; databaseUrl?: string }): Promise<{ loadMs: number; reindexMs: number }> {
+  const store = await openStore(config);
+  try {
+    const core = buildCore({ store, schema: new ResourceSchema(), registry: noOperations });
+    let started = Date.now();
+    for (let i = 0; i < resources.length; i += 500) await core.repository.transaction((tx) => tx.putMany(resources.slice(i, i + 500)));
+    const loadMs = Date.now() - started;
+    started = Date.now();
+    await core.indexer.reindex();
+    await core.indexer.markCurrent();
+    return { loadMs, reindexMs: Date.now() - started };
+  } finally {
+    await store.close();
+  }
+}
+
+interface Latencies {
+  requests: number;
+  perSecond: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  failures: number;
+}
+
+/** Concurrent clients, each sending the next distinct path as soon as its answer is read. */
+async function drive(port: number, paths: () => string): Promise<Latencies> {
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const times: number[] = [];
+  let failures = 0;
+  const end = Date.now() + SECONDS * 1000;
+  const one = (path: string) =>
+    new Promise<void>((resolve) => {
+      const started = process.hrtime.bigint();
+      const req = request({ host: '127.0.0.1', port, path, agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) failures++;
+          times.push(Number(process.hrtime.bigint() - started) / 1e6);
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        failures++;
+        resolve();
+      });
+      req.end();
+    });
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (Date.now() < end) await one(paths());
+  }));
+  agent.destroy();
+  times.sort((a, b) => a - b);
+  const at = (q: number) => Math.round(times[Math.min(times.length - 1, Math.floor(q * times.length))] * 10) / 10;
+  return { requests: times.length, perSecond: Math.round(times.length / SECONDS), p50: at(0.5), p95: at(0.95), p99: at(0.99), failures };
+}
+
+function scenarios(resources: Resource[]): [string, () => string][] {
+  const patients = resources.filter((r): r is Patient => r.resourceType === 'Patient');
+  const observations = resources.filter((r): r is Observation => r.resourceType === 'Observation');
+  const codes = [...new Set(observations.map((o) => o.code.coding?.[0].code as string))];
+  const families = [...new Set(patients.map((p) => (p.name?.[0].family as string).slice(0, 3)))];
+  let n = 0;
+  const pick = <T>(list: T[]) => list[n++ % list.length];
+  return [
+    ['Patient?gender=<g>', () => `/fhir/R4/Patient?gender=${pick(['male', 'female'])}`],
+    ['Patient?family=<prefix>', () => `/fhir/R4/Patient?family=${encodeURIComponent(pick(families))}`],
+    ['Observation?code=<loinc>', () => `/fhir/R4/Observation?code=http://loinc.org|${pick(codes)}`],
+    ['Observation?patient=<id>', () => `/fhir/R4/Observation?patient=Patient/${pick(patients).id}`],
+    ['Observation?patient&code&_sort=-date&_count=5', () => `/fhir/R4/Observation?patient=Patient/${pick(patients).id}&code=http://loinc.org|${pick(codes)}&_sort=-date&_count=5`],
+    ['Encounter?patient=<id>&date=ge<year>', () => `/fhir/R4/Encounter?patient=${pick(patients).id}&date=ge${2000 + (n % 20)}`],
+    ['Patient?_has:Observation:patient:code', () => `/fhir/R4/Patient?_has:Observation:patient:code=http://loinc.org|${pick(codes)}`],
+  ];
+}
+
+async function main(): Promise<void> {
+  const resources = syntheaResources();
+  console.log(`Synthea: ${resources.length} resources`);
+  const backends: { name: string; dataDir: string; databaseUrl?: string; cleanup: () => Promise<void> }[] = [];
+  const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-search-'));
+  backends.push({ name: 'sqlite', dataDir, cleanup: async () => rmSync(dataDir, { recursive: true, force: true }) });
+  if (PG_URL) {
+    const schema = `bench_${Date.now()}`;
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    await admin.query(`CREATE SCHEMA ${schema}`);
+    await admin.end();
+    const url = new URL(PG_URL);
+    url.searchParams.set('options', `-c search_path=${schema}`);
+    backends.push({
+      name: 'postgres',
+      dataDir,
+      databaseUrl: url.toString(),
+      cleanup: async () => {
+        const c = new pg.Client({ connectionString: PG_URL });
+        await c.connect();
+        await c.query(`DROP SCHEMA ${schema} CASCADE`);
+        await c.end();
+      },
+    });
+  }
+  try {
+    for (const backend of backends) {
+      const { loadMs, reindexMs } = await load(resources, backend);
+      console.log(
+        `${backend.name}: stored and indexed ${resources.length} in ${(loadMs / 1000).toFixed(1)} s (${Math.round(resources.length / (loadMs / 1000))}/s); ` +
+          `reindexed in ${(reindexMs / 1000).toFixed(1)} s (${Math.round(resources.length / (reindexMs / 1000))}/s)`,
+      );
+      const port = await freePort();
+      const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: backend.dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' };
+      if (backend.databaseUrl) env.DATABASE_URL = backend.databaseUrl;
+      const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], env);
+      try {
+        await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
+        console.log(`${'scenario'.padEnd(48)}   req/s    p50    p95    p99  fail`);
+        for (const [name, paths] of scenarios(resources)) {
+          await drive(port, paths); // warm-up, unmeasured
+          const r = await drive(port, paths);
+          console.log(`${`${backend.name} ${name}`.padEnd(48)} ${String(r.perSecond).padStart(7)} ${String(r.p50).padStart(6)} ${String(r.p95).padStart(6)} ${String(r.p99).padStart(6)} ${String(r.failures).padStart(5)}`);
+        }
+        console.log(`${backend.name} server RSS after the searches: ${rssMb(server.pid)} MB`);
+      } finally {
+        await stop(server);
+      }
+    }
+  } finally {
+    for (const b of backends) await b.cleanup();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
