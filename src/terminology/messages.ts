@@ -7,6 +7,8 @@ export const MESSAGES = {
   ABSTRACT_CODE_NOT_ALLOWED: "Code '{0}#{1}' is abstract, and not allowed in this context",
   CODE_CASE_DIFFERENCE:
     "The code '{0}' differs from the correct code '{1}' by case. Although the code system '{2}' is case insensitive, implementers are strongly encouraged to use the correct case anyway",
+  CODESYSTEM_CONTENT_NOT_PRESENT:
+    "The CodeSystem '{0}' is known, but this server does not hold its content (content = not-present), so its codes cannot be checked",
   CODESYSTEM_CS_NO_SUPPLEMENT: "CodeSystem {0} is a supplement, so can't be used as a value in Coding.system",
   Coding_has_no_system__cannot_validate:
     'Coding has no system. A code with no system has no defined meaning, and it cannot be validated. A system should be provided',

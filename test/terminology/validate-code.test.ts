@@ -138,6 +138,16 @@ describe('display, abstract, inactive and versions', () => {
     expect((await check('all', 'dog', param('display', 'dog'))).out.result).toBe(true);
   });
 
+  test("issues say where they apply with `expression` only, never R4's deprecated `location`", async () => {
+    const wrong = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('coding', { system: SYSTEM, code: 'unicorn', display: 'x' }));
+    const issues = (outputs(wrong.json()).issues as { issue: Record<string, unknown>[] }).issue;
+    expect(issues.length).toBeGreaterThan(0);
+    for (const issue of issues) {
+      expect(issue).not.toHaveProperty('location');
+      expect(issue.expression).toEqual([expect.stringMatching(/^Coding\./)]);
+    }
+  });
+
   test('displayLanguage chooses the display returned and the displays accepted', async () => {
     const de = await check('all', 'dog', { name: 'displayLanguage', valueCode: 'de' });
     expect(de.out.display).toBe('Hund');

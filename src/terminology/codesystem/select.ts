@@ -24,6 +24,10 @@ export function codeSystemProvider(system: string, stated: string | undefined, c
     }
     throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION', [system, version, known.join(', ')]), 404, `${system}|${version}`);
   }
+  if (cs.content === 'not-present') {
+    const canonical = cs.version ? `${system}|${cs.version}` : system;
+    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'CODESYSTEM_CONTENT_NOT_PRESENT', [canonical]), 404, system);
+  }
   const required = [...params.supplements];
   const supplements = resolver.supplementsFor(cs, required);
   const provider = resolver.provider(cs, supplements);

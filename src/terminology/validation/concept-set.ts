@@ -85,7 +85,9 @@ function checkWholeSystem(checker: ValueSetChecker, check: ConceptSetCheck): boo
   const concept = cs.locate(code);
   if (!concept) {
     if (params.membershipOnly || role === 'not in') return false;
-    if (cs.content !== 'complete') {
+    // A fragment says other codes may exist elsewhere; every other kind of content that lacks
+    // the code (complete, example) means the code is not known.
+    if (cs.content === 'fragment') {
       state.issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [code, cs.url, cs.version], addToPath(path, 'code')));
       return true;
     }

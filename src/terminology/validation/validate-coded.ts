@@ -7,7 +7,7 @@ import type { ValueSetChecker } from './checker';
 import { checkDisplay } from './display-check';
 import { DisplayList } from './display-list';
 import { checkCodeSystemStatus, checkResourceStatus } from './status';
-import type { CodedMode, CodingState, Membership, ValidationResult } from './state';
+import { canonicalOf, type CodedMode, type CodingState, type Membership, type ValidationResult } from './state';
 
 interface CodedInput {
   checker: ValueSetChecker;
@@ -210,9 +210,13 @@ function describeOutsideValueSet(check: OutsideCheck): void {
       return;
     }
     const anyVersion = resolver.codeSystem(ws);
+    const contentless = resolver.codeSystem(ws, lookupVersion);
     let key: string;
     let issue;
-    if (!anyVersion && !lookupVersion) {
+    if (contentless) {
+      key = ws;
+      issue = txIssue('error', 'not-found', 'not-found', 'CODESYSTEM_CONTENT_NOT_PRESENT', [canonicalOf(contentless)], addToPath(path, 'system'));
+    } else if (!anyVersion && !lookupVersion) {
       key = ws;
       issue = txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM', [ws], addToPath(path, 'system'));
     } else {
@@ -234,12 +238,12 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     const key = `${ws}|${cs.version}#${c.code}`;
     if (check.seenUnknown.includes(key)) return;
     check.seenUnknown.push(key);
-    if (cs.content === 'complete') {
+    if (cs.content === 'fragment') {
+      issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], addToPath(path, 'code')));
+    } else {
       const issue = txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], addToPath(path, 'code'));
       note(issue.text);
       issues.add(issue);
-    } else {
-      issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], addToPath(path, 'code')));
     }
     return;
   }
