@@ -61,8 +61,10 @@ export class Resolver {
       include = { system: 'http://loinc.org' };
     } else {
       const cs = this.sources.map((s) => s.codeSystemForValueSet(url)).find((c) => c !== undefined);
-      // All codes of the code system, at whatever version the request or rules select.
-      if (cs?.url) include = { system: cs.url };
+      // All codes of the code system, at whatever version the request or rules select. A version
+      // asked for explicitly must exist: of the value set, or of the code system it stands for.
+      const versionExists = !version || (this.valueSetVersions(url).length === 0 && cs?.url !== undefined && this.codeSystemVersions(cs.url).includes(version));
+      if (cs?.url && versionExists) include = { system: cs.url };
     }
     const vs: ValueSet | null = include ? { resourceType: 'ValueSet', url, version, status: 'active', compose: { include: [include] } } : null;
     this.implicit.set(key, vs);

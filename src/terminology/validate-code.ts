@@ -29,7 +29,8 @@ export interface CodedInputs {
 
 /** The value to validate, in the order the operation defines: codeableConcept, coding, code. */
 export function codedValue(input: CodedInputs, params: TxParams): CodedValue | undefined {
-  if (input.codeableConcept) {
+  // A CodeableConcept is an input form only with a coding: text alone gives nothing to validate.
+  if (input.codeableConcept?.coding?.length) {
     params.inferSystem = false;
     return { concept: input.codeableConcept, mode: 'codeableConcept', issuePath: 'CodeableConcept' };
   }

@@ -27,7 +27,7 @@ export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemVal
     withTerminologyErrors(async () => {
       // A code system given inline is used like a tx-resource: for this request only.
       const inline = input.codeSystem ? [input.codeSystem] : [];
-      const engine = await engineContext({ ...input, 'tx-resource': [...inline, ...(input['tx-resource'] ?? [])] }, ctx);
+      const engine = await engineContext({ ...input, 'tx-resource': [...inline, ...(input['tx-resource'] ?? [])] }, ctx, 'validate-code');
       const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const named = input.url ?? input.codeSystem?.url ?? target?.url;
       const [namedUrl, namedVersion] = named?.split('|') ?? [];

@@ -258,6 +258,11 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
     return this.propertyTypes.get(code);
   }
 
+  /** Whether CodeSystem.filter declares this filter (code and operator). */
+  declaresFilter(code: string, op: string): boolean {
+    return (this.resource.filter ?? []).some((f) => f.code === code && f.operator.includes(op as (typeof f.operator)[number]));
+  }
+
   /** The code this system uses for a property with the given standard meaning, if any. */
   propertyCodeFor(meaning: string): string | undefined {
     return this.propertyCodes.get(meaning);
