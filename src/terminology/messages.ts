@@ -73,6 +73,13 @@ export const MESSAGES = {
   VALUESET_VALUE_MISMATCH_DEFAULT:
     "The code system '{0}' version '{1}' for the versionless include in the ValueSet include is different to the one in the value ('{3}')",
   VALUESET_VERSION_CHECK: "The version '{1}' is not allowed for system '{0}': required to be '{2}' by a version-check parameter",
+  VS_COMPARE_DISJOINT: 'No shared codes between the value sets {0} and {1}',
+  VS_COMPARE_EMPTY: 'Both the value sets {0} and {1} are empty',
+  VS_COMPARE_FAILED: 'Unable to compare {0} and {1}: This expansion failed: {2}',
+  VS_COMPARE_OVERLAPPING: "Both value sets {0} and {1} contain the codes the other doesn't, but there is some overlap",
+  VS_COMPARE_SAME: 'The value sets {0} and {1} contain the same codes',
+  VS_COMPARE_SUBSET: 'The valueSet {0} is a sub-set of the valueSet {1}',
+  VS_COMPARE_SUPERSET: 'The valueSet {0} is a super-set of the valueSet {1}',
   VS_EXP_IMPORT_UNK_PINNED: "Unable to find included value set '{0}' version '{1}'",
   FILTER_NOT_UNDERSTOOD: "The filter \"{0} {1} {2}\" from the value set {3} was not understood in the context of {4}",
   NO_CODE_TO_VALIDATE:
