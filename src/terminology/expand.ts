@@ -82,8 +82,8 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   const expansion: NonNullable<ValueSet['expansion']> = {
     identifier: `urn:uuid:${randomUUID()}`,
     timestamp: new Date().toISOString(),
-    total,
   };
+  if (!collected.totalUnknown) expansion.total = total;
   if (offset !== undefined || count !== undefined) expansion.offset = start;
   if (parameters.length > 0) expansion.parameter = parameters;
   const declared: Extension[] = [];

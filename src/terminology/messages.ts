@@ -9,12 +9,18 @@ export const MESSAGES = {
     "The code '{0}' differs from the correct code '{1}' by case. Although the code system '{2}' is case insensitive, implementers are strongly encouraged to use the correct case anyway",
   CODESYSTEM_CONTENT_NOT_PRESENT:
     "The CodeSystem '{0}' is known, but this server does not hold its content (content = not-present), so its codes cannot be checked",
+  CODESYSTEM_GRAMMAR_BASIS:
+    "The code System '{0}' has a grammar and so has infinite members. This extension is based on {1}",
+  CODESYSTEM_NOT_ENUMERABLE:
+    "The code system '{0}' cannot be expanded because its codes cannot be iterated or enumerated in any meaningful sense",
   CODESYSTEM_CS_NO_SUPPLEMENT: "CodeSystem {0} is a supplement, so can't be used as a value in Coding.system",
   Coding_has_no_system__cannot_validate:
     'Coding has no system. A code with no system has no defined meaning, and it cannot be validated. A system should be provided',
   CONCEPT_DEPRECATED_IN_VALUESET:
     "The presence of the concept '{1}' in the system '{0}' in the value set {3} is marked with a status of {2} and its use should be reviewed",
   DEPRECATED_CONCEPT_FOUND: "The concept '{1}' is {0} and its use should be reviewed",
+  Display_Name_Not_Fixed_use_Supplement:
+    "The display name '{0}' is not a known display name for {1}#{2}. Known display is {3} (for the language(s) '{4}'). Use a supplement to define displays for user assigned codes",
   Display_Name_for__should_be_one_of__instead_of_one:
     "Wrong Display Name '{4}' for {1}#{2}. Valid display is {3} (for the language(s) '{5}')",
   Display_Name_for__should_be_one_of__instead_of_other:
@@ -43,6 +49,9 @@ export const MESSAGES = {
   Terminology_TX_System_Relative: 'Coding.system must be an absolute reference, not a local reference',
   Terminology_TX_System_ValueSet2: "The Coding references a value set, not a code system ('{0}')",
   TX_GENERAL_CC_ERROR_MESSAGE: "No valid coding was found for the value set '{0}'",
+  UCUM_CANONICAL_MISMATCH: 'Code {0} has canonical form {1}, not {2} as required',
+  UCUM_INVALID_EXPRESSION: "Error processing unit '{0}': {1}",
+  UCUM_UNKNOWN_UNIT: "The unit '{0}' is unknown at character {1}",
   UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE: 'The system {0} filter with property = {1}, op = {2} has no value',
   UNABLE_TO_INFER_CODESYSTEM: "The System URI could not be determined for the code '{0}' in the ValueSet '{1}'",
   Unable_to_resolve_system__value_set_has_multiple_matches:

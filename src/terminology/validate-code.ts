@@ -107,6 +107,16 @@ export function validateInCodeSystem(system: string, version: string | undefined
   return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath, internal: true });
 }
 
+/** CodeSystem/$validate-code with neither a url nor a system in the coding: no code system to ask. */
+export function codingWithoutSystem(coded: CodedValue): ValidationResult {
+  const issue = txIssue('warning', 'invalid', 'invalid-data', 'Coding_has_no_system__cannot_validate', [], coded.issuePath || 'code');
+  const result: ValidationResult = { result: false, message: issue.text, issues: outcomeOf([issue]) };
+  const code = coded.concept.coding?.[0]?.code;
+  if (coded.mode === 'codeableConcept') result.codeableConcept = coded.concept;
+  else if (code) result.code = code;
+  return result;
+}
+
 /** A supplement named as the system: the code cannot be valid, and the answer says why. */
 function supplementAsSystem(supplement: CodeSystem, coded: CodedValue): ValidationResult {
   const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : (supplement.url ?? '');

@@ -1,7 +1,7 @@
 import type { CodeableConcept, CodeSystem, Coding, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import type { TxParamsInput } from '../../terminology/params';
-import { codedValue, validateInCodeSystem } from '../../terminology/validate-code';
+import { codedValue, codingWithoutSystem, validateInCodeSystem } from '../../terminology/validate-code';
 import type { ValidationResult } from '../../terminology/validation/state';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf } from '../operation';
@@ -38,7 +38,7 @@ export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemVal
       if (!coded) throw fhirError('ERR_TX_NOTHING_TO_VALIDATE', {});
       const first = coded.concept.coding?.find((c) => c.system) ?? {};
       const system = namedUrl ?? first.system;
-      if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'url (or a system in the coding)' });
+      if (!system) return codingWithoutSystem(coded);
       const version = input.version ?? namedVersion ?? (namedUrl ? undefined : first.version) ?? (target && !input.url ? target.version : undefined);
       return validateInCodeSystem(system, version, coded, engine);
     }),

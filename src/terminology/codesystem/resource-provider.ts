@@ -31,7 +31,9 @@ const DISPLAY_USE: Coding = {
 export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNode> {
   readonly url: string;
   readonly version?: string;
+  readonly name: string;
   readonly content: ContentMode;
+  readonly enumerable = true;
   readonly caseSensitive: boolean;
   readonly language?: string;
   readonly supplements: string[];
@@ -51,6 +53,7 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   ) {
     this.url = resource.url ?? '';
     this.version = resource.version;
+    this.name = resource.name ?? resource.title ?? this.url;
     this.content = (resource.content ?? 'complete') as ContentMode;
     // FHIR's default is "not stated"; tx servers treat that as case-sensitive.
     this.caseSensitive = resource.caseSensitive !== false;

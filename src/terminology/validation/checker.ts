@@ -1,5 +1,5 @@
 import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
-import type { ResourceCodeSystemProvider } from '../codesystem/resource-provider';
+import type { CodeSystemProvider } from '../codesystem/provider';
 import { filterOp, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { Language } from '../languages';
@@ -84,14 +84,14 @@ export class ValueSetChecker {
   }
 
   /** The provider for a system at a version, with the stated supplements that apply to it. */
-  provider(system: string, version: string | undefined): ResourceCodeSystemProvider | undefined {
+  provider(system: string, version: string | undefined): CodeSystemProvider | undefined {
     const cs = this.env.resolver.codeSystem(system, version);
     // A code system whose content this server does not hold cannot confirm or refuse a code.
     if (!cs || cs.content === 'not-present') return undefined;
     return this.providerFor(cs);
   }
 
-  providerFor(cs: CodeSystem): ResourceCodeSystemProvider {
+  providerFor(cs: CodeSystem): CodeSystemProvider {
     const supplements = this.env.resolver.supplementsFor(cs, this.env.requiredSupplements);
     for (const s of supplements) this.env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : (s.url as string));
     const provider = this.env.resolver.provider(cs, supplements);

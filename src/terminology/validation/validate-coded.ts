@@ -94,7 +94,7 @@ export function validateCoded(input: CodedInput): ValidationResult {
         issues.add({ severity: 'warning', code: 'not-found', type: 'vs-invalid', text, path: path || undefined });
       } else if (c.display && state.displays.count > 0) {
         state.displays.baseLanguage = state.defLang;
-        checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path });
+        checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path, ownDisplay: state.ownDisplay });
       }
       if (!first) {
         state.displays.baseLanguage = state.defLang;
