@@ -17,7 +17,8 @@ export interface TxIssue {
   code: IssueCode;
   /** The tx-issue-type code (not-in-vs, invalid-code, invalid-display, ...). */
   type?: string;
-  messageId?: string;
+  /** The catalogue id, reported in the message-id extension (absent for plain notes). */
+  messageId?: MessageId;
   text: string;
   /** FHIRPath into the request: `code`, `Coding.display`, `CodeableConcept.coding[0].code`. */
   path?: string;
@@ -32,6 +33,18 @@ export function txIssue(
   path?: string,
 ): TxIssue {
   return { severity, code, type, messageId: id, text: message(id, ...args), path };
+}
+
+/** An issue whose text comes from the catalogue but that the ecosystem reports without its id. */
+export function plainIssue(
+  severity: Severity,
+  code: IssueCode,
+  type: string | undefined,
+  id: MessageId,
+  args: (string | number | undefined)[],
+  path?: string,
+): TxIssue {
+  return { severity, code, type, text: message(id, ...args), path };
 }
 
 /** A terminology problem that ends the operation; the handler turns it into an answer. */

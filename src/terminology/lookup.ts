@@ -1,6 +1,6 @@
 import type { Coding } from 'fhir/r4';
 import type { CodeSystemProvider, ConceptHandle, PropertyValue } from './codesystem/provider';
-import { TerminologyError } from './issues';
+import { plainIssue, TerminologyError } from './issues';
 import type { EngineContext } from './validate-code';
 import { DisplayList } from './validation/display-list';
 import { codeSystemProvider } from './codesystem/select';
@@ -53,7 +53,7 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
   const concept = cs.locate(request.code);
   if (!concept) {
     const where = cs.version ? `${cs.url} version ${cs.version}` : cs.url;
-    throw new TerminologyError({ severity: 'error', code: 'not-found', type: 'not-found', text: `Unable to find code '${request.code}' in ${where}` }, 404);
+    throw new TerminologyError(plainIssue('error', 'not-found', 'not-found', 'LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
   }
   const designations = cs.designations(concept);
   const display = DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);

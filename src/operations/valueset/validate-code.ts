@@ -2,6 +2,7 @@ import type { CodeableConcept, Coding, Resource, ValueSet } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import type { TxParamsInput } from '../../terminology/params';
 import type { Resolver } from '../../terminology/resolver';
+import { message } from '../../terminology/messages';
 import { codedValue, validateInValueSet } from '../../terminology/validate-code';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
@@ -70,7 +71,7 @@ export function targetValueSet(
 
 /** The not-found answers, with the tx-issue-type coding and message id the ecosystem expects. */
 function txNotFound(code: 'ERR_TX_VALUESET_UNKNOWN' | 'ERR_TX_VALUESET_VERSION_UNKNOWN', url: string) {
-  const text = `A definition for the value Set '${url}' could not be found`;
+  const text = message('Unable_to_resolve_value_Set_', url);
   return fhirError(code, { url }, {
     issues: [
       {

@@ -7,7 +7,7 @@ import type {
 } from 'fhir/r4';
 import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../codesystem/provider';
 import { filterOp, pinImport, resolveImport } from '../compose';
-import { TerminologyError, txIssue } from '../issues';
+import { plainIssue, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
 import { compareVersions, versionMatches } from '../versions';
 import { canonicalOf, type ValidationEnv } from '../validation/state';
@@ -344,8 +344,8 @@ export class ValueSetExpander {
       );
     }
     if (cs.content === 'not-present' || cs.content === 'supplement') {
-      const what = cs.content === 'not-present' ? 'has no content' : 'defines a supplement';
-      throw new TerminologyError({ severity: 'error', code: 'business-rule', type: 'invalid', text: `The code system definition for ${system} ${what}, so this expansion cannot be performed` }, 422);
+      const id = cs.content === 'not-present' ? 'CODESYSTEM_NO_CONTENT_TO_EXPAND' : 'CODESYSTEM_IS_SUPPLEMENT_EXPAND';
+      throw new TerminologyError(plainIssue('error', 'business-rule', 'invalid', id, [system]), 422);
     }
     const supplements = resolver.supplementsFor(cs, this.env.requiredSupplements);
     const provider = resolver.provider(cs, supplements);
@@ -435,10 +435,7 @@ export class ValueSetExpander {
   }
 
   tooCostly(limit: number): never {
-    throw new TerminologyError(
-      { severity: 'error', code: 'too-costly', messageId: 'VALUESET_TOO_COSTLY', text: `The value set '${canonicalOf(this.valueSet)}' expansion has too many codes to produce (>${limit})` },
-      422,
-    );
+    throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_TOO_COSTLY', [canonicalOf(this.valueSet), limit]), 422);
   }
 
   private addParameter(p: ValueSetExpansionParameter): void {

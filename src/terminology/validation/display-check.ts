@@ -69,12 +69,10 @@ export function checkDisplay(check: DisplayCheck): void {
       severity = params.displayWarning ? 'warning' : 'error';
     }
   } else {
-    id = `${base}_${count === 1 ? 'one' : 'other'}` as MessageId;
+    id = base;
     args = [String(count), coding.system, coding.code, displays.present(langs, true), display, params.langSummary()];
   }
   const issue = txIssue(severity, 'invalid', 'invalid-display', id, args, at);
-  // The message id names the family, not its singular or plural wording.
-  issue.messageId = id.replace(/_(one|other)$/, '');
   note(issue.text);
   issues.add(issue);
 }

@@ -1,5 +1,5 @@
 import type { CodeableConcept, Coding } from 'fhir/r4';
-import { addToPath, IssueList, txIssue } from '../issues';
+import { addToPath, IssueList, plainIssue, txIssue } from '../issues';
 import { Language } from '../languages';
 import { message } from '../messages';
 import { presentVersions } from '../versions';
@@ -53,9 +53,11 @@ export function validateCoded(input: CodedInput): ValidationResult {
     const c = codings[i];
     const path = issuePath === 'CodeableConcept' ? addToPath(issuePath, `coding[${i}]`) : issuePath;
     if (!c.code) {
-      const text = c.system ? `Coding has no code for system ${c.system} and cannot be validated` : 'Coding has no code and cannot be validated';
-      note(text);
-      issues.add({ severity: 'warning', code: 'invalid', type: 'invalid-data', text, path: path || undefined });
+      const issue = c.system
+        ? plainIssue('warning', 'invalid', 'invalid-data', 'CODING_HAS_NO_CODE_FOR_SYSTEM', [c.system], path || undefined)
+        : plainIssue('warning', 'invalid', 'invalid-data', 'CODING_HAS_NO_CODE', [], path || undefined);
+      note(issue.text);
+      issues.add(issue);
       noCode = true;
       break;
     }
@@ -89,9 +91,9 @@ export function validateCoded(input: CodedInput): ValidationResult {
 
     if (v === true) {
       if (state.contentMode === 'example') {
-        const text = `The system ${c.system} was found but did not contain enough information to properly validate the code "${c.code}" ("${c.display}") (mode = ${state.contentMode})`;
-        note(text);
-        issues.add({ severity: 'warning', code: 'not-found', type: 'vs-invalid', text, path: path || undefined });
+        const issue = plainIssue('warning', 'not-found', 'vs-invalid', 'CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], path || undefined);
+        note(issue.text);
+        issues.add(issue);
       } else if (c.display && state.displays.count > 0) {
         state.displays.baseLanguage = state.defLang;
         checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path, ownDisplay: state.ownDisplay });
