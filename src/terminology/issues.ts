@@ -36,15 +36,9 @@ export function txIssue(
 }
 
 /** An issue whose text comes from the catalogue but that the ecosystem reports without its id. */
-export function plainIssue(
-  severity: Severity,
-  code: IssueCode,
-  type: string | undefined,
-  id: MessageId,
-  args: (string | number | undefined)[],
-  path?: string,
-): TxIssue {
-  return { severity, code, type, text: message(id, ...args), path };
+export function plainIssue(...args: Parameters<typeof txIssue>): TxIssue {
+  const { messageId: _reportedWithoutId, ...issue } = txIssue(...args);
+  return issue;
 }
 
 /** A terminology problem that ends the operation; the handler turns it into an answer. */
