@@ -93,7 +93,8 @@ const ACCEPTED_FOR: Record<string, readonly string[]> = {
   canonical: ['canonical', 'uri', 'url'],
   url: ['url', 'uri'],
   string: ['string', 'code', 'id', 'markdown', 'uri', 'canonical', 'url'],
-  code: ['code', 'string', 'id'],
+  // A code written as valueUri is read too (the HL7 suite's UCUM requests send units so).
+  code: ['code', 'string', 'id', 'uri'],
   id: ['id', 'string', 'code'],
   integer: ['integer', 'positiveInt', 'unsignedInt'],
   decimal: ['decimal', 'integer'],

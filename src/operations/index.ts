@@ -6,6 +6,7 @@ import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
+import { valueSetCompare } from './valueset/compare';
 import { valueSetExpand } from './valueset/expand';
 import { valueSetValidateCode } from './valueset/validate-code';
 
@@ -20,4 +21,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   codeSystemSubsumes,
   conceptMapTranslate,
   valueSetBatchValidateCode,
+  valueSetCompare,
 ];

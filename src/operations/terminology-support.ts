@@ -9,18 +9,21 @@ import type { OperationContext } from './operation';
 
 /** What the terminology operations share: engine context from an invocation, errors, outputs. */
 
+/** The engine's context for one invocation of `operation` (its code, for messages). */
 export async function engineContext(
   input: TxParamsInput & { 'tx-resource'?: Resource[] },
   ctx: OperationContext<AppServices>,
+  operation: string,
 ): Promise<EngineContext> {
   const resolver: Resolver = await ctx.services.terminology.resolver(input['tx-resource'] ?? []);
   const params = TxParams.from(input, ctx.acceptLanguage);
   const deadline = ctx.deadline;
+  const budget = ctx.services.config.operationTimeoutMs;
   return {
     resolver,
     params,
     checkBudget: () => {
-      if (Date.now() > deadline) throw fhirError('ERR_OP_TIMEOUT', { code: 'terminology', ms: deadline });
+      if (Date.now() > deadline) throw fhirError('ERR_OP_TIMEOUT', { code: operation, ms: budget });
     },
   };
 }

@@ -16,6 +16,8 @@ export class CanonicalIndex {
   private readonly byImplicitValueSet = new Map<string, CodeSystem>();
   /** Every ConceptMap, for a translation that names no map. */
   private readonly maps = new Set<ConceptMap>();
+  /** Language packs (supplements of the lang-pack type) by the code system they supplement. */
+  private readonly packs = new Map<string, CodeSystem[]>();
 
   /**
    * `byId`: a resource replaces the one with its type and id (stored content). Resources a request
@@ -36,6 +38,8 @@ export class CanonicalIndex {
       this.byId.set(idKey, resource);
     }
     if (resource.resourceType === 'ConceptMap') this.maps.add(resource);
+    const packFor = languagePackTarget(resource);
+    if (packFor) this.packs.set(packFor, [...(this.packs.get(packFor) ?? []), resource as CodeSystem]);
     if (!resource.url) return;
     if (resource.resourceType === 'CodeSystem' && resource.valueSet) this.byImplicitValueSet.set(resource.valueSet, resource);
     const key = `${resource.resourceType}|${resource.url}`;
@@ -50,6 +54,8 @@ export class CanonicalIndex {
       if (this.byId.get(idKey) === resource) this.byId.delete(idKey);
     }
     if (resource.resourceType === 'ConceptMap') this.maps.delete(resource);
+    const packFor = languagePackTarget(resource);
+    if (packFor) this.packs.set(packFor, (this.packs.get(packFor) ?? []).filter((r) => r !== resource));
     if (!resource.url) return;
     if (resource.resourceType === 'CodeSystem' && resource.valueSet && this.byImplicitValueSet.get(resource.valueSet) === resource) {
       this.byImplicitValueSet.delete(resource.valueSet);
@@ -98,6 +104,20 @@ export class CanonicalIndex {
   conceptMaps(): Iterable<ConceptMap> {
     return this.maps;
   }
+
+  /** The language packs for a code system (`url`, without version). */
+  languagePacks(url: string): CodeSystem[] {
+    return this.packs.get(url) ?? [];
+  }
+}
+
+const SUPPLEMENT_TYPE = 'http://hl7.org/fhir/StructureDefinition/codesystem-supplement-type';
+
+/** A language pack applies whenever its code system is used, without being asked for. */
+function languagePackTarget(resource: TerminologyResource): string | undefined {
+  if (resource.resourceType !== 'CodeSystem' || resource.content !== 'supplement' || !resource.supplements) return undefined;
+  const type = resource.extension?.find((e) => e.url === SUPPLEMENT_TYPE)?.valueCode;
+  return type === 'lang-pack' ? resource.supplements.split('|')[0] : undefined;
 }
 
 /** From the versions of one resource: the exact version, else a wildcard match, else (none asked) the latest. */

@@ -5,6 +5,7 @@ import { entryFor, PropertyDeclarations } from './expansion/entries';
 import { ownStatusParameters, ValueSetExpander, type Collected, type Member } from './expansion/expander';
 import type { ExpandOptions } from './expansion/options';
 import type { ValidationEnv } from './validation/state';
+import { echoLanguages } from './languages';
 
 /** Copied from the value set into its expansion; the definition (compose and the like) is not. */
 const DEFINITION_ONLY = ['id', 'meta', 'text', 'compose', 'purpose', 'description', 'contact', 'copyright', 'publisher', 'extension', 'contained'];
@@ -40,7 +41,8 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   const parameters: ValueSetExpansionParameter[] = [];
   const add = (p: ValueSetExpansionParameter) => parameters.push(p);
   if (options.filter) add({ name: 'filter', valueString: options.filter });
-  const echoedLanguage = options.displayLanguage ?? options.acceptLanguage ?? (params.displayLanguages ?? params.httpLanguages)?.source;
+  const echoedText = options.displayLanguage ?? options.acceptLanguage ?? (params.displayLanguages ?? params.httpLanguages)?.source;
+  const echoedLanguage = echoedText === undefined ? undefined : echoLanguages(echoedText);
   if (echoedLanguage) add({ name: 'displayLanguage', valueCode: echoedLanguage });
   for (const d of options.designations) add({ name: 'designation', valueString: d });
   if (options.excludeNested !== undefined) add({ name: 'excludeNested', valueBoolean: options.excludeNested });
@@ -80,8 +82,8 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   const expansion: NonNullable<ValueSet['expansion']> = {
     identifier: `urn:uuid:${randomUUID()}`,
     timestamp: new Date().toISOString(),
-    total,
   };
+  if (!collected.totalUnknown) expansion.total = total;
   if (offset !== undefined || count !== undefined) expansion.offset = start;
   if (parameters.length > 0) expansion.parameter = parameters;
   const declared: Extension[] = [];

@@ -17,7 +17,8 @@ export interface TxIssue {
   code: IssueCode;
   /** The tx-issue-type code (not-in-vs, invalid-code, invalid-display, ...). */
   type?: string;
-  messageId?: string;
+  /** The catalogue id, reported in the message-id extension (absent for plain notes). */
+  messageId?: MessageId;
   text: string;
   /** FHIRPath into the request: `code`, `Coding.display`, `CodeableConcept.coding[0].code`. */
   path?: string;
@@ -32,6 +33,12 @@ export function txIssue(
   path?: string,
 ): TxIssue {
   return { severity, code, type, messageId: id, text: message(id, ...args), path };
+}
+
+/** An issue whose text comes from the catalogue but that the ecosystem reports without its id. */
+export function plainIssue(...args: Parameters<typeof txIssue>): TxIssue {
+  const { messageId: _reportedWithoutId, ...issue } = txIssue(...args);
+  return issue;
 }
 
 /** A terminology problem that ends the operation; the handler turns it into an answer. */
@@ -77,38 +84,16 @@ export function outcomeOf(issues: TxIssue[]): OperationOutcome {
 }
 
 export function toFhirIssue(issue: TxIssue): OperationOutcomeIssue {
-  // Built in FHIR element order: extension, severity, code, details, location, expression.
+  // Built in FHIR element order: extension, severity, code, details, expression. R4's
+  // `location` is deprecated in favour of `expression` and is never written (HL7's reference
+  // servers write only `expression`; an expected answer may allow `location`, never require it).
   const out: Record<string, unknown> = {};
   if (issue.messageId) out.extension = [{ url: MESSAGE_ID_EXT, valueString: issue.messageId }];
   out.severity = issue.severity;
   out.code = issue.code;
   out.details = issue.type ? { coding: [{ system: TX_ISSUE_TYPE, code: issue.type }], text: issue.text } : { text: issue.text };
-  if (issue.path) {
-    if (reportsLocation(issue)) out.location = [issue.path];
-    out.expression = [issue.path];
-  }
+  if (issue.path) out.expression = [issue.path];
   return out as unknown as OperationOutcomeIssue;
-}
-
-/**
- * `expression` always says where an issue applies. R4's older `location` (deprecated in favour of
- * `expression`) is added as the HL7 terminology suite records it: its answers come from
- * different generations of the reference server, which kept `location` on issues about
- * versions, systems, displays and statuses, and dropped it on these code-level ones.
- */
-function reportsLocation(issue: TxIssue): boolean {
-  switch (issue.messageId) {
-    case 'Unknown_Code_in_Version':
-    case 'Unknown_Code_in':
-    case 'ABSTRACT_CODE_NOT_ALLOWED':
-      return false;
-    case 'None_of_the_provided_codes_are_in_the_value_set_one':
-      return issue.severity !== 'information' && issue.path !== 'code';
-    case 'UNKNOWN_CODESYSTEM':
-      return issue.path !== 'system';
-    default:
-      return true;
-  }
 }
 
 export function addToPath(path: string | undefined, name: string): string {

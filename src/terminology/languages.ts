@@ -98,6 +98,20 @@ export class LanguageList {
   }
 }
 
+/**
+ * A language preference list as an expansion echoes it: as written, unless it carries weights,
+ * which are then written the way HTTP lists them (`de, *; q=0`), so the same preference always
+ * reads the same whatever spacing the request used.
+ */
+export function echoLanguages(text: string): string {
+  const trimmed = text.trim();
+  if (!trimmed.includes(';')) return trimmed;
+  return trimmed
+    .split(',')
+    .map((part) => part.split(';').map((s) => s.trim()).filter((s) => s !== '').join('; '))
+    .join(', ');
+}
+
 export class InvalidLanguageError extends Error {
   constructor(readonly text: string) {
     super(`Invalid language '${text}'`);

@@ -1,7 +1,6 @@
 import type { Coding } from 'fhir/r4';
-import type { ConceptNode, ResourceCodeSystemProvider } from './codesystem/resource-provider';
-import type { PropertyValue } from './codesystem/provider';
-import { TerminologyError } from './issues';
+import type { CodeSystemProvider, ConceptHandle, PropertyValue } from './codesystem/provider';
+import { plainIssue, TerminologyError } from './issues';
 import type { EngineContext } from './validate-code';
 import { DisplayList } from './validation/display-list';
 import { codeSystemProvider } from './codesystem/select';
@@ -54,13 +53,13 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
   const concept = cs.locate(request.code);
   if (!concept) {
     const where = cs.version ? `${cs.url} version ${cs.version}` : cs.url;
-    throw new TerminologyError({ severity: 'error', code: 'not-found', type: 'not-found', text: `Unable to find code '${request.code}' in ${where}` }, 404);
+    throw new TerminologyError(plainIssue('error', 'not-found', 'not-found', 'LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
   }
   const designations = cs.designations(concept);
   const display = DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);
 
   const result: LookupResult = {
-    name: cs.resource.name ?? cs.resource.title ?? cs.url,
+    name: cs.name,
     version: cs.version,
     display,
     code: concept.code,
@@ -81,10 +80,10 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
 }
 
 /** The concept's own properties, plus the computed ones every lookup may ask for (parent, child, inactive). */
-function propertiesOf(cs: ResourceCodeSystemProvider, concept: ConceptNode, asked: string[]): LookupProperty[] {
+function propertiesOf(cs: CodeSystemProvider, concept: ConceptHandle, asked: string[]): LookupProperty[] {
   const wanted = (code: string) => asked.length === 0 || asked.includes('*') || asked.includes(code);
   const out: LookupProperty[] = [];
-  const related = (code: string, nodes: ConceptNode[]) => {
+  const related = (code: string, nodes: ConceptHandle[]) => {
     if (!wanted(code)) return;
     for (const node of nodes) {
       const p: LookupProperty = { code, type: 'code', value: node.code };

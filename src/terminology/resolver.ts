@@ -1,6 +1,7 @@
 import type { CodeSystem, ConceptMap, ValueSet } from 'fhir/r4';
 import { CanonicalIndex, selectVersion, type TerminologyResource } from './canonical-index';
-import { ResourceCodeSystemProvider } from './codesystem/resource-provider';
+import type { CodeSystemProvider } from './codesystem/provider';
+import type { ProviderRegistry } from './codesystem/registry';
 import { ContentMemo } from './content-memo';
 import { versionMatches } from './versions';
 
@@ -18,7 +19,7 @@ export class Resolver {
 
   constructor(
     readonly sources: CanonicalIndex[],
-    private readonly providers: ProviderCache,
+    private readonly providers: ProviderRegistry,
   ) {}
 
   /** The same sources with a request's own resources in front. */
@@ -61,8 +62,10 @@ export class Resolver {
       include = { system: 'http://loinc.org' };
     } else {
       const cs = this.sources.map((s) => s.codeSystemForValueSet(url)).find((c) => c !== undefined);
-      // All codes of the code system, at whatever version the request or rules select.
-      if (cs?.url) include = { system: cs.url };
+      // All codes of the code system, at whatever version the request or rules select. A version
+      // asked for explicitly must exist: of the value set, or of the code system it stands for.
+      const versionExists = !version || (this.valueSetVersions(url).length === 0 && cs?.url !== undefined && this.codeSystemVersions(cs.url).includes(version));
+      if (cs?.url && versionExists) include = { system: cs.url };
     }
     const vs: ValueSet | null = include ? { resourceType: 'ValueSet', url, version, status: 'active', compose: { include: [include] } } : null;
     this.implicit.set(key, vs);
@@ -128,6 +131,12 @@ export class Resolver {
   /** The stated supplements (useSupplement, valueset-supplement) that apply to this code system. */
   supplementsFor(cs: CodeSystem, stated: Iterable<string>): CodeSystem[] {
     const result: CodeSystem[] = [];
+    for (const source of this.sources) {
+      for (const pack of source.languagePacks(cs.url ?? '')) {
+        const targetVersion = pack.supplements?.split('|')[1];
+        if (!targetVersion || !cs.version || versionMatches(targetVersion, cs.version)) result.push(pack);
+      }
+    }
     for (const canonical of stated) {
       const supplement = this.supplement(canonical);
       if (!supplement?.supplements) continue;
@@ -139,8 +148,9 @@ export class Resolver {
     return result;
   }
 
-  provider(cs: CodeSystem, supplements: CodeSystem[] = []): ResourceCodeSystemProvider {
-    return this.providers.get(cs, supplements);
+  /** The provider for a CodeSystem found here (built-in or over its concepts), with supplements applied. */
+  provider(cs: CodeSystem, supplements: CodeSystem[] = []): CodeSystemProvider {
+    return this.providers.provider(cs, supplements);
   }
 
   private find<T extends TerminologyResource>(type: T['resourceType'], url: string, version?: string, accept: (r: T) => boolean = () => true): T | undefined {
@@ -152,29 +162,5 @@ export class Resolver {
       if (!version) return undefined;
     }
     return undefined;
-  }
-}
-
-/**
- * Providers are expensive to build for large code systems and cheap to keep: cached per
- * resource object (and set of supplements). A stored resource that changes is a new object,
- * so its stale provider is simply never asked for again and is collected with it.
- */
-export class ProviderCache {
-  private readonly cache = new WeakMap<CodeSystem, Map<string, ResourceCodeSystemProvider>>();
-
-  get(cs: CodeSystem, supplements: CodeSystem[]): ResourceCodeSystemProvider {
-    let byKey = this.cache.get(cs);
-    if (!byKey) {
-      byKey = new Map();
-      this.cache.set(cs, byKey);
-    }
-    const key = supplements.map((s) => `${s.url}|${s.version ?? ''}`).join(',');
-    let provider = byKey.get(key);
-    if (!provider) {
-      provider = new ResourceCodeSystemProvider(cs, supplements);
-      byKey.set(key, provider);
-    }
-    return provider;
   }
 }

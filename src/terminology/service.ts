@@ -1,26 +1,30 @@
 import type { Resource, ValueSet } from 'fhir/r4';
 import type { CanonicalIndex, TerminologyResource } from './canonical-index';
 import type { StoredTerminology } from './content/stored-terminology';
-import { ProviderCache, Resolver } from './resolver';
+import { ProviderRegistry } from './codesystem/registry';
+import { builtInTerminologies } from './providers';
+import { Resolver } from './resolver';
 
 /**
  * The terminology engine's front door for the rest of the server: resolvers over the bundled
  * and stored content (refreshed before each use), and lookups of bundled resources by id.
  */
 export class TerminologyService {
-  private readonly providers = new ProviderCache();
+  private readonly providers: ProviderRegistry;
   private base?: { generation: number; resolver: Resolver };
 
   constructor(
     readonly core: CanonicalIndex,
     readonly stored: StoredTerminology,
-  ) {}
+  ) {
+    this.providers = new ProviderRegistry(builtInTerminologies((url) => core.find<ValueSet>('ValueSet', url)));
+  }
 
   /** A resolver that sees what is stored now, plus the request's own tx-resources in front. */
   async resolver(requestResources: Resource[] = []): Promise<Resolver> {
     await this.stored.refresh();
     if (!this.base || this.base.generation !== this.stored.generation) {
-      this.base = { generation: this.stored.generation, resolver: new Resolver([this.stored.index, this.core], this.providers) };
+      this.base = { generation: this.stored.generation, resolver: new Resolver([this.stored.index, this.providers.index, this.core], this.providers) };
     }
     const own = requestResources.filter((r): r is TerminologyResource =>
       r.resourceType === 'CodeSystem' || r.resourceType === 'ValueSet' || r.resourceType === 'ConceptMap',

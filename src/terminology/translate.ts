@@ -1,5 +1,6 @@
 import type { CodeableConcept, Coding, ConceptMap, ConceptMapGroup, ConceptMapGroupElement, ConceptMapGroupElementTarget } from 'fhir/r4';
-import { TerminologyError } from './issues';
+import { plainIssue, TerminologyError } from './issues';
+import { message } from './messages';
 import type { Resolver } from './resolver';
 
 /**
@@ -57,7 +58,7 @@ export function translate(request: TranslateRequest, resolver: Resolver): Transl
   const result = matches.some((m) => !NOT_A_MATCH.has(m.equivalence));
   if (result) return { result, matches };
   const asked = request.codings.map((c) => `${c.system ?? ''}#${c.code ?? ''}`).join(', ');
-  return { result, matches, message: `No translations found for ${asked}${maps.length === 0 ? ' (no concept map applies)' : ''}` };
+  return { result, matches, message: message(maps.length === 0 ? 'TRANSLATE_NO_MAP' : 'TRANSLATE_NO_MATCH', asked) };
 }
 
 function inScope(map: ConceptMap, request: TranslateRequest): boolean {
@@ -117,7 +118,7 @@ function unmappedMatches(map: ConceptMap, group: ConceptMapGroup, coding: Coding
   }
   if (unmapped.mode === 'other-map' && unmapped.url) {
     if (depth >= MAX_MAP_CHAIN) {
-      throw new TerminologyError({ severity: 'error', code: 'processing', text: `Concept maps refer to each other more than ${MAX_MAP_CHAIN} deep (at ${unmapped.url})` }, 400);
+      throw new TerminologyError(plainIssue('error', 'processing', undefined, 'TRANSLATE_MAP_CHAIN_TOO_DEEP', [MAX_MAP_CHAIN, unmapped.url]), 400);
     }
     const [url, version] = unmapped.url.split('|');
     const other = resolver.conceptMap(url, version);

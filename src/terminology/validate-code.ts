@@ -29,7 +29,8 @@ export interface CodedInputs {
 
 /** The value to validate, in the order the operation defines: codeableConcept, coding, code. */
 export function codedValue(input: CodedInputs, params: TxParams): CodedValue | undefined {
-  if (input.codeableConcept) {
+  // A CodeableConcept is an input form only with a coding: text alone gives nothing to validate.
+  if (input.codeableConcept?.coding?.length) {
     params.inferSystem = false;
     return { concept: input.codeableConcept, mode: 'codeableConcept', issuePath: 'CodeableConcept' };
   }
@@ -104,6 +105,16 @@ export function validateInCodeSystem(system: string, version: string | undefined
   const checker = new ValueSetChecker(env, valueSet);
   if (cs) requireSupplements(env, cs);
   return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath, internal: true });
+}
+
+/** CodeSystem/$validate-code with neither a url nor a system in the coding: no code system to ask. */
+export function codingWithoutSystem(coded: CodedValue): ValidationResult {
+  const issue = txIssue('warning', 'invalid', 'invalid-data', 'Coding_has_no_system__cannot_validate', [], coded.issuePath || 'code');
+  const result: ValidationResult = { result: false, message: issue.text, issues: outcomeOf([issue]) };
+  const code = coded.concept.coding?.[0]?.code;
+  if (coded.mode === 'codeableConcept') result.codeableConcept = coded.concept;
+  else if (code) result.code = code;
+  return result;
 }
 
 /** A supplement named as the system: the code cannot be valid, and the answer says why. */

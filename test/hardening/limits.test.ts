@@ -55,6 +55,7 @@ describe('limits', () => {
     const res = await app.inject({ method: 'POST', url: '/fhir/R4/ValueSet/$expand?count=10', headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter: [{ name: 'valueSet', resource: vs }, { name: 'count', valueInteger: 10 }] } });
     expect(res.statusCode).toBe(422);
     expect(issue(res.body).code).toBe('too-costly');
+    expect(issue(res.body).details?.text).toBe('Operation $expand did not finish within its time budget of 10 ms');
     const after = await app.inject({ method: 'GET', url: `/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYNTHETIC_URL)}&code=S000001` });
     expect(after.statusCode).toBe(200);
   }, 30_000);

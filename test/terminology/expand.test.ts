@@ -180,6 +180,12 @@ describe('errors', () => {
     expect(res.json().issue[0].details.text).toContain(vsUrl('nope'));
   });
 
+  test('no value set at all is 400, and the message names $expand', async () => {
+    const res = await post('/fhir/R4/ValueSet/$expand', int('count', 10));
+    expect(res.statusCode).toBe(400);
+    expect(res.json().issue[0].details.text).toBe('$expand needs a value set: give url or valueSet, or invoke it on ValueSet/<id>');
+  });
+
   test('an unknown instance is 404', async () => {
     const res = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/nope/$expand' });
     expect(res.statusCode).toBe(404);

@@ -138,6 +138,16 @@ describe('display, abstract, inactive and versions', () => {
     expect((await check('all', 'dog', param('display', 'dog'))).out.result).toBe(true);
   });
 
+  test("issues say where they apply with `expression` only, never R4's deprecated `location`", async () => {
+    const wrong = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('coding', { system: SYSTEM, code: 'unicorn', display: 'x' }));
+    const issues = (outputs(wrong.json()).issues as { issue: Record<string, unknown>[] }).issue;
+    expect(issues.length).toBeGreaterThan(0);
+    for (const issue of issues) {
+      expect(issue).not.toHaveProperty('location');
+      expect(issue.expression).toEqual([expect.stringMatching(/^Coding\./)]);
+    }
+  });
+
   test('displayLanguage chooses the display returned and the displays accepted', async () => {
     const de = await check('all', 'dog', { name: 'displayLanguage', valueCode: 'de' });
     expect(de.out.display).toBe('Hund');
@@ -176,6 +186,45 @@ describe('display, abstract, inactive and versions', () => {
     expect(defaulted.out).toMatchObject({ result: true, version: '1.0.0' });
     const unknown = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('coding', { system: SYSTEM, version: '9.9.9', code: 'dog' }));
     expect(issueTexts(unknown.json()).join('\n')).toContain(`version '9.9.9' could not be found, so the code cannot be validated. Valid versions: 1.0.0 or 2.0.0`);
+  });
+});
+
+describe('equivalent requests answer alike', () => {
+  const actCode = 'http://terminology.hl7.org/CodeSystem/v3-ActCode';
+  const draftNote = `Reference to draft CodeSystem ${actCode}|2018-08-12`;
+  const against = async (compose: ValueSet['compose'], extra: Partial<ValueSet> = {}) => {
+    const vs = { resourceType: 'ValueSet', url: 'http://example.org/fhir/ValueSet/act', status: 'active', compose, ...extra } satisfies ValueSet;
+    const res = await post('/fhir/R4/ValueSet/$validate-code', param('valueSet', vs), param('system', actCode), param('code', 'CASH'));
+    return { status: res.statusCode, out: outputs(res.json()), texts: issueTexts(res.json()) };
+  };
+
+  test('a draft code system is noted alike from a whole-system and an is-a value set, and from neither when the value set is draft', async () => {
+    const whole = await against({ include: [{ system: actCode }] });
+    const isA = await against({ include: [{ system: actCode, filter: [{ property: 'concept', op: 'is-a', value: '_ActAccountCode' }] }] });
+    expect(whole.out.result).toBe(true);
+    expect(isA.out.result).toBe(true);
+    expect(whole.texts).toEqual([draftNote]);
+    expect(isA.texts).toEqual([draftNote]);
+    // The bundled v3-ActCode value set is itself draft (standards-status): nothing to note.
+    const bundled = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$validate-code?url=http://terminology.hl7.org/ValueSet/v3-ActCode&system=${actCode}&code=CASH` });
+    expect(issueTexts(bundled.json())).toEqual([]);
+    const draft = await against({ include: [{ system: actCode }] }, { status: 'draft' });
+    expect(draft.texts).toEqual([]);
+  });
+
+  test('a filter the code system declares only in words (example-filter) is answered, never refused', async () => {
+    const res = await app.inject({
+      method: 'GET',
+      url: '/fhir/R4/ValueSet/$validate-code?url=http://hl7.org/fhir/ValueSet/example-filter&system=http://hl7.org/fhir/CodeSystem/example&code=chol-mmol',
+    });
+    expect(res.statusCode).toBe(200);
+    expect(outputs(res.json()).result).toBe(false);
+    const expanded = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/$expand?url=http://hl7.org/fhir/ValueSet/example-filter' });
+    expect(expanded.statusCode).toBe(200);
+    expect(expanded.json().expansion.total).toBe(0);
+    // A filter the code system does not declare at all is still not understood: 400.
+    const unknown = await against({ include: [{ system: actCode, filter: [{ property: 'no-such-filter', op: '=', value: 'x' }] }] });
+    expect(unknown.status).toBe(400);
   });
 });
 
@@ -219,6 +268,28 @@ describe('tx-resource, updates and errors', () => {
     const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('valueSetVersion', '7.0.0'), param('system', SYSTEM), param('code', 'dog'));
     expect(res.statusCode).toBe(404);
     expect(res.json().issue[0]).toMatchObject({ code: 'not-found', details: { text: `A definition for the value Set '${vsUrl('all')}|7.0.0' could not be found` } });
+  });
+
+  test('an explicitly requested version that does not exist is 404, even where a code system stands for the url', async () => {
+    const gender = 'http://hl7.org/fhir/ValueSet/administrative-gender';
+    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', `${gender}|9.9`), param('system', 'http://hl7.org/fhir/administrative-gender'), param('code', 'female'));
+    expect(res.statusCode).toBe(404);
+    expect(res.json().issue[0]).toMatchObject({ code: 'not-found', details: { text: `A definition for the value Set '${gender}|9.9' could not be found` } });
+    // The implicit value set of a stored code system, at a version it does not have.
+    const implicit = await post('/fhir/R4/ValueSet/$validate-code', param('url', `${animals.valueSet}|7.7.7`), param('system', SYSTEM), param('code', 'dog'));
+    expect(implicit.statusCode).toBe(404);
+    const known = await post('/fhir/R4/ValueSet/$validate-code', param('url', `${animals.valueSet}|2.0.0`), param('system', SYSTEM), param('code', 'dog'));
+    expect(outputs(known.json()).result).toBe(true);
+  });
+
+  test('a codeableConcept with text only is no input form: 400, like nothing to validate', async () => {
+    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('codeableConcept', { text: 'a dog', coding: [] }));
+    expect(res.statusCode).toBe(400);
+    expect(res.json().issue[0].details.text).toContain('Unable to find code to validate');
+    const textOnly = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), { name: 'codeableConcept', valueCodeableConcept: { text: 'a dog' } });
+    expect(textOnly.statusCode).toBe(400);
+    const inSystem = await post('/fhir/R4/CodeSystem/$validate-code', param('url', SYSTEM), { name: 'codeableConcept', valueCodeableConcept: { text: 'a dog' } });
+    expect(inSystem.statusCode).toBe(400);
   });
 
   test('nothing to validate is 400; no value set outside the instance level is 400; an unknown instance is 404', async () => {

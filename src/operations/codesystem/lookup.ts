@@ -28,7 +28,7 @@ export const codeSystemLookup = defineOperation<AppServices, CodeSystemLookupInp
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx);
+      const engine = await engineContext(input, ctx, 'lookup');
       const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const code = input.coding?.code ?? input.code;
       const system = input.coding?.system ?? input.system ?? target?.url;

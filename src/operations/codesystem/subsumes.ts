@@ -21,7 +21,7 @@ export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsume
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx);
+      const engine = await engineContext(input, ctx, 'subsumes');
       const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const codeA = input.codingA?.code ?? input.codeA;
       const codeB = input.codingB?.code ?? input.codeB;

@@ -1,7 +1,7 @@
 import type { CodeableConcept, CodeSystem, Coding, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import type { TxParamsInput } from '../../terminology/params';
-import { codedValue, validateInCodeSystem } from '../../terminology/validate-code';
+import { codedValue, codingWithoutSystem, validateInCodeSystem } from '../../terminology/validate-code';
 import type { ValidationResult } from '../../terminology/validation/state';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf } from '../operation';
@@ -27,7 +27,7 @@ export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemVal
     withTerminologyErrors(async () => {
       // A code system given inline is used like a tx-resource: for this request only.
       const inline = input.codeSystem ? [input.codeSystem] : [];
-      const engine = await engineContext({ ...input, 'tx-resource': [...inline, ...(input['tx-resource'] ?? [])] }, ctx);
+      const engine = await engineContext({ ...input, 'tx-resource': [...inline, ...(input['tx-resource'] ?? [])] }, ctx, 'validate-code');
       const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const named = input.url ?? input.codeSystem?.url ?? target?.url;
       const [namedUrl, namedVersion] = named?.split('|') ?? [];
@@ -38,7 +38,7 @@ export const codeSystemValidateCode = defineOperation<AppServices, CodeSystemVal
       if (!coded) throw fhirError('ERR_TX_NOTHING_TO_VALIDATE', {});
       const first = coded.concept.coding?.find((c) => c.system) ?? {};
       const system = namedUrl ?? first.system;
-      if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'url (or a system in the coding)' });
+      if (!system) return codingWithoutSystem(coded);
       const version = input.version ?? namedVersion ?? (namedUrl ? undefined : first.version) ?? (target && !input.url ? target.version : undefined);
       return validateInCodeSystem(system, version, coded, engine);
     }),

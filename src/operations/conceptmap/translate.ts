@@ -49,7 +49,7 @@ export const conceptMapTranslate = defineOperation<AppServices, ConceptMapTransl
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const { resolver } = await engineContext(input, ctx);
+      const { resolver } = await engineContext(input, ctx, 'translate');
       const reverseR5 = input.targetCode !== undefined || input.targetCoding !== undefined || input.targetCodeableConcept !== undefined;
       const reverse = reverseR5 || input.reverse === true;
       const codings = reverseR5 ? targetCodings(input) : sourceCodings(input);

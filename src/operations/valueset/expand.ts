@@ -33,8 +33,8 @@ export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, 
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx);
-      const valueSet = targetValueSet(input, ctx, engine.resolver);
+      const engine = await engineContext(input, ctx, 'expand');
+      const valueSet = targetValueSet(input, ctx, engine.resolver, 'expand');
       const configured = ctx.services.config.expansionLimit;
       // The HL7 suite (and clients protecting themselves) may ask for a lower limit.
       const asked = Number(ctx.headers['x-too-costly-threshold']);

@@ -2,6 +2,7 @@ import type { CodeableConcept, Coding, Resource, ValueSet } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import type { TxParamsInput } from '../../terminology/params';
 import type { Resolver } from '../../terminology/resolver';
+import { message } from '../../terminology/messages';
 import { codedValue, validateInValueSet } from '../../terminology/validate-code';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
@@ -29,8 +30,8 @@ export const valueSetValidateCode = defineOperation<AppServices, ValueSetValidat
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx);
-      const valueSet = targetValueSet(input, ctx, engine.resolver);
+      const engine = await engineContext(input, ctx, 'validate-code');
+      const valueSet = targetValueSet(input, ctx, engine.resolver, 'validate-code');
       const coded = codedValue(
         { code: input.code, system: input.system, version: input.systemVersion, display: input.display, coding: input.coding, codeableConcept: input.codeableConcept },
         engine.params,
@@ -48,6 +49,8 @@ export function targetValueSet(
   input: { url?: string; valueSet?: ValueSet; valueSetVersion?: string; 'default-valueset-version'?: string[] },
   ctx: OperationContext<AppServices>,
   resolver: Resolver,
+  /** The operation asking, for the message when there is no value set. */
+  operation: string,
 ): ValueSet {
   if (input.valueSet) return input.valueSet;
   if (input.url) {
@@ -63,12 +66,12 @@ export function targetValueSet(
   }
   const target = targetOf<ValueSet>(ctx, 'ValueSet');
   if (target) return target;
-  throw fhirError('ERR_TX_NO_VALUESET', { code: 'validate-code' });
+  throw fhirError('ERR_TX_NO_VALUESET', { code: operation });
 }
 
 /** The not-found answers, with the tx-issue-type coding and message id the ecosystem expects. */
 function txNotFound(code: 'ERR_TX_VALUESET_UNKNOWN' | 'ERR_TX_VALUESET_VERSION_UNKNOWN', url: string) {
-  const text = `A definition for the value Set '${url}' could not be found`;
+  const text = message('Unable_to_resolve_value_Set_', url);
   return fhirError(code, { url }, {
     issues: [
       {

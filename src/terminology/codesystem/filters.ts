@@ -117,7 +117,10 @@ function subtree(cs: ResourceCodeSystemProvider, root: Node, op: string): Concep
 
 function propertyFilter(cs: ResourceCodeSystemProvider, spec: FilterSpec): ConceptFilter<Node> {
   const { property, op, value } = spec;
-  const declared = cs.propertyType(property) !== undefined || cs.propertyCodeFor(property) !== undefined;
+  // A filter the code system declares (CodeSystem.filter) is a valid filter even when its meaning
+  // is given only in words: it is read as selecting the concepts whose property of that code has
+  // the value, which for a filter no concept carries as a property selects none.
+  const declared = cs.propertyType(property) !== undefined || cs.propertyCodeFor(property) !== undefined || cs.declaresFilter(property, op);
   const special = ['notSelectable', 'status', 'inactive', 'deprecated'].includes(property);
   if (!declared && !special) throw new FilterNotSupportedError(property, op, value);
   const valuesOf = (n: Node): string[] => {

@@ -1,9 +1,12 @@
 import type { CodeSystem, Coding, Extension } from 'fhir/r4';
 
 /**
- * What the engine needs of a terminology, whatever holds it: a CodeSystem resource today, a
- * large external terminology later. Everything is synchronous: a provider holds or indexes its
- * content; the engine never waits in the middle of a membership check.
+ * What the engine needs of a terminology, whatever holds it: a CodeSystem resource, or a
+ * terminology the server knows by its rules or tables (UCUM, BCP-47, ISO 3166, ...). The engine
+ * (checker, expander, lookup, subsumes, compare) talks only to this interface; a registry picks
+ * the provider for each system url (src/terminology/codesystem/registry.ts). Everything is
+ * synchronous: a provider holds or indexes its content; the engine never waits in the middle of a
+ * membership check.
  */
 
 export type ContentMode = 'complete' | 'fragment' | 'not-present' | 'example' | 'supplement';
@@ -32,8 +35,10 @@ export interface PropertyValue {
 /** The result of compiling a filter: a membership test, and the members when asked. */
 export interface ConceptFilter<C> {
   contains(concept: C): boolean;
-  /** All members, in the code system's order. */
+  /** All members, in the code system's order (not asked of a provider that is not enumerable). */
   members(): Iterable<C>;
+  /** Why a concept is not a member, when the filter can say it better than "not in the value set". */
+  explain?(concept: C): string | undefined;
 }
 
 export class FilterNotSupportedError extends Error {
@@ -53,6 +58,8 @@ export interface ConceptHandle {
 export interface CodeSystemProvider<C extends ConceptHandle = ConceptHandle> {
   readonly url: string;
   readonly version?: string;
+  /** The name $lookup answers with. */
+  readonly name: string;
   readonly content: ContentMode;
   readonly caseSensitive: boolean;
   /** The language of the code system's own displays (CodeSystem.language). */
@@ -63,6 +70,14 @@ export interface CodeSystemProvider<C extends ConceptHandle = ConceptHandle> {
   readonly supplements: string[];
   readonly hasHierarchy: boolean;
   readonly totalCount: number;
+  /**
+   * False for a terminology defined by a grammar (UCUM, BCP-47, HGVS): its codes cannot be
+   * listed, so `all()` and `roots()` answer nothing and an expansion of all of it is refused,
+   * or made from `expansionBasis`.
+   */
+  readonly enumerable: boolean;
+  /** A value set whose codes stand for the whole terminology in an expansion (an unclosed one). */
+  readonly expansionBasis?: string;
 
   /** Finds a code; where the system is case-insensitive the match ignores case. */
   locate(code: string): C | undefined;
@@ -87,4 +102,8 @@ export interface CodeSystemProvider<C extends ConceptHandle = ConceptHandle> {
   propertyUri(code: string): string | undefined;
   /** Extensions on the concept (for deprecation and item weights). */
   extensions(concept: C): Extension[];
+  /** Why a code is not one of this terminology's, when the provider can say (a grammar error). */
+  explainUnknown?(code: string): string | undefined;
+  /** A code whose meaning its users assign (ISO 3166's user-assigned codes): any display may be theirs. */
+  allowsOwnDisplay?(concept: C): boolean;
 }

@@ -31,7 +31,9 @@ const DISPLAY_USE: Coding = {
 export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNode> {
   readonly url: string;
   readonly version?: string;
+  readonly name: string;
   readonly content: ContentMode;
+  readonly enumerable = true;
   readonly caseSensitive: boolean;
   readonly language?: string;
   readonly supplements: string[];
@@ -51,6 +53,7 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   ) {
     this.url = resource.url ?? '';
     this.version = resource.version;
+    this.name = resource.name ?? resource.title ?? this.url;
     this.content = (resource.content ?? 'complete') as ContentMode;
     // FHIR's default is "not stated"; tx servers treat that as case-sensitive.
     this.caseSensitive = resource.caseSensitive !== false;
@@ -256,6 +259,11 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   /** The declared type of a property (code, Coding, string, boolean, ...), if declared. */
   propertyType(code: string): string | undefined {
     return this.propertyTypes.get(code);
+  }
+
+  /** Whether CodeSystem.filter declares this filter (code and operator). */
+  declaresFilter(code: string, op: string): boolean {
+    return (this.resource.filter ?? []).some((f) => f.code === code && f.operator.includes(op as (typeof f.operator)[number]));
   }
 
   /** The code this system uses for a property with the given standard meaning, if any. */

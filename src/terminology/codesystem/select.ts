@@ -1,13 +1,13 @@
 import { TerminologyError, txIssue } from '../issues';
 import type { EngineContext } from '../validate-code';
-import type { ResourceCodeSystemProvider } from './resource-provider';
+import type { CodeSystemProvider } from './provider';
 
 /**
  * The code system an operation on one system ($lookup, $subsumes) works on: the version the
  * request and its version rules select, with the supplements it asks for applied. Anything that
  * cannot be found is a request that cannot be answered (404), never a guess.
  */
-export function codeSystemProvider(system: string, stated: string | undefined, ctx: EngineContext): ResourceCodeSystemProvider {
+export function codeSystemProvider(system: string, stated: string | undefined, ctx: EngineContext): CodeSystemProvider {
   const { resolver, params } = ctx;
   const version = params.versionFor(system, stated);
   const cs = resolver.codeSystem(system, version);
@@ -23,6 +23,10 @@ export function codeSystemProvider(system: string, stated: string | undefined, c
       throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_NONE', [system, version]), 404, `${system}|${version}`);
     }
     throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION', [system, version, known.join(', ')]), 404, `${system}|${version}`);
+  }
+  if (cs.content === 'not-present') {
+    const canonical = cs.version ? `${system}|${cs.version}` : system;
+    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'CODESYSTEM_CONTENT_NOT_PRESENT', [canonical]), 404, system);
   }
   const required = [...params.supplements];
   const supplements = resolver.supplementsFor(cs, required);

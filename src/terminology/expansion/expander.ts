@@ -5,10 +5,10 @@ import type {
   ValueSetExpansionContains,
   ValueSetExpansionParameter,
 } from 'fhir/r4';
-import type { ConceptNode, ResourceCodeSystemProvider } from '../codesystem/resource-provider';
-import { FilterNotSupportedError } from '../codesystem/provider';
+import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../codesystem/provider';
 import { filterOp, pinImport, resolveImport } from '../compose';
-import { TerminologyError, txIssue } from '../issues';
+import { plainIssue, TerminologyError, txIssue } from '../issues';
+import { message } from '../messages';
 import { compareVersions, versionMatches } from '../versions';
 import { canonicalOf, type ValidationEnv } from '../validation/state';
 import { INTERNAL_LIMIT, type ExpandOptions } from './options';
@@ -25,8 +25,8 @@ export interface Member {
   system: string;
   version?: string;
   code: string;
-  cs?: ResourceCodeSystemProvider;
-  concept?: ConceptNode;
+  cs?: CodeSystemProvider;
+  concept?: ConceptHandle;
   /** The include's concept entry, for value set displays, designations and extensions. */
   listed?: ValueSetComposeIncludeConcept;
   /** An entry taken over whole from an imported expansion. */
@@ -47,6 +47,8 @@ export interface Collected {
   importedProperties: { code: string; uri?: string }[];
   /** Reasons the expansion is not closed (empty when it is). */
   unclosed: string[];
+  /** A whole terminology without a count of its codes (a grammar) is in it: no total can be given. */
+  totalUnknown: boolean;
 }
 
 export class ValueSetExpander {
@@ -59,6 +61,7 @@ export class ValueSetExpander {
   private readonly importedProperties: { code: string; uri?: string }[] = [];
   /** Why the expansion is not closed (a fragment was used), for valueset-unclosed. */
   private readonly unclosed: string[] = [];
+  private totalUnknown = false;
   private canBeHierarchy: boolean;
   private readonly filter: TextFilter;
   private hasExclusions = false;
@@ -109,6 +112,7 @@ export class ValueSetExpander {
       parameters: this.parameters,
       importedProperties: this.importedProperties,
       unclosed: this.unclosed,
+      totalUnknown: this.totalUnknown,
     };
   }
 
@@ -162,10 +166,14 @@ export class ValueSetExpander {
     }
     const cs = this.codeSystem(set.system, set.version);
     const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
+    if (!cs.enumerable && !set.concept) {
+      this.includeFromBasis(cs, set, path, passesImports);
+      return;
+    }
     if (!set.concept && !set.filter) {
       this.checkSize(cs);
-      const visited = new Set<ConceptNode>();
-      const walk = (node: ConceptNode, parent: Member | undefined): void => {
+      const visited = new Set<ConceptHandle>();
+      const walk = (node: ConceptHandle, parent: Member | undefined): void => {
         if (visited.has(node)) {
           this.canBeHierarchy = false;
           return;
@@ -203,7 +211,33 @@ export class ValueSetExpander {
     }
   }
 
-  private compileFilter(cs: ResourceCodeSystemProvider, f: NonNullable<ValueSetComposeInclude['filter']>[number], path: string) {
+  /**
+   * All of a terminology that cannot be listed (a grammar), or a filter on it: the codes of the
+   * value set that stands for it (its expansion basis) that the filters keep, in an expansion
+   * marked unclosed. Without such a value set the expansion cannot be done.
+   */
+  private includeFromBasis(cs: CodeSystemProvider, set: ValueSetComposeInclude, path: string, passesImports: (code: string) => boolean): void {
+    const basis = cs.expansionBasis ? this.env.resolver.valueSet(cs.expansionBasis) : undefined;
+    if (!basis) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
+    const filters = (set.filter ?? []).map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
+    if (filters.length === 0) {
+      this.totalUnknown = true;
+      this.noteStatus(basis);
+    }
+    this.canBeHierarchy = false;
+    this.unclosed.push(message('CODESYSTEM_GRAMMAR_BASIS', cs.url, cs.expansionBasis));
+    for (const include of basis.compose?.include ?? []) {
+      if (include.system !== cs.url) continue;
+      for (const listed of include.concept ?? []) {
+        this.env.checkBudget();
+        const node = cs.locate(listed.code);
+        if (!node || !filters.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node)) continue;
+        this.add(cs, node, undefined, undefined);
+      }
+    }
+  }
+
+  private compileFilter(cs: CodeSystemProvider, f: NonNullable<ValueSetComposeInclude['filter']>[number], path: string) {
     const op = filterOp(f);
     if (f.value === undefined || f.value === '') {
       throw new TerminologyError(txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], path), 400);
@@ -216,13 +250,13 @@ export class ValueSetExpander {
     }
   }
 
-  private passesText(cs: ResourceCodeSystemProvider, node: ConceptNode): boolean {
+  private passesText(cs: CodeSystemProvider, node: ConceptHandle): boolean {
     if (this.filter.isEmpty) return true;
     return this.filter.passes(node.code, ...cs.designations(node).map((d) => d.value));
   }
 
   /** Adds a member; answers it, or undefined when it is excluded or already there. */
-  private add(cs: ResourceCodeSystemProvider, concept: ConceptNode, listed: ValueSetComposeIncludeConcept | undefined, parent: Member | undefined): Member | undefined {
+  private add(cs: CodeSystemProvider, concept: ConceptHandle, listed: ValueSetComposeIncludeConcept | undefined, parent: Member | undefined): Member | undefined {
     if (cs.isInactive(concept) && this.valueSet.compose?.inactive === false) return undefined;
     const key = this.key(cs.url, cs.version, concept.code);
     if (this.isExcluded(cs.url, cs.version, concept.code)) return undefined;
@@ -265,6 +299,8 @@ export class ValueSetExpander {
     const cs = this.codeSystem(set.system, set.version);
     const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
     const exclude = (code: string) => this.excluded.add(this.key(cs.url, cs.version, code));
+    const needsListing = (set.filter ?? []).length > 0 || (!set.concept && (imports.length > 0 || this.excludeAcrossVersions));
+    if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     if (!set.concept && !set.filter) {
       if (imports.length === 0 && !this.excludeAcrossVersions) this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
       else for (const node of cs.all()) if (passesImports(node.code)) exclude(node.code);
@@ -291,7 +327,7 @@ export class ValueSetExpander {
   // -------------------------------------------------------------------------------------------
   // code systems and imported value sets
 
-  private codeSystem(system: string, stated: string | undefined): ResourceCodeSystemProvider {
+  private codeSystem(system: string, stated: string | undefined): CodeSystemProvider {
     const { resolver, params } = this.env;
     const version = params.versionFor(system, stated);
     const cs = resolver.codeSystem(system, version);
@@ -308,8 +344,8 @@ export class ValueSetExpander {
       );
     }
     if (cs.content === 'not-present' || cs.content === 'supplement') {
-      const what = cs.content === 'not-present' ? 'has no content' : 'defines a supplement';
-      throw new TerminologyError({ severity: 'error', code: 'business-rule', type: 'invalid', text: `The code system definition for ${system} ${what}, so this expansion cannot be performed` }, 422);
+      const id = cs.content === 'not-present' ? 'CODESYSTEM_NO_CONTENT_TO_EXPAND' : 'CODESYSTEM_IS_SUPPLEMENT_EXPAND';
+      throw new TerminologyError(plainIssue('error', 'business-rule', 'invalid', id, [system]), 422);
     }
     const supplements = resolver.supplementsFor(cs, this.env.requiredSupplements);
     const provider = resolver.provider(cs, supplements);
@@ -324,7 +360,7 @@ export class ValueSetExpander {
     return provider;
   }
 
-  private noteUsedCodeSystem(cs: ResourceCodeSystemProvider): void {
+  private noteUsedCodeSystem(cs: CodeSystemProvider): void {
     const canonical = cs.version ? `${cs.url}|${cs.version}` : cs.url;
     this.addParameter({ name: 'used-codesystem', valueUri: canonical });
     for (const s of cs.supplements) this.addParameter({ name: 'used-supplement', valueUri: s });
@@ -390,7 +426,7 @@ export class ValueSetExpander {
   // -------------------------------------------------------------------------------------------
 
   /** The whole code system is asked for and it is larger than the limit allows: refuse before walking it. */
-  private checkSize(cs: ResourceCodeSystemProvider): void {
+  private checkSize(cs: CodeSystemProvider): void {
     const { count, offset } = this.options;
     const pagedWithinLimit = count !== undefined && count + (offset ?? 0) <= this.options.limit;
     if (cs.totalCount > this.options.limit && !pagedWithinLimit && this.filter.isEmpty && !this.hasExclusions) {
@@ -399,10 +435,7 @@ export class ValueSetExpander {
   }
 
   tooCostly(limit: number): never {
-    throw new TerminologyError(
-      { severity: 'error', code: 'too-costly', messageId: 'VALUESET_TOO_COSTLY', text: `The value set '${canonicalOf(this.valueSet)}' expansion has too many codes to produce (>${limit})` },
-      422,
-    );
+    throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_TOO_COSTLY', [canonicalOf(this.valueSet), limit]), 422);
   }
 
   private addParameter(p: ValueSetExpansionParameter): void {

@@ -1,5 +1,5 @@
 import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
-import type { ResourceCodeSystemProvider } from '../codesystem/resource-provider';
+import type { CodeSystemProvider } from '../codesystem/provider';
 import { filterOp, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { Language } from '../languages';
@@ -84,13 +84,14 @@ export class ValueSetChecker {
   }
 
   /** The provider for a system at a version, with the stated supplements that apply to it. */
-  provider(system: string, version: string | undefined): ResourceCodeSystemProvider | undefined {
+  provider(system: string, version: string | undefined): CodeSystemProvider | undefined {
     const cs = this.env.resolver.codeSystem(system, version);
-    if (!cs) return undefined;
+    // A code system whose content this server does not hold cannot confirm or refuse a code.
+    if (!cs || cs.content === 'not-present') return undefined;
     return this.providerFor(cs);
   }
 
-  providerFor(cs: CodeSystem): ResourceCodeSystemProvider {
+  providerFor(cs: CodeSystem): CodeSystemProvider {
     const supplements = this.env.resolver.supplementsFor(cs, this.env.requiredSupplements);
     for (const s of supplements) this.env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : (s.url as string));
     const provider = this.env.resolver.provider(cs, supplements);
@@ -210,10 +211,14 @@ export class ValueSetChecker {
   /** The error for a code system (or version) that cannot be found; the answer is "cannot say". */
   private unknownSystem(path: string, system: string, version: string | undefined, state: CodingState): Membership {
     if (this.env.params.membershipOnly) return false;
-    let id: 'UNKNOWN_CODESYSTEM' | 'UNKNOWN_CODESYSTEM_VERSION' | 'UNKNOWN_CODESYSTEM_VERSION_NONE' = 'UNKNOWN_CODESYSTEM';
+    let id: 'UNKNOWN_CODESYSTEM' | 'UNKNOWN_CODESYSTEM_VERSION' | 'UNKNOWN_CODESYSTEM_VERSION_NONE' | 'CODESYSTEM_CONTENT_NOT_PRESENT' = 'UNKNOWN_CODESYSTEM';
     let key = system;
     let args: string[] = [system];
-    if (version) {
+    const contentless = this.env.resolver.codeSystem(system, version);
+    if (contentless) {
+      id = 'CODESYSTEM_CONTENT_NOT_PRESENT';
+      args = [canonicalOf(contentless)];
+    } else if (version) {
       const known = this.env.resolver.codeSystemVersions(system);
       id = known.length === 0 ? 'UNKNOWN_CODESYSTEM_VERSION_NONE' : 'UNKNOWN_CODESYSTEM_VERSION';
       key = known.length === 0 ? system : `${system}|${version}`;

@@ -1,7 +1,6 @@
 import type { ValueSetComposeInclude, ValueSetComposeIncludeConcept } from 'fhir/r4';
-import { FilterNotSupportedError, type ConceptFilter } from '../codesystem/provider';
+import { FilterNotSupportedError, type CodeSystemProvider, type ConceptFilter, type ConceptHandle } from '../codesystem/provider';
 import { filterOp } from '../compose';
-import type { ConceptNode, ResourceCodeSystemProvider } from '../codesystem/resource-provider';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
 import type { ValueSetChecker } from './checker';
@@ -14,7 +13,7 @@ export interface ConceptSetCheck {
   path: string;
   /** 'in' for an include, 'not in' for an exclude (which reports nothing of its own). */
   role: 'in' | 'not in';
-  cs: ResourceCodeSystemProvider;
+  cs: CodeSystemProvider;
   set: ValueSetComposeInclude;
   code: string;
   state: CodingState;
@@ -22,7 +21,7 @@ export interface ConceptSetCheck {
 
 /** Concept lists indexed by code, and filters compiled per provider: built once per include. */
 const conceptIndex = new WeakMap<ValueSetComposeInclude, Map<string, ValueSetComposeIncludeConcept>>();
-const compiledFilters = new WeakMap<ValueSetComposeInclude, WeakMap<ResourceCodeSystemProvider, ConceptFilter<ConceptNode>[]>>();
+const compiledFilters = new WeakMap<ValueSetComposeInclude, WeakMap<CodeSystemProvider, ConceptFilter<ConceptHandle>[]>>();
 
 function conceptsOf(set: ValueSetComposeInclude): Map<string, ValueSetComposeIncludeConcept> {
   let map = conceptIndex.get(set);
@@ -33,7 +32,7 @@ function conceptsOf(set: ValueSetComposeInclude): Map<string, ValueSetComposeInc
   return map;
 }
 
-export function filtersOf(checker: ValueSetChecker, set: ValueSetComposeInclude, cs: ResourceCodeSystemProvider): ConceptFilter<ConceptNode>[] {
+export function filtersOf(checker: ValueSetChecker, set: ValueSetComposeInclude, cs: CodeSystemProvider): ConceptFilter<ConceptHandle>[] {
   let byProvider = compiledFilters.get(set);
   if (!byProvider) {
     byProvider = new WeakMap();
@@ -75,6 +74,9 @@ export function checkConceptSet(checker: ValueSetChecker, check: ConceptSetCheck
     const filters = filtersOf(checker, set, check.cs);
     const concept = check.cs.locate(check.code);
     if (concept && filters.every((f) => f.contains(concept))) return acceptConcept(checker, check, concept, undefined);
+    const refusing = concept ? filters.find((f) => !f.contains(concept)) : undefined;
+    const why = concept && check.role === 'in' ? refusing?.explain?.(concept) : undefined;
+    if (why) check.state.messages.push(why);
   }
   return false;
 }
@@ -85,13 +87,18 @@ function checkWholeSystem(checker: ValueSetChecker, check: ConceptSetCheck): boo
   const concept = cs.locate(code);
   if (!concept) {
     if (params.membershipOnly || role === 'not in') return false;
-    if (cs.content !== 'complete') {
+    // A fragment says other codes may exist elsewhere; every other kind of content that lacks
+    // the code (complete, example) means the code is not known.
+    if (cs.content === 'fragment') {
       state.issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [code, cs.url, cs.version], addToPath(path, 'code')));
       return true;
     }
     state.issues.add(
       txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], addToPath(path, 'code')),
     );
+    // A grammar can say what is wrong with the code; the ecosystem gives that as a plain note.
+    const reason = cs.explainUnknown?.(code);
+    if (reason) state.issues.add({ severity: 'information', code: 'code-invalid', type: 'invalid-code', text: reason, path: addToPath(path, 'code') });
     return false;
   }
   return acceptConcept(checker, check, concept, undefined);
@@ -101,7 +108,7 @@ function checkWholeSystem(checker: ValueSetChecker, check: ConceptSetCheck): boo
  * The code is in the set: record its displays and status, and refuse it where it is abstract
  * (abstract=false) or inactive (activeOnly, or compose.inactive=false).
  */
-function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept: ConceptNode, listed: ValueSetComposeIncludeConcept | undefined): boolean {
+function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept: ConceptHandle, listed: ValueSetComposeIncludeConcept | undefined): boolean {
   const { cs, code, state, path, role } = check;
   const { params } = checker.env;
   if (concept.code !== code) {
@@ -110,6 +117,7 @@ function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept
     state.normalForm = concept.code;
   }
   state.displays.add(cs.designations(concept));
+  if (cs.allowsOwnDisplay?.(concept)) state.ownDisplay = true;
   if (listed) {
     const vsLanguage = checker.valueSet.language;
     if (listed.display) state.displays.addIncludeDisplay(listed.display, vsLanguage);

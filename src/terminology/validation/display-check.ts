@@ -14,6 +14,8 @@ interface DisplayCheck {
   /** Adds a text to the answer's message. */
   note: (text: string) => void;
   path: string;
+  /** The code's display is its users' to choose: a display not known is only a note. */
+  ownDisplay?: boolean;
 }
 
 /**
@@ -35,6 +37,12 @@ export function checkDisplay(check: DisplayCheck): void {
         txIssue('warning', 'invalid', 'display-comment', 'INACTIVE_DISPLAY_FOUND', [display, coding.code, allowed.join('", "'), status === 'withdrawn' ? 'deprecated' : status], at),
       );
     }
+    return;
+  }
+  if (check.ownDisplay) {
+    const issue = txIssue('information', 'invalid', 'invalid-display', 'Display_Name_Not_Fixed_use_Supplement', [display, coding.system, coding.code, displays.present(langs, true), params.langSummary()], at);
+    note(issue.text);
+    issues.add(issue);
     return;
   }
   let severity: Severity = params.displayWarning ? 'warning' : 'error';
@@ -61,12 +69,10 @@ export function checkDisplay(check: DisplayCheck): void {
       severity = params.displayWarning ? 'warning' : 'error';
     }
   } else {
-    id = `${base}_${count === 1 ? 'one' : 'other'}` as MessageId;
+    id = base;
     args = [String(count), coding.system, coding.code, displays.present(langs, true), display, params.langSummary()];
   }
   const issue = txIssue(severity, 'invalid', 'invalid-display', id, args, at);
-  // The message id names the family, not its singular or plural wording.
-  issue.messageId = id.replace(/_(one|other)$/, '');
   note(issue.text);
   issues.add(issue);
 }

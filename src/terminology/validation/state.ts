@@ -40,6 +40,8 @@ export interface CodingState {
   normalForm?: string;
   impliedSystem?: string;
   defLang?: Language;
+  /** The concept's display is its users' to choose (a wrong one is only a note). */
+  ownDisplay?: boolean;
 }
 
 /** true: in the value set; false: not; null: cannot say (the code system is unknown). */

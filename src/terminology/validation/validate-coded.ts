@@ -1,5 +1,5 @@
 import type { CodeableConcept, Coding } from 'fhir/r4';
-import { addToPath, IssueList, txIssue } from '../issues';
+import { addToPath, IssueList, plainIssue, txIssue } from '../issues';
 import { Language } from '../languages';
 import { message } from '../messages';
 import { presentVersions } from '../versions';
@@ -7,7 +7,7 @@ import type { ValueSetChecker } from './checker';
 import { checkDisplay } from './display-check';
 import { DisplayList } from './display-list';
 import { checkCodeSystemStatus, checkResourceStatus } from './status';
-import type { CodedMode, CodingState, Membership, ValidationResult } from './state';
+import { canonicalOf, type CodedMode, type CodingState, type Membership, type ValidationResult } from './state';
 
 interface CodedInput {
   checker: ValueSetChecker;
@@ -53,9 +53,11 @@ export function validateCoded(input: CodedInput): ValidationResult {
     const c = codings[i];
     const path = issuePath === 'CodeableConcept' ? addToPath(issuePath, `coding[${i}]`) : issuePath;
     if (!c.code) {
-      const text = c.system ? `Coding has no code for system ${c.system} and cannot be validated` : 'Coding has no code and cannot be validated';
-      note(text);
-      issues.add({ severity: 'warning', code: 'invalid', type: 'invalid-data', text, path: path || undefined });
+      const issue = c.system
+        ? plainIssue('warning', 'invalid', 'invalid-data', 'CODING_HAS_NO_CODE_FOR_SYSTEM', [c.system], path || undefined)
+        : plainIssue('warning', 'invalid', 'invalid-data', 'CODING_HAS_NO_CODE', [], path || undefined);
+      note(issue.text);
+      issues.add(issue);
       noCode = true;
       break;
     }
@@ -89,12 +91,12 @@ export function validateCoded(input: CodedInput): ValidationResult {
 
     if (v === true) {
       if (state.contentMode === 'example') {
-        const text = `The system ${c.system} was found but did not contain enough information to properly validate the code "${c.code}" ("${c.display}") (mode = ${state.contentMode})`;
-        note(text);
-        issues.add({ severity: 'warning', code: 'not-found', type: 'vs-invalid', text, path: path || undefined });
+        const issue = plainIssue('warning', 'not-found', 'vs-invalid', 'CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], path || undefined);
+        note(issue.text);
+        issues.add(issue);
       } else if (c.display && state.displays.count > 0) {
         state.displays.baseLanguage = state.defLang;
-        checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path });
+        checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path, ownDisplay: state.ownDisplay });
       }
       if (!first) {
         state.displays.baseLanguage = state.defLang;
@@ -210,9 +212,13 @@ function describeOutsideValueSet(check: OutsideCheck): void {
       return;
     }
     const anyVersion = resolver.codeSystem(ws);
+    const contentless = resolver.codeSystem(ws, lookupVersion);
     let key: string;
     let issue;
-    if (!anyVersion && !lookupVersion) {
+    if (contentless) {
+      key = ws;
+      issue = txIssue('error', 'not-found', 'not-found', 'CODESYSTEM_CONTENT_NOT_PRESENT', [canonicalOf(contentless)], addToPath(path, 'system'));
+    } else if (!anyVersion && !lookupVersion) {
       key = ws;
       issue = txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM', [ws], addToPath(path, 'system'));
     } else {
@@ -234,12 +240,12 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     const key = `${ws}|${cs.version}#${c.code}`;
     if (check.seenUnknown.includes(key)) return;
     check.seenUnknown.push(key);
-    if (cs.content === 'complete') {
+    if (cs.content === 'fragment') {
+      issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], addToPath(path, 'code')));
+    } else {
       const issue = txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], addToPath(path, 'code'));
       note(issue.text);
       issues.add(issue);
-    } else {
-      issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], addToPath(path, 'code')));
     }
     return;
   }
