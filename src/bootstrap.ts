@@ -7,6 +7,8 @@ import { ResourceSchema } from './fhir/resource-schema';
 import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
+import { OperationInvoker } from './operations/invoke';
+import { fhirError } from './fhir/errors';
 import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
 import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
@@ -55,6 +57,23 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         throw err;
       }
     };
+    const invoker = new OperationInvoker<AppServices>({
+      registry,
+      services,
+      readInstance,
+      checkResource: (resource, at) => {
+        if (!schema.isResourceType(resource.resourceType)) {
+          throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
+        }
+        if (resource.resourceType !== 'Parameters') schema.check(resource.resourceType, resource);
+      },
+    });
+    core.rest.useOperations((call, ctx) =>
+      invoker.invoke(
+        { ...call, level: call.id !== undefined ? 'instance' : call.type ? 'type' : 'system', headers: {} },
+        ctx,
+      ),
+    );
     const app = await buildApp({
       config,
       rest: core.rest,

@@ -31,6 +31,8 @@ export interface CoreOptions {
   /** The code system of a required binding's value set (tokens of bare codes get it as system). */
   bindingSystem?: (valueSet: string) => string | undefined;
   log?: ContextLog;
+  /** Most resources one conditional delete removes (default 100); most entries in one Bundle (default 100,000; the body size limit applies too). */
+  limits?: { conditionalDeletes?: number; bundleEntries?: number };
   /** Resources the server holds without storing them (bundled R4 content). */
   bundled?: (type: 'CodeSystem' | 'ValueSet' | 'ConceptMap') => Resource[];
 }
@@ -90,8 +92,10 @@ export function buildCore(options: CoreOptions): Core {
     },
     beforeRequest: () => custom.refresh(),
     search,
+    model: r4Model(),
     builtIn,
     unknownOperation: (code, level, type) => registry.unknown(code, level, type),
+    limits: { conditionalDeletes: options.limits?.conditionalDeletes ?? 100, bundleEntries: options.limits?.bundleEntries ?? 100_000 },
   });
   repository.onWrite((version) => {
     if (version.type === 'SearchParameter') void custom.written();

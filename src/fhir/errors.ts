@@ -98,6 +98,23 @@ export const ERRORS = {
   ERR_SEARCH_VALUESET: spec<{ name: string; url: string }>(
     400, 'invalid', (p) => `Search parameter '${p.name}': the value set '${p.url}' is not known`),
   ERR_SEARCH_TOO_COSTLY: spec<{ what: string }>(422, 'too-costly', (p) => p.what),
+  // conditional interactions, patch, bundles
+  ERR_CONDITIONAL_EMPTY: spec<{ type: string }>(400, 'invalid', (p) => `A conditional interaction on ${p.type} needs search criteria`),
+  ERR_CONDITIONAL_MULTIPLE: spec<{ type: string; criteria: string }>(
+    412, 'multiple-matches', (p) => `The criteria '${p.criteria}' match more than one ${p.type}; the conditional interaction needs exactly one`),
+  ERR_CONDITIONAL_TOO_MANY: spec<{ type: string; criteria: string; limit: number }>(
+    412, 'too-costly', (p) => `The criteria '${p.criteria}' match more than ${p.limit} ${p.type} resources; refine them`),
+  ERR_CONDITIONAL_ID: spec<{ id: string }>(400, 'invalid', (p) => `The resource's id ('${p.id}') is not the id of the resource the criteria match`),
+  ERR_DELETE_REFERENCED: spec<{ type: string; id: string; by: string }>(
+    409, 'conflict', (p) => `${p.type}/${p.id} is referenced by ${p.by} and Prefer: handling=strict was asked; it was not deleted`),
+  ERR_PATCH_FORMAT: spec<{ contentType: string }>(
+    415, 'not-supported', (p) => `A patch must be application/json-patch+json (JSON Patch) or a Parameters resource (FHIRPath Patch), not '${p.contentType}'`),
+  ERR_PATCH_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The patch cannot be applied: ${p.reason}`),
+  ERR_PATCH_FAILED: spec<{ reason: string }>(422, 'processing', (p) => `The patch cannot be applied: ${p.reason}`),
+  ERR_BUNDLE_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => p.reason),
+  ERR_BUNDLE_ENTRY: spec<{ index: number; reason: string }>(400, 'invalid', (p) => `Bundle.entry[${p.index}]: ${p.reason}`),
+  ERR_BUNDLE_TOO_LARGE: spec<{ count: number; limit: number }>(413, 'too-costly', (p) => `The Bundle has ${p.count} entries; at most ${p.limit} are accepted`),
+  ERR_HISTORY_PARAM: spec<{ name: string; value: string }>(400, 'invalid', (p) => `History parameter '${p.name}' has an invalid value '${p.value}'`),
   // terminology
   ERR_TX_VALUESET_UNKNOWN: spec<{ url: string }>(400, 'invalid', (p) => `A definition for the value Set '${p.url}' could not be found`),
   ERR_TX_VALUESET_VERSION_UNKNOWN: spec<{ url: string }>(

@@ -11,7 +11,7 @@ export const MAX_JSON_DEPTH = 64;
  */
 export function registerFhirJson(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(['application/fhir+json', 'application/json'], { parseAs: 'string' }, (req, body, done) => {
+  app.addContentTypeParser(['application/fhir+json', 'application/json', 'application/json-patch+json'], { parseAs: 'string' }, (req, body, done) => {
     const text = body as string;
     rawBodies.set(req, text);
     if (text.trim() === '') return done(fhirError('ERR_BODY_MISSING', {}), undefined);

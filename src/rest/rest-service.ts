@@ -1,11 +1,16 @@
-import type { Bundle, Resource } from 'fhir/r4';
+import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError, type FhirError } from '../fhir/errors';
 import { builtInVersion, type SearchHandler } from '../search/search-service';
 import { ID_PATTERN, type Repository } from '../storage/repository';
 import type { StoredVersion } from '../storage/store';
 import { parsePath, type FhirRequest, type FhirResponse, type Target } from './fhir-request';
-import { bundleResponse, historyEntry, versionResponse } from './responses';
+import type { ElementModel } from '../search/model/model';
+import { processBundle, type BundleDeps } from './bundle';
+import { history } from './history';
+import { bundleResponse, versionResponse } from './responses';
+import * as writes from './writes';
+import type { Matcher } from './writes';
 
 /**
  * The FHIR RESTful API without HTTP: a FhirRequest in, a FhirResponse out. The HTTP routes only
@@ -25,51 +30,89 @@ export interface RestDeps {
   readOnlyTypes: ReadonlySet<string>;
   /** Structural check of a resource before it is stored; throws a FhirError. */
   checkResource(type: string, resource: Resource): void;
-  search: SearchHandler;
+  search: SearchHandler & Matcher;
+  model: ElementModel;
   /** Resources that exist without being stored (bundled R4 content, the operation registry). */
   builtIn?: ReadOnlySource;
   /** Brings what requests depend on up to date (stored search parameters) before one is answered. */
   beforeRequest?: () => Promise<void>;
   /** The answer for `$code` that no operation route took (wrong level, or unknown). */
   unknownOperation(code: string, level: 'system' | 'type' | 'instance', type?: string): FhirError;
+  /** Most resources one conditional delete removes; most entries in one Bundle. */
+  limits: { conditionalDeletes: number; bundleEntries: number };
 }
 
+/** Runs an operation named in a Bundle entry (the operation routes run them for HTTP requests). */
+export type OperationRunner = (call: { code: string; type?: string; id?: string; method: 'GET' | 'POST'; query: Record<string, string[]>; body?: unknown }, ctx: RequestContext) => Promise<Resource>;
+
 export class RestService {
+  private operations?: OperationRunner;
+
   constructor(private readonly deps: RestDeps) {}
+
+  /** Lets Bundle entries run operations (wired once the operations exist: they use this service). */
+  useOperations(runner: OperationRunner): void {
+    this.operations = runner;
+  }
 
   async handle(request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
     await this.deps.beforeRequest?.();
     const target = parsePath(request.path);
     const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
     switch (target.kind) {
       case 'operation':
-        throw this.deps.unknownOperation(target.code, target.id !== undefined ? 'instance' : target.type ? 'type' : 'system', target.type);
+        return this.operation(target, request, ctx);
       case 'system':
-        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'system' }, request.query, ctx));
-        throw notAllowed(request, 'GET');
-      case 'system-search':
-        if (method === 'POST') return bundleResponse(await this.deps.search.search({ level: 'system' }, request.query, ctx));
-        throw notAllowed(request, 'POST');
-      case 'type':
-        this.knownType(target.type);
-        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'type', type: target.type }, request.query, ctx));
-        if (method === 'POST') return this.create(target.type, request, ctx);
+        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'system' }, query, ctx));
+        if (method === 'POST') return bundleResponse(await processBundle(request.body, ctx, this.bundleDeps()));
         throw notAllowed(request, 'GET, POST');
+      case 'system-search':
+        if (method === 'POST') return bundleResponse(await this.deps.search.search({ level: 'system' }, query, ctx));
+        throw notAllowed(request, 'POST');
+      case 'system-history':
+        if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, {}, query, ctx));
+        throw notAllowed(request, 'GET');
+      case 'type': {
+        this.knownType(target.type);
+        const type = target.type;
+        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'type', type }, query, ctx));
+        this.writable(type);
+        const criteria = criteriaOf(request);
+        if (method === 'POST') {
+          const resource = bodyResource(request, type);
+          const ifNoneExist = request.headers['if-none-exist'];
+          return this.write(ctx, (w) => writes.create(w, type, resource, { ifNoneExist }));
+        }
+        if (criteria === undefined) throw notAllowed(request, 'GET, POST');
+        if (method === 'PUT') return this.write(ctx, (w) => writes.conditionalUpdate(w, type, criteria, bodyResource(request, type), ifMatch(request)));
+        if (method === 'DELETE') return this.write(ctx, (w) => writes.conditionalDelete(w, type, criteria));
+        if (method === 'PATCH') return this.write(ctx, (w) => writes.conditionalPatch(w, type, criteria, request.body, request.headers['content-type'], ifMatch(request)));
+        throw notAllowed(request, 'GET, POST, PUT, DELETE, PATCH');
+      }
       case 'type-search':
         this.knownType(target.type);
-        if (method === 'POST') return bundleResponse(await this.deps.search.search({ level: 'type', type: target.type }, request.query, ctx));
+        if (method === 'POST') return bundleResponse(await this.deps.search.search({ level: 'type', type: target.type }, query, ctx));
         throw notAllowed(request, 'POST');
-      case 'instance':
+      case 'type-history':
+        this.knownType(target.type);
+        if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type }, query, ctx));
+        throw notAllowed(request, 'GET');
+      case 'instance': {
         this.knownType(target.type);
         checkId(target.id);
-        if (method === 'GET') return this.read(target.type, target.id, request, ctx);
-        if (method === 'PUT') return this.update(target.type, target.id, request, ctx);
-        if (method === 'DELETE') return this.delete(target.type, target.id, request);
-        throw notAllowed(request, 'GET, PUT, DELETE');
+        const { type, id } = target;
+        if (method === 'GET') return this.read(type, id, request, ctx);
+        this.writable(type);
+        if (method === 'PUT') return this.write(ctx, (w) => writes.update(w, type, id, bodyResource(request, type), ifMatch(request)));
+        if (method === 'DELETE') return this.write(ctx, (w) => writes.remove(w, type, id, ifMatch(request)));
+        if (method === 'PATCH') return this.write(ctx, (w) => writes.patch(w, type, id, request.body, request.headers['content-type'], ifMatch(request)));
+        throw notAllowed(request, 'GET, PUT, DELETE, PATCH');
+      }
       case 'instance-history':
         this.knownType(target.type);
         checkId(target.id);
-        if (method === 'GET') return this.history(target.type, target.id, ctx);
+        if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type, id: target.id }, query, ctx));
         throw notAllowed(request, 'GET');
       case 'version':
         this.knownType(target.type);
@@ -80,11 +123,38 @@ export class RestService {
         this.knownType(target.compartment);
         checkId(target.id);
         if (target.type !== '*') this.knownType(target.type);
-        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'compartment', ...target }, request.query, ctx));
+        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'compartment', ...target }, query, ctx));
         throw notAllowed(request, 'GET');
       default:
         throw fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: clip(`/${request.path}`) });
     }
+  }
+
+  private write(ctx: RequestContext, work: (w: writes.Writes) => Promise<FhirResponse>): Promise<FhirResponse> {
+    return this.deps.repository.transaction((tx) => work({ tx, ctx, deps: this.writeDeps() }));
+  }
+
+  private writeDeps(): writes.WriteDeps {
+    return { checkResource: this.deps.checkResource, search: this.deps.search, model: this.deps.model, maxConditionalDeletes: this.deps.limits.conditionalDeletes };
+  }
+
+  private bundleDeps(): BundleDeps {
+    return {
+      ...this.writeDeps(),
+      repository: this.deps.repository,
+      isResourceType: this.deps.isResourceType,
+      readOnlyTypes: this.deps.readOnlyTypes,
+      handle: (request, ctx) => this.handle(request, ctx),
+      maxEntries: this.deps.limits.bundleEntries,
+    };
+  }
+
+  /** An operation that reached the REST core: one named in a Bundle entry, or one no route takes. */
+  private async operation(target: Extract<Target, { kind: 'operation' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const level = target.id !== undefined ? 'instance' : target.type ? 'type' : 'system';
+    if (!this.operations || (request.method !== 'GET' && request.method !== 'POST')) throw this.deps.unknownOperation(target.code, level, target.type);
+    const body = await this.operations({ code: target.code, type: target.type, id: target.id, method: request.method, query: request.query, body: request.body }, ctx);
+    return { status: 200, headers: {}, body };
   }
 
   private knownType(type: string): void {
@@ -121,41 +191,17 @@ export class RestService {
     const version = await this.deps.repository.vread(type, id, Number(vid));
     return versionResponse(ctx, version, 200);
   }
+}
 
-  private async create(type: string, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
-    this.writable(type);
-    const resource = bodyResource(request, type);
-    this.deps.checkResource(type, resource);
-    const { version } = await this.deps.repository.create(type, resource);
-    return versionResponse(ctx, version, 201, { write: true });
+/** The search criteria of a conditional interaction (`PUT Patient?identifier=...`), as the query string. */
+function criteriaOf(request: FhirRequest): string | undefined {
+  const params = new URLSearchParams();
+  for (const [name, values] of Object.entries(request.query)) {
+    if (name === '_format' || name === '_pretty') continue;
+    for (const value of values) params.append(name, value);
   }
-
-  private async update(type: string, id: string, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
-    this.writable(type);
-    const resource = bodyResource(request, type);
-    if (resource.id === undefined) throw fhirError('ERR_RESOURCE_ID_MISSING', {});
-    if (resource.id !== id) throw fhirError('ERR_RESOURCE_ID_MISMATCH', { url: id, body: clip(String(resource.id)) });
-    this.deps.checkResource(type, resource);
-    const { version, created } = await this.deps.repository.update(type, id, resource, { ifMatch: ifMatch(request) });
-    return versionResponse(ctx, version, created ? 201 : 200, { write: true });
-  }
-
-  private async delete(type: string, id: string, request: FhirRequest): Promise<FhirResponse> {
-    this.writable(type);
-    await this.deps.repository.delete(type, id, { ifMatch: ifMatch(request) });
-    return { status: 204, headers: {} };
-  }
-
-  private async history(type: string, id: string, ctx: RequestContext): Promise<FhirResponse> {
-    const versions = await this.deps.repository.history(type, id);
-    const bundle: Bundle = {
-      resourceType: 'Bundle',
-      type: 'history',
-      total: versions.length,
-      entry: versions.map((v, i) => historyEntry(ctx, v, i === versions.length - 1)),
-    };
-    return bundleResponse(bundle);
-  }
+  const text = params.toString();
+  return text === '' ? undefined : text;
 }
 
 function checkId(id: string): void {

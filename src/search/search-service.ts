@@ -218,6 +218,20 @@ export class SearchService implements SearchHandler {
 
   private readonly builtInCache = new Map<string, BuiltInEntry[]>();
 
+  /**
+   * The resources a conditional interaction's criteria match (at most `limit`), read through
+   * `reader` (inside a transaction, its own view). Parsed strictly: a conditional write that
+   * ignored a criterion it did not understand could change the wrong resource.
+   */
+  async matchKeys(type: string, query: Record<string, string[]>, ctx: RequestContext, reader: StoreReader = this.deps.store, limit = 2): Promise<{ id: string; rid: number }[]> {
+    const parsed = parseSearch([type], query, this.deps.registry, { strict: true, localBases: [ctx.baseUrl], indexing: this.deps.indexing });
+    if (parsed.criteria.length === 0) throw fhirError('ERR_CONDITIONAL_EMPTY', { type });
+    const resolved = await this.resolveTerminology(parsed.criteria, [type], []);
+    const b = new SqlBuilder(resolved);
+    const rows = await b.run<{ id: string; rid: number | string }>(reader, `SELECT r.id, r.rid FROM resources r WHERE ${this.where(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`);
+    return rows.map((row) => ({ id: row.id, rid: Number(row.rid) }));
+  }
+
   private entry(ctx: RequestContext, version: StoredVersion, query: SearchQuery, mode: 'match' | 'include'): BundleEntry {
     const resource = subset(version.resource as Resource, this.deps.model, { summary: query.summary, elements: query.elements });
     return { fullUrl: `${ctx.baseUrl}/${version.type}/${version.id}`, resource, search: { mode } };

@@ -39,6 +39,8 @@ export interface RepositoryTx {
   delete(type: string, id: string, options?: WriteOptions): Promise<StoredVersion | undefined>;
   /** Stores each resource under its own id (an update, or a create where absent), in one batch. */
   putMany(resources: Resource[]): Promise<Written[]>;
+  /** Creates each resource under its own id, which must be free, in one batch. */
+  createMany(resources: Resource[]): Promise<StoredVersion[]>;
   readonly store: StoreTx;
 }
 
@@ -135,6 +137,15 @@ export class Repository {
         const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch });
         if (result.status !== 'ok') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return { version: result.version, created: isAbsent(result.previous) };
+      },
+      createMany: async (resources) => {
+        const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ifMatch: 0 }));
+        const results = await tx.writeMany(ops);
+        return results.map((result, i) => {
+          if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type: ops[i].type, id: ops[i].id });
+          writes.push(result.version);
+          return result.version;
+        });
       },
       putMany: async (resources) => {
         const ops = resources.map((r) => this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)));

@@ -24,7 +24,7 @@ export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRoute
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const fhirRequest = toFhirRequest(request, deps.base);
     const response = await deps.rest.handle(fhirRequest, requestContext(request, deps.base, deps.timeoutMs));
-    return send(reply, response);
+    return send(reply, response, fhirRequest.query._pretty?.[0] === 'true');
   };
   app.route({ method: METHODS, url: deps.base, handler });
   app.route({ method: METHODS, url: `${deps.base}/*`, handler });
@@ -76,10 +76,10 @@ export function requestContext(request: FastifyRequest, base: string, timeoutMs:
   };
 }
 
-function send(reply: FastifyReply, response: FhirResponse): FastifyReply {
+function send(reply: FastifyReply, response: FhirResponse, pretty: boolean): FastifyReply {
   reply.code(response.status).headers(response.headers);
   if (response.body === undefined) return reply.send();
-  return reply.type(FHIR_JSON).send(response.body);
+  return reply.type(FHIR_JSON).send(pretty ? JSON.stringify(response.body, null, 2) : response.body);
 }
 
 export function baseUrl(request: FastifyRequest, base: string): string {

@@ -53,6 +53,9 @@ const MIGRATIONS: string[] = [
    CREATE UNIQUE INDEX resources_by_rid ON resources (rid);
    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
    ${indexTableDdl('sqlite')}`,
+  // History: type- and system-level history read versions by time.
+  `CREATE INDEX resource_versions_by_time ON resource_versions (last_updated);
+   CREATE INDEX resource_versions_by_type_time ON resource_versions (type, last_updated);`,
 ];
 
 const CURRENT = `SELECT v.type, v.id, v.version, v.last_updated, v.content

@@ -1,0 +1,156 @@
+import type { Resource } from 'fhir/r4';
+import type { RequestContext } from '../context/request-context';
+import { fhirError } from '../fhir/errors';
+import type { ElementModel } from '../search/model/model';
+import type { RepositoryTx } from '../storage/repository';
+import type { StoredVersion, StoreReader } from '../storage/store';
+import type { FhirResponse } from './fhir-request';
+import { applyPatch } from './patch';
+import { versionResponse } from './responses';
+
+/**
+ * The write interactions, each inside a repository transaction it is given: on its own for a
+ * single request, or one of many for a transaction Bundle. Conditional forms find their target by
+ * search in the same transaction, holding a lock on the criteria, so that two clients racing the
+ * same conditional create end with one resource.
+ */
+
+export interface Matcher {
+  matchKeys(type: string, query: Record<string, string[]>, ctx: RequestContext, reader: StoreReader, limit?: number): Promise<{ id: string; rid: number }[]>;
+}
+
+export interface WriteDeps {
+  checkResource(type: string, resource: Resource): void;
+  search: Matcher;
+  model: ElementModel;
+  /** Most resources one conditional delete may remove. */
+  maxConditionalDeletes: number;
+}
+
+export interface Writes {
+  tx: RepositoryTx;
+  ctx: RequestContext;
+  deps: WriteDeps;
+}
+
+/** A query string (`identifier=a|b&active=true`) as search parameters. */
+export function queryOfString(text: string): Record<string, string[]> {
+  const query: Record<string, string[]> = {};
+  for (const [name, value] of new URLSearchParams(text.startsWith('?') ? text.slice(1) : text)) (query[name] ??= []).push(value);
+  return query;
+}
+
+/** Holds the lock on these criteria until the transaction ends: conditional writes on them queue. */
+export async function lockCriteria(w: Writes, type: string, criteria: string): Promise<void> {
+  await w.tx.store.lock(`conditional:${type}?${criteria}`);
+}
+
+/** The resources the criteria match, serialised against any other transaction matching the same criteria. */
+async function matching(w: Writes, type: string, criteria: string, limit = 2): Promise<string[]> {
+  await lockCriteria(w, type, criteria);
+  return (await w.deps.search.matchKeys(type, queryOfString(criteria), w.ctx, w.tx.store, limit)).map((m) => m.id);
+}
+
+function one(matches: string[], type: string, criteria: string): string | undefined {
+  if (matches.length > 1) throw fhirError('ERR_CONDITIONAL_MULTIPLE', { type, criteria: clip(criteria) });
+  return matches[0];
+}
+
+/** POST [type], with If-None-Exist: none matches -> create; one -> 200 with it, nothing written; several -> 412. */
+export async function create(w: Writes, type: string, resource: Resource, options: { ifNoneExist?: string; id?: string } = {}): Promise<FhirResponse> {
+  w.deps.checkResource(type, resource);
+  if (options.ifNoneExist !== undefined) {
+    const existing = one(await matching(w, type, options.ifNoneExist), type, options.ifNoneExist);
+    if (existing !== undefined) return versionResponse(w.ctx, await w.tx.read(type, existing), 200, { write: true });
+  }
+  const { version } = await w.tx.create(type, resource, options.id);
+  return versionResponse(w.ctx, version, 201, { write: true });
+}
+
+/** PUT [type]/[id]. */
+export async function update(w: Writes, type: string, id: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
+  if (resource.id === undefined) throw fhirError('ERR_RESOURCE_ID_MISSING', {});
+  if (resource.id !== id) throw fhirError('ERR_RESOURCE_ID_MISMATCH', { url: id, body: clip(String(resource.id)) });
+  w.deps.checkResource(type, resource);
+  const { version, created } = await w.tx.update(type, id, resource, { ifMatch });
+  return versionResponse(w.ctx, version, created ? 201 : 200, { write: true });
+}
+
+/**
+ * PUT [type]?criteria: none matches -> create (with the body's id, or a new one); one -> update it
+ * (the body's id, if any, must be its id); several -> 412.
+ */
+export async function conditionalUpdate(w: Writes, type: string, criteria: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
+  const id = one(await matching(w, type, criteria), type, criteria);
+  if (id === undefined) {
+    w.deps.checkResource(type, resource);
+    const { version } = await w.tx.create(type, resource, resource.id);
+    return versionResponse(w.ctx, version, 201, { write: true });
+  }
+  if (resource.id !== undefined && resource.id !== id) throw fhirError('ERR_CONDITIONAL_ID', { id: clip(String(resource.id)) });
+  return update(w, type, id, { ...resource, id } as Resource, ifMatch);
+}
+
+/** DELETE [type]/[id]; under Prefer: handling=strict a resource others point at is kept (409). */
+export async function remove(w: Writes, type: string, id: string, ifMatch?: number): Promise<FhirResponse> {
+  if (w.ctx.prefer.handling === 'strict') await refuseIfReferenced(w, type, id);
+  const deleted = await w.tx.delete(type, id, { ifMatch });
+  return deletedResponse(deleted);
+}
+
+/** DELETE [type]?criteria: every match (up to the limit; more is 412), 204 when none matched. */
+export async function conditionalDelete(w: Writes, type: string, criteria: string): Promise<FhirResponse> {
+  const limit = w.deps.maxConditionalDeletes;
+  const ids = await matching(w, type, criteria, limit + 1);
+  if (ids.length > limit) throw fhirError('ERR_CONDITIONAL_TOO_MANY', { type, criteria: clip(criteria), limit });
+  let last: StoredVersion | undefined;
+  for (const id of ids) {
+    if (w.ctx.prefer.handling === 'strict') await refuseIfReferenced(w, type, id);
+    last = (await w.tx.delete(type, id)) ?? last;
+  }
+  return deletedResponse(ids.length === 1 ? last : undefined);
+}
+
+function deletedResponse(deleted: StoredVersion | undefined): FhirResponse {
+  const headers: Record<string, string> = {};
+  if (deleted) headers.etag = `W/"${deleted.versionId}"`;
+  return { status: 204, headers };
+}
+
+async function refuseIfReferenced(w: Writes, type: string, id: string): Promise<void> {
+  const by = await w.tx.store.query<{ type: string; id: string }>(
+    `SELECT r.type, r.id FROM search_reference x JOIN resources r ON r.rid = x.rid
+      WHERE x.target_type = ? AND x.target_id = ? AND r.deleted = FALSE AND NOT (r.type = ? AND r.id = ?) LIMIT 1`,
+    [type, id, type, id],
+  );
+  if (by.length > 0) throw fhirError('ERR_DELETE_REFERENCED', { type, id, by: `${by[0].type}/${by[0].id}` });
+}
+
+/** PATCH [type]/[id]: JSON Patch or FHIRPath Patch on the current version; the result is checked as any write. */
+export async function patch(w: Writes, type: string, id: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
+  const current = await w.tx.read(type, id);
+  if (ifMatch !== undefined && current.versionId !== ifMatch) {
+    throw fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(ifMatch), current: `at version ${current.versionId}` });
+  }
+  const patched = applyPatch(current.resource as Resource, body, contentType, w.deps.model);
+  w.deps.checkResource(type, patched);
+  // The version patched must still be current when the result is written.
+  const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId });
+  return versionResponse(w.ctx, version, 200, { write: true });
+}
+
+/** PATCH [type]?criteria: exactly one match is patched. */
+export async function conditionalPatch(w: Writes, type: string, criteria: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
+  const id = one(await matching(w, type, criteria), type, criteria);
+  if (id === undefined) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: `?${clip(criteria)}` });
+  return patch(w, type, id, body, contentType, ifMatch);
+}
+
+/** The answer to a create. */
+export function created(ctx: RequestContext, version: StoredVersion): FhirResponse {
+  return versionResponse(ctx, version, 201, { write: true });
+}
+
+export function clip(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+}
