@@ -10,6 +10,9 @@ import { acceptsJson, registerFhirJson } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
 import { AnswerCache } from './http/answer-cache';
+import { registerUrlGuard } from './http/url-guard';
+import { baseUrlResolver } from './http/base-url';
+import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
 import { registerOperationDefinitionRoutes } from './http/routes/operation-definitions';
 import { registerOperationRoutes } from './http/routes/operations';
 import { registerResourceRoutes } from './http/routes/resources';
@@ -60,6 +63,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: frameworkErrorHandler({ bodyLimit: config.bodyLimit, maxParamLength: MAX_PARAM_LENGTH }),
     clientErrorHandler,
+    ...connectionOptions(config),
     return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
@@ -71,6 +75,8 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerErrorHandling(app, { bodyLimit: config.bodyLimit });
   registerRequestId(app);
+  registerEarlyAnswerClose(app);
+  registerUrlGuard(app);
   registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
   app.addHook('onRequest', (request, reply, done) => {
     const format = (request.query as { _format?: string } | undefined)?._format;
@@ -78,7 +84,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     if (acceptsJson(accept, format)) return done();
     sendError(reply, fhirError('ERR_FORMAT_NOT_ACCEPTABLE', { accept: String(format ?? accept).slice(0, 100) }));
   });
-  registerFhirJson(app);
+  registerFhirJson(app, { bodyLimit: config.bodyLimit });
 
   const readOnlyTypes = new Set(['OperationDefinition']);
   const resourceTypes = [...parts.schema.resourceTypes].sort();
@@ -91,12 +97,14 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,
   });
-  registerOperationDefinitionRoutes(app, { base: FHIR_BASE, registry });
+  // Every absolute URL the app writes starts here (BASE_URL when configured).
+  const baseUrlOf = baseUrlResolver({ baseUrl: config.baseUrl, basePath: FHIR_BASE });
+  registerOperationDefinitionRoutes(app, { base: FHIR_BASE, registry, baseUrlOf });
   registerOperationRoutes(app, {
     base: FHIR_BASE,
     registry,
     services: parts.services,
-    answers: new AnswerCache(),
+    answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     checkResource: (resource, at) => {
       if (!parts.schema.isResourceType(resource.resourceType)) {
         throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });

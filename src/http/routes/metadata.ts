@@ -26,11 +26,16 @@ export function registerMetadataRoute<S>(app: FastifyInstance, options: Metadata
   const statement = buildCapabilityStatement(options);
   app.get(`${options.base}/metadata`, async (request, reply) => {
     const mode = (request.query as { mode?: string }).mode;
-    if (mode === undefined || mode === 'full' || mode === 'normative') return reply.type(FHIR_JSON).send(statement);
+    if (isCapabilityStatementMode(mode)) return reply.type(FHIR_JSON).send(statement);
     const build = options.modes?.[mode];
     if (!build) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
     return reply.type(FHIR_JSON).send(await build());
   });
+}
+
+/** The `mode`s (none included) answered with the CapabilityStatement itself; the others describe content. */
+export function isCapabilityStatementMode(mode: unknown): mode is undefined | 'full' | 'normative' {
+  return mode === undefined || mode === 'full' || mode === 'normative';
 }
 
 /** Built once from the registry and the resource types: the server's answer never drifts from its routes. */

@@ -3,14 +3,14 @@ import type { Bundle } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import { FHIR_JSON } from '../../fhir/outcome';
 import type { OperationRegistry } from '../../operations/registry';
-import { baseUrl } from './resources';
+import type { BaseUrlOf } from '../base-url';
 
 /**
  * OperationDefinitions are resources too, served read-only from the registry: what a client
  * reads is exactly what the server validates requests against.
  */
-export function registerOperationDefinitionRoutes<S>(app: FastifyInstance, options: { base: string; registry: OperationRegistry<S> }) {
-  const { base, registry } = options;
+export function registerOperationDefinitionRoutes<S>(app: FastifyInstance, options: { base: string; registry: OperationRegistry<S>; baseUrlOf: BaseUrlOf }) {
+  const { base, registry, baseUrlOf } = options;
   const path = `${base}/OperationDefinition`;
 
   app.get(`${path}/:id`, async (request, reply) => {
@@ -31,12 +31,13 @@ export function registerOperationDefinitionRoutes<S>(app: FastifyInstance, optio
     const self = new URLSearchParams();
     if (url !== undefined) self.set('url', url);
     if (id !== undefined) self.set('_id', id);
+    const absolute = baseUrlOf(request);
     const bundle: Bundle = {
       resourceType: 'Bundle',
       type: 'searchset',
       total: matches.length,
-      link: [{ relation: 'self', url: `${baseUrl(request, base)}/OperationDefinition?${self.toString()}` }],
-      entry: matches.map((d) => ({ fullUrl: `${baseUrl(request, base)}/OperationDefinition/${d.id}`, resource: d, search: { mode: 'match' } })),
+      link: [{ relation: 'self', url: `${absolute}/OperationDefinition?${self.toString()}` }],
+      entry: matches.map((d) => ({ fullUrl: `${absolute}/OperationDefinition/${d.id}`, resource: d, search: { mode: 'match' } })),
     };
     return reply.type(FHIR_JSON).send(bundle);
   });
