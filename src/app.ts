@@ -11,6 +11,9 @@ import { acceptsJson, registerFhirJson, registerFormBodies } from './http/fhir-j
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
 import { AnswerCache } from './http/answer-cache';
+import { registerUrlGuard } from './http/url-guard';
+import { baseUrlResolver } from './http/base-url';
+import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
 import { registerOperationRoutes } from './http/routes/operations';
 import { registerResourceRoutes } from './http/routes/resources';
 import type { OperationRegistry } from './operations/registry';
@@ -65,6 +68,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: frameworkErrorHandler({ bodyLimit: config.bodyLimit, maxParamLength: MAX_PARAM_LENGTH }),
     clientErrorHandler,
+    ...connectionOptions(config),
     return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
@@ -76,6 +80,8 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerErrorHandling(app, { bodyLimit: config.bodyLimit });
   registerRequestId(app);
+  registerEarlyAnswerClose(app);
+  registerUrlGuard(app);
   registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
   app.addHook('onRequest', (request, reply, done) => {
     const format = (request.query as { _format?: string } | undefined)?._format;
@@ -83,7 +89,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     if (acceptsJson(accept, format)) return done();
     sendError(reply, fhirError('ERR_FORMAT_NOT_ACCEPTABLE', { accept: String(format ?? accept).slice(0, 100) }));
   });
-  registerFhirJson(app);
+  registerFhirJson(app, { bodyLimit: config.bodyLimit });
   registerFormBodies(app);
 
   const resourceTypes = [...parts.schema.resourceTypes].sort();
@@ -98,11 +104,13 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,
   });
+  // Every absolute URL the app writes starts here (BASE_URL when configured).
+  const baseUrlOf = baseUrlResolver({ baseUrl: config.baseUrl, basePath: FHIR_BASE });
   registerOperationRoutes(app, {
     base: FHIR_BASE,
     registry,
     services: parts.services,
-    answers: new AnswerCache(),
+    answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     checkResource: (resource, at) => {
       if (!parts.schema.isResourceType(resource.resourceType)) {
         throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
@@ -114,7 +122,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     operationTimeoutMs: config.operationTimeoutMs,
     readInstance: parts.readInstance,
   });
-  registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, timeoutMs: config.operationTimeoutMs });
+  registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, timeoutMs: config.operationTimeoutMs, baseUrlOf });
   await app.ready();
   return app;
 }

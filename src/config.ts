@@ -15,6 +15,18 @@ export interface Config {
   expansionLimit: number;
   /** Time budget of one operation, in milliseconds. */
   operationTimeoutMs: number;
+  /** Time a client has to send the request line and headers; 408 after. */
+  headersTimeoutMs: number;
+  /** Time a client has to send the whole request, body included; 408 after. */
+  requestTimeoutMs: number;
+  /** Largest total size of the kept operation answers (keys included). */
+  answerCacheBytes: number;
+  /**
+   * The public URL of the FHIR base (https://tx.example.org/fhir/R4), without a trailing slash.
+   * When set, every absolute URL the server writes starts with it; when not, with the request's
+   * own scheme and Host header.
+   */
+  baseUrl?: string;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -53,6 +65,11 @@ export function loadConfig(env: Env): Config {
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/\S+$/.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL: must be a postgres:// or postgresql:// URL');
   }
+  const headersTimeoutMs = integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 3_600_000);
+  const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS (${requestTimeoutMs}), which includes the headers`);
+  }
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host,
@@ -64,7 +81,27 @@ export function loadConfig(env: Env): Config {
     bodyLimit: size(env, 'BODY_LIMIT', 10 * 1024 * 1024),
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
     operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    headersTimeoutMs,
+    requestTimeoutMs,
+    answerCacheBytes: size(env, 'ANSWER_CACHE_BYTES', 64 * 1024 * 1024),
+    baseUrl: baseUrl(env),
   };
+}
+
+/** An absolute http(s) URL without query, fragment or credentials; trailing slashes dropped. */
+function baseUrl(env: Env): string | undefined {
+  const raw = env.BASE_URL?.trim();
+  if (!raw) return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`BASE_URL: '${raw}' is not an absolute URL such as https://tx.example.org/fhir/R4`);
+  }
+  if (!/^https?:$/.test(url.protocol) || url.search || url.hash || url.username || url.password || /[?#]/.test(raw)) {
+    throw new ConfigError(`BASE_URL: '${raw}' must be an http(s) URL without query, fragment or credentials`);
+  }
+  return url.toString().replace(/\/+$/, '');
 }
 
 export function isLoopback(host: string): boolean {

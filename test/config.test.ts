@@ -9,6 +9,13 @@ describe('configuration', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', dataDir: './data', authTokens: [], logLevel: 'info', bodyLimit: 10 * 1024 * 1024 });
     expect(config.databaseUrl).toBeUndefined();
+    expect(config).toMatchObject({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, answerCacheBytes: 64 * 1024 * 1024 });
+    expect(config.baseUrl).toBeUndefined();
+  });
+
+  test('timeouts, the answer cache bound and the public base URL', () => {
+    const config = loadConfig({ HEADERS_TIMEOUT_MS: '2000', REQUEST_TIMEOUT_MS: '5000', ANSWER_CACHE_BYTES: '16mb', BASE_URL: 'https://tx.example.org/fhir/R4/' });
+    expect(config).toMatchObject({ headersTimeoutMs: 2000, requestTimeoutMs: 5000, answerCacheBytes: 16 * 1024 * 1024, baseUrl: 'https://tx.example.org/fhir/R4' });
   });
 
   test('values are read and typed', () => {
@@ -29,6 +36,12 @@ describe('configuration', () => {
     [{ AUTH_TOKENS: 'short' }, /^AUTH_TOKENS: /],
     [{ HOST: '0.0.0.0' }, /^AUTH_TOKENS: required when HOST/],
     [{ ALLOW_ANONYMOUS: 'maybe' }, /^ALLOW_ANONYMOUS: /],
+    [{ REQUEST_TIMEOUT_MS: 'soon' }, /^REQUEST_TIMEOUT_MS: /],
+    [{ HEADERS_TIMEOUT_MS: '20000', REQUEST_TIMEOUT_MS: '10000' }, /^HEADERS_TIMEOUT_MS: /],
+    [{ ANSWER_CACHE_BYTES: 'lots' }, /^ANSWER_CACHE_BYTES: /],
+    [{ BASE_URL: 'tx.example.org/fhir' }, /^BASE_URL: /],
+    [{ BASE_URL: 'ftp://tx.example.org/fhir' }, /^BASE_URL: /],
+    [{ BASE_URL: 'https://tx.example.org/fhir?x=1' }, /^BASE_URL: /],
   ])('a bad value stops start-up with one line naming the variable: %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -25,8 +25,9 @@ const PRIMITIVE_PATTERNS: Record<string, RegExp> = {
   url: /^\S*$/,
   canonical: /^\S*$/,
   base64Binary: /^(\s*([0-9a-zA-Z+/=]){4}\s*)+$/,
-  markdown: /^[\s\S]+$/,
-  string: /^[\s\S]+$/,
+  // R4: no characters below U+0020 except tab, line feed and carriage return.
+  markdown: /^[^\x00-\x08\x0b\x0c\x0e-\x1f]+$/,
+  string: /^[^\x00-\x08\x0b\x0c\x0e-\x1f]+$/,
 };
 
 export function isPrimitiveType(type: string): boolean {
@@ -71,7 +72,8 @@ export function isValidPrimitive(type: string, value: unknown): boolean {
       return (
         typeof value === 'number' &&
         Number.isInteger(value) &&
-        (type === 'integer' || value >= (type === 'positiveInt' ? 1 : 0))
+        value <= 2147483647 &&
+        value >= (type === 'integer' ? -2147483648 : type === 'positiveInt' ? 1 : 0)
       );
     case 'decimal':
       return typeof value === 'number' && Number.isFinite(value);
@@ -121,12 +123,13 @@ export function valueKeyOfType(type: string): string {
 }
 
 /** The data types (complex) a Parameters value[x] may hold in R4. */
-const COMPLEX_TYPES = new Set([
+export const PARAMETER_VALUE_TYPES: readonly string[] = [
   'Address', 'Age', 'Annotation', 'Attachment', 'CodeableConcept', 'Coding', 'ContactPoint', 'Count', 'Distance',
   'Duration', 'HumanName', 'Identifier', 'Money', 'Period', 'Quantity', 'Range', 'Ratio', 'Reference', 'SampledData',
   'Signature', 'Timing', 'ContactDetail', 'Contributor', 'DataRequirement', 'Expression', 'ParameterDefinition',
   'RelatedArtifact', 'TriggerDefinition', 'UsageContext', 'Dosage', 'Meta',
-]);
+];
+const COMPLEX_TYPES = new Set(PARAMETER_VALUE_TYPES);
 
 export function isKnownValueType(type: string): boolean {
   return isPrimitiveType(type) || COMPLEX_TYPES.has(type);

@@ -60,6 +60,8 @@ export const ERRORS = {
   ERR_PARAM_VALUE: spec<{ name: string; type: string; value: string }>(
     400, 'invalid', (p) => `Parameter '${p.name}' value '${p.value}' is not a valid ${p.type}`),
   ERR_PARAM_SHAPE: spec<{ name: string; reason: string }>(400, 'structure', (p) => `Parameter '${p.name}': ${p.reason}`),
+  ERR_PARAM_DATATYPE: spec<{ name: string; type: string; path: string; reason: string }>(
+    400, 'invalid', (p) => `Parameter '${p.name}' is not a valid ${p.type}: ${p.path} ${p.reason}`),
   ERR_PARAM_UNKNOWN: spec<{ name: string; code: string }>(
     400, 'not-supported', (p) => `Parameter '${p.name}' is not defined for $${p.code} (Prefer: handling=strict)`),
   ERR_PARAM_NOT_IN_GET: spec<{ name: string; type: string }>(

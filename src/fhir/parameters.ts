@@ -10,6 +10,7 @@ import {
   typeOfValueKey,
   valueKeyOfType,
 } from './datatypes';
+import { checkDatatype } from './datatype-check';
 import type { OperationSpec, ParamSpec } from './operation-definition';
 
 /**
@@ -171,7 +172,7 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
   const key = valueKeys[0];
   const actual = typeOfValueKey(key);
   const value = tolerated(actual, (entry as unknown as Record<string, unknown>)[key]);
-  if (!acceptsType(declared, actual)) {
+  if (!acceptsType(declared, actual) || !isKnownValueType(actual)) {
     throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: actual }, { expression: [`${at}.${key}`] });
   }
   if (isPrimitiveType(actual)) {
@@ -182,6 +183,12 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
     throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
   } else if (actual === 'CodeableConcept' && Array.isArray(value.coding) && value.coding.length > MAX_CODINGS) {
     throw fhirError('ERR_CODINGS_LIMIT', { name: param.path, count: value.coding.length, limit: MAX_CODINGS }, { expression: [`${at}.${key}.coding`] });
+  } else {
+    // Handlers may then trust what they read: a code is a string without stray whitespace, a coding list a list.
+    const problem = checkDatatype(actual, value, `${at}.${key}`);
+    if (problem) {
+      throw fhirError('ERR_PARAM_DATATYPE', { name: param.path, type: actual, ...problem }, { expression: [problem.path] });
+    }
   }
   return declared === 'Element' ? new TypedValue(actual, value) : value;
 }

@@ -5,30 +5,53 @@
  * answer was made. A hit is only a hit while that token is unchanged, so stored content that
  * changes (in this process or any other over the same database) retires every older answer.
  *
- * Bounded twice: by entries and by the size of one answer, so a few huge expansions cannot crowd
- * out the many small validations the cache is for. Eviction is "second chance" in batches: a hit
- * only sets a flag, because moving the entry to the end of a V8 Map on every hit (a true LRU)
- * makes the Map rehash itself once it is full, measured here at 50 µs per hit with 10,000 entries.
+ * Bounded three ways: by entries, by the size of one answer, and by the size of all of them
+ * (keys included: a POST's key carries its body), so neither a few huge expansions nor many large
+ * requests can grow the process without end. Sizes are counted in characters, which is bytes for
+ * the ASCII that FHIR JSON mostly is. Eviction is "second chance" in batches: a hit only sets a
+ * flag, because moving the entry to the end of a V8 Map on every hit (a true LRU) makes the Map
+ * rehash itself once it is full, measured here at 50 µs per hit with 10,000 entries.
  */
 interface Entry {
   token: string;
   body: string;
+  size: number;
   used: boolean;
 }
 
+export interface AnswerCacheLimits {
+  maxEntries: number;
+  /** Largest answer (and key) kept. */
+  maxAnswerBytes: number;
+  /** All keys and answers together. */
+  maxTotalBytes: number;
+}
+
+export const DEFAULT_ANSWER_CACHE_LIMITS: AnswerCacheLimits = {
+  maxEntries: 10_000,
+  maxAnswerBytes: 64 * 1024,
+  maxTotalBytes: 64 * 1024 * 1024,
+};
+
 export class AnswerCache {
   private readonly entries = new Map<string, Entry>();
+  private readonly limits: AnswerCacheLimits;
+  private totalBytes = 0;
 
-  constructor(
-    private readonly maxEntries = 10_000,
-    private readonly maxBodyBytes = 64 * 1024,
-  ) {}
+  constructor(limits: Partial<AnswerCacheLimits> = {}) {
+    this.limits = { ...DEFAULT_ANSWER_CACHE_LIMITS, ...limits };
+  }
+
+  /** Characters held, keys and answers together. */
+  get size(): { entries: number; bytes: number } {
+    return { entries: this.entries.size, bytes: this.totalBytes };
+  }
 
   get(key: string, token: string): string | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     if (entry.token !== token) {
-      this.entries.delete(key);
+      this.remove(key, entry);
       return undefined;
     }
     entry.used = true;
@@ -36,26 +59,50 @@ export class AnswerCache {
   }
 
   set(key: string, token: string, body: string): void {
-    if (body.length > this.maxBodyBytes || key.length > this.maxBodyBytes) return;
-    if (!this.entries.has(key) && this.entries.size >= this.maxEntries) this.evict();
-    this.entries.set(key, { token, body, used: false });
+    const { maxAnswerBytes, maxEntries, maxTotalBytes } = this.limits;
+    if (body.length > maxAnswerBytes || key.length > maxAnswerBytes) return;
+    const size = key.length + body.length;
+    if (size > maxTotalBytes) return;
+    const previous = this.entries.get(key);
+    if (previous) this.remove(key, previous);
+    if (this.entries.size >= maxEntries || this.totalBytes + size > maxTotalBytes) this.evict(size);
+    this.entries.set(key, { token, body, size, used: false });
+    this.totalBytes += size;
   }
 
-  /** Frees an eighth of the room, oldest first; an entry used since it was last looked at moves to the end instead, once. */
-  private evict(): void {
-    let toFree = Math.max(1, Math.floor(this.maxEntries / 8));
+  private remove(key: string, entry: Entry): void {
+    this.entries.delete(key);
+    this.totalBytes -= entry.size;
+  }
+
+  /**
+   * Frees an eighth of the room (in entries and in bytes) and at least `needed` bytes, oldest
+   * first; an entry used since it was last looked at moves to the end instead, once.
+   */
+  private evict(needed: number): void {
+    const { maxEntries, maxTotalBytes } = this.limits;
+    const entriesGoal = maxEntries - Math.max(1, Math.floor(maxEntries / 8));
+    const bytesGoal = Math.min(maxTotalBytes - needed, maxTotalBytes - Math.floor(maxTotalBytes / 8));
     const kept: [string, Entry][] = [];
     for (const [key, entry] of this.entries) {
-      if (toFree === 0) break;
+      if (this.entries.size + kept.length <= entriesGoal && this.totalBytes <= bytesGoal) break;
       this.entries.delete(key);
       if (entry.used) {
         entry.used = false;
         kept.push([key, entry]);
       } else {
-        toFree--;
+        this.totalBytes -= entry.size;
       }
-      if (kept.length >= this.maxEntries / 2) break;
     }
     for (const [key, entry] of kept) this.entries.set(key, entry);
+    // Everything was used since the last round: what is kept still has to make room.
+    if (this.entries.size > entriesGoal || this.totalBytes > bytesGoal) this.evictOldest(entriesGoal, bytesGoal);
+  }
+
+  private evictOldest(entriesGoal: number, bytesGoal: number): void {
+    for (const [key, entry] of this.entries) {
+      if (this.entries.size <= entriesGoal && this.totalBytes <= bytesGoal) return;
+      this.remove(key, entry);
+    }
   }
 }

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { fhirError } from '../fhir/errors';
 import { sendError } from './errors';
+import { isCapabilityStatementMode } from './routes/metadata';
 
 /**
  * Bearer tokens from AUTH_TOKENS. Every request needs one except reading the
@@ -35,10 +36,15 @@ export function registerAuth(app: FastifyInstance, options: { tokens: string[]; 
   });
 }
 
+/**
+ * Only the CapabilityStatement itself: other `metadata?mode=` answers (mode=terminology lists every
+ * stored code system) describe content, and content needs a token.
+ */
 function isPublic(request: FastifyRequest, metadataPath: string): boolean {
   if (request.method !== 'GET' && request.method !== 'HEAD') return false;
   const path = request.url.split('?')[0].replace(/\/+$/, '');
-  return path === metadataPath;
+  if (path !== metadataPath) return false;
+  return isCapabilityStatementMode((request.query as { mode?: unknown } | undefined)?.mode);
 }
 
 function digest(token: string): Buffer {

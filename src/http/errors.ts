@@ -3,6 +3,7 @@ import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
 import { FHIR_JSON } from '../fhir/outcome';
 import { StorageUnavailableError } from '../storage/store';
+import { lingeringClose } from './connections';
 
 /**
  * The one place a failure becomes an answer: an OperationOutcome with the catalogue's status,
@@ -63,23 +64,31 @@ function toFhirError(err: unknown, bodyLimit: number): FhirError {
   return fhirError('ERR_SERVER_INTERNAL', {});
 }
 
+/** What Node's HTTP layer refuses before Fastify sees a request, as status and OperationOutcome. */
+const CLIENT_ERRORS: Record<string, { status: number; reason: string; issue: string; text: string }> = {
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, reason: 'Request Timeout', issue: 'timeout', text: 'The request was not received in time' },
+  HPE_HEADER_OVERFLOW: { status: 431, reason: 'Request Header Fields Too Large', issue: 'too-costly', text: 'The request headers or URL are too large' },
+};
+const BAD_REQUEST = { status: 400, reason: 'Bad Request', issue: 'structure', text: 'The request is not valid HTTP' };
+
 /**
- * Requests Node's HTTP parser refuses (bad framing, headers too large) never reach Fastify;
- * they still get an OperationOutcome instead of Fastify's default body.
+ * Requests Node's HTTP parser refuses (bad framing, headers too large) or gives up on (too slow:
+ * HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS) never reach Fastify; they still get an OperationOutcome
+ * instead of Fastify's default body, unless an answer is already under way on the connection, and
+ * the connection is closed either way.
  */
 export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable) return;
-  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-  const status = tooLarge ? 431 : 400;
-  const text = tooLarge ? 'The request headers or URL are too large' : 'The request is not valid HTTP';
-  const body = JSON.stringify({
-    resourceType: 'OperationOutcome',
-    issue: [{ severity: 'error', code: tooLarge ? 'too-costly' : 'structure', details: { text } }],
-  });
-  socket.end(
-    `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-      `Content-Type: ${FHIR_JSON}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (!socket.writable || answering) {
+    socket.destroy();
+    return;
+  }
+  const { status, reason, issue, text } = CLIENT_ERRORS[err.code ?? ''] ?? BAD_REQUEST;
+  const body = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: issue, details: { text } }] });
+  socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${FHIR_JSON}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  // The client may still be sending: closed at once, the socket would reset and the answer be lost.
+  lingeringClose(socket, { withoutParser: true });
 }
 
 function clip(text: string): string {

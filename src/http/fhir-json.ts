@@ -1,30 +1,84 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { fhirError } from '../fhir/errors';
+import { containsNulEscape, DepthScanner } from './json-scan';
 
 /** JSON nested deeper than this is refused before anything walks it recursively. */
 export const MAX_JSON_DEPTH = 64;
 
 /**
  * Request bodies: `application/fhir+json` and `application/json` (any parameters, such as
- * fhirVersion or charset), parsed once, refused when too deep or carrying prototype keys.
+ * fhirVersion or charset), read under the body limit, refused as soon as they nest too deep, then
+ * refused when they carry a NUL or prototype keys, and parsed once.
  * Every other media type is 415 (Fastify's own check, answered by the error handler).
  */
-export function registerFhirJson(app: FastifyInstance): void {
+export function registerFhirJson(app: FastifyInstance, options: { bodyLimit: number }): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(['application/fhir+json', 'application/json', 'application/json-patch+json'], { parseAs: 'string' }, (req, body, done) => {
-    const text = body as string;
-    rawBodies.set(req, text);
-    if (text.trim() === '') return done(fhirError('ERR_BODY_MISSING', {}), undefined);
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (err) {
-      return done(fhirError('ERR_BODY_JSON', { reason: (err as Error).message }), undefined);
-    }
-    const problem = checkShape(value);
-    if (problem) return done(problem, undefined);
-    done(null, value);
+  app.addContentTypeParser(['application/fhir+json', 'application/json', 'application/json-patch+json'], (request, payload, done) => {
+    readBody(request, payload, options.bodyLimit, (err, text) => {
+      if (err || text === undefined) return done(err ?? fhirError('ERR_BODY_MISSING', {}), undefined);
+      rawBodies.set(request, text);
+      if (text.trim() === '') return done(fhirError('ERR_BODY_MISSING', {}), undefined);
+      if (containsNulEscape(text)) {
+        return done(fhirError('ERR_REQUEST_INVALID', { reason: 'the body contains a NUL character (\\u0000), which FHIR strings cannot hold' }), undefined);
+      }
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (parseError) {
+        return done(fhirError('ERR_BODY_JSON', { reason: (parseError as Error).message }), undefined);
+      }
+      const problem = checkKeys(value);
+      if (problem) return done(problem, undefined);
+      done(null, value);
+    });
   });
+}
+
+/**
+ * The body as text: what Fastify's own reader does (the limit on the declared and the received
+ * length, a length that must match Content-Length), and the depth checked chunk by chunk, so a body
+ * nested too deep is answered before the rest of it has arrived (the early answer closes the
+ * connection, see connections.ts).
+ */
+function readBody(request: FastifyRequest, payload: NodeJS.ReadableStream, limit: number, finish: (err: Error | null, text?: string) => void): void {
+  const declared = Number(request.headers['content-length']);
+  if (declared > limit) return finish(fhirError('ERR_BODY_TOO_LARGE', { limit }));
+  const scanner = new DepthScanner(MAX_JSON_DEPTH);
+  const chunks: Buffer[] = [];
+  let received = 0;
+  const stop = () => {
+    payload.removeListener('data', onData);
+    payload.removeListener('end', onEnd);
+    payload.removeListener('error', onError);
+  };
+  const onData = (data: Buffer | string) => {
+    const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+    received += chunk.length;
+    if (received > limit) {
+      stop();
+      return finish(fhirError('ERR_BODY_TOO_LARGE', { limit }));
+    }
+    if (!scanner.feed(chunk)) {
+      stop();
+      return finish(fhirError('ERR_BODY_TOO_DEEP', { limit: MAX_JSON_DEPTH }));
+    }
+    chunks.push(chunk);
+  };
+  const onEnd = () => {
+    stop();
+    if (!Number.isNaN(declared) && received !== declared) {
+      return finish(fhirError('ERR_REQUEST_INVALID', { reason: 'the body is not as long as its Content-Length says' }));
+    }
+    finish(null, (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received)).toString('utf8'));
+  };
+  const onError = (err: Error) => {
+    stop();
+    finish(Object.assign(err, { statusCode: 400 }));
+  };
+  payload.on('data', onData);
+  payload.on('end', onEnd);
+  payload.on('error', onError);
+  payload.resume();
 }
 
 /** A form body (`POST [type]/_search`): search parameters, as a query string carries them. */
@@ -47,25 +101,16 @@ export function rawBodyOf(request: FastifyRequest): string | undefined {
 }
 
 /**
- * An iterative walk: depth limit and no `__proto__`/`constructor` keys that could poison a merge.
- * Two parallel stacks rather than one of [node, depth] pairs: a large body (a 100,000-concept
- * code system) would otherwise allocate a pair per object just to be checked.
+ * No `__proto__`/`constructor`/`prototype` keys that could poison a merge. Iterative; the depth is
+ * bounded already (DepthScanner).
  */
-function checkShape(root: unknown) {
+function checkKeys(root: unknown) {
   const nodes: unknown[] = [root];
-  const depths: number[] = [1];
   while (nodes.length > 0) {
     const node = nodes.pop();
-    const depth = depths.pop() as number;
     if (typeof node !== 'object' || node === null) continue;
-    if (depth > MAX_JSON_DEPTH) return fhirError('ERR_BODY_TOO_DEEP', { limit: MAX_JSON_DEPTH });
     if (Array.isArray(node)) {
-      for (const item of node) {
-        if (typeof item === 'object' && item !== null) {
-          nodes.push(item);
-          depths.push(depth + 1);
-        }
-      }
+      for (const item of node) if (typeof item === 'object' && item !== null) nodes.push(item);
       continue;
     }
     for (const key in node) {
@@ -73,10 +118,7 @@ function checkShape(root: unknown) {
         return fhirError('ERR_BODY_JSON', { reason: `the property name '${key}' is not allowed` });
       }
       const child = (node as Record<string, unknown>)[key];
-      if (typeof child === 'object' && child !== null) {
-        nodes.push(child);
-        depths.push(depth + 1);
-      }
+      if (typeof child === 'object' && child !== null) nodes.push(child);
     }
   }
   return undefined;

@@ -21,13 +21,24 @@ export class OneLinePerRequest extends LogController {
     if (!error && !(reply.log as FastifyBaseLogger & { isLevelEnabled(level: string): boolean }).isLevelEnabled('info')) return;
     const line = {
       method: request.method,
-      url: request.url.length > 500 ? `${request.url.slice(0, 500)}...` : request.url,
+      url: loggableUrl(request.url),
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 10) / 10,
     };
     if (error) reply.log.warn({ ...line, error: error.message }, 'request');
     else reply.log.info(line, 'request');
   }
+}
+
+/**
+ * Query parameters that carry credentials (clients that cannot set a header send the bearer token
+ * as `access_token=`, RFC 6750) are written as `[redacted]`.
+ */
+const SECRET_QUERY = /([?&;](?:access_token|id_token|refresh_token|token|api[_-]?key|client_secret|password)=)[^&;#]*/gi;
+
+export function loggableUrl(url: string): string {
+  const redacted = url.includes('=') ? url.replace(SECRET_QUERY, '$1[redacted]') : url;
+  return redacted.length > 500 ? `${redacted.slice(0, 500)}...` : redacted;
 }
 
 /** Echoes the request id, so a client can quote it when it reports a problem. */

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, type TestSchema } from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
+import { basic, everyAcknowledgedWriteIsThere, JSON_HEADERS, stopServer, writeStream, type Acknowledged } from './write-stream';
 
 /**
  * Nothing acknowledged is ever lost: not to SIGKILL in the middle of a stream of writes, not to
@@ -15,101 +16,8 @@ import { FHIR_JSON, serverApp } from '../helpers/server-app';
  * answers (503) for as long as it is away, never the process.
  */
 
-const JSON_HEADERS = { 'content-type': 'application/fhir+json' };
 /** How many acknowledged writes the crash test waits for before it kills the server. */
 const KILL_AFTER_WRITES = 200;
-
-const basic = (id: string, marker: string): Basic => ({ resourceType: 'Basic', id, code: { text: marker } });
-
-interface Acknowledged {
-  id: string;
-  versionId: string;
-  marker: string;
-}
-
-/** Writers that PUT until stopped, remembering every write the server acknowledged with a 2xx. */
-function writeStream(base: string, writers: number) {
-  const acknowledged: Acknowledged[] = [];
-  let running = true;
-  let finished = 0;
-  let onAcknowledged = () => undefined as void;
-  let onWriterDone = () => undefined as void;
-  const loops = Array.from({ length: writers }, async (_, w) => {
-    try {
-      await writeUntilStopped(w);
-    } finally {
-      onWriterDone();
-    }
-  });
-  async function writeUntilStopped(w: number): Promise<void> {
-    for (let n = 0; running; n++) {
-      const id = `w${w}-${n % 5}`;
-      const marker = `writer ${w} write ${n}`;
-      try {
-        const res = await fetch(`${base}/Basic/${id}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(basic(id, marker)) });
-        if (res.ok) {
-          const body = (await res.json()) as Basic;
-          acknowledged.push({ id, versionId: body.meta?.versionId as string, marker });
-          onAcknowledged();
-        }
-      } catch {
-        return; // the server is gone
-      }
-    }
-  }
-  const waiters: { count: number; resolve: () => void; reject: (err: Error) => void }[] = [];
-  const settle = () => {
-    for (const w of [...waiters]) {
-      if (acknowledged.length >= w.count) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve();
-      } else if (!running || finished === writers) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.reject(new Error(`the writers stopped after ${acknowledged.length} acknowledged writes, before ${w.count}`));
-      }
-    }
-  };
-  onAcknowledged = settle;
-  onWriterDone = () => {
-    finished++;
-    settle();
-  };
-  return {
-    acknowledged,
-    /** Resolves once `count` writes are acknowledged; rejects if every writer gave up first. */
-    acknowledgedAtLeast: (count: number) =>
-      new Promise<void>((resolve, reject) => {
-        waiters.push({ count, resolve, reject });
-        settle();
-      }),
-    stop: async () => {
-      running = false;
-      await Promise.all(loops);
-    },
-  };
-}
-
-async function everyAcknowledgedWriteIsThere(base: string, acknowledged: Acknowledged[]): Promise<void> {
-  expect(acknowledged.length).toBeGreaterThan(20);
-  // Checked 16 at a time: the count depends on the machine's speed, the time it takes must not.
-  for (let i = 0; i < acknowledged.length; i += 16) {
-    await Promise.all(
-      acknowledged.slice(i, i + 16).map(async (write) => {
-        const res = await fetch(`${base}/Basic/${write.id}/_history/${write.versionId}`);
-        expect(res.status, `${write.id} v${write.versionId}`).toBe(200);
-        expect(((await res.json()) as Basic).code.text).toBe(write.marker);
-      }),
-    );
-  }
-  // Every current version reads back whole: no half-written resource.
-  for (const id of new Set(acknowledged.map((w) => w.id))) {
-    const res = await fetch(`${base}/Basic/${id}`);
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as Basic;
-    expect(body.resourceType).toBe('Basic');
-    expect(body.code.text).toMatch(/^writer \d+ write \d+$/);
-  }
-}
 
 /**
  * The search index agrees with the versions after the crash: each resource is found by the text
@@ -151,12 +59,6 @@ async function killMidStream(env: Record<string, string>): Promise<void> {
     await stopServer(first, 'SIGKILL');
     if (second) await stopServer(second, 'SIGTERM');
   }
-}
-
-/** Stops a server process this test started, whatever state it is in. */
-async function stopServer(server: ServerProcess, signal: NodeJS.Signals): Promise<void> {
-  if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill(signal);
-  await server.exited;
 }
 
 describe('crash durability: SIGKILL in the middle of a stream of writes', () => {

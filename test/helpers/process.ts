@@ -23,18 +23,28 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts the server from its sources (what `npm start` bundles and runs), in its own process. */
-export function startServer(env: Record<string, string>, port: number): ServerProcess {
+/**
+ * Starts the server from its sources (what `npm start` bundles and runs), in its own process.
+ * `wrap` runs it under another command, e.g. `['prlimit', '--nofile=400', '--']`.
+ */
+export function startServer(env: Record<string, string>, port: number, options: { wrap?: string[] } = {}): ServerProcess {
   let output = '';
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const [command, ...args] = [...(options.wrap ?? []), process.execPath, '--import', 'tsx', 'src/server.ts'];
+  const child = spawn(command, args, {
     cwd: PROJECT_ROOT,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    env: { ...inheritedEnv(), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (d) => (output += d));
   child.stderr?.on('data', (d) => (output += d));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   return { child, port, base: `http://127.0.0.1:${port}/fhir/R4`, output: () => output, exited };
+}
+
+/** The test process's environment, less what vitest puts there for Vite (BASE_URL=/, which the server would read as its own). */
+function inheritedEnv(): NodeJS.ProcessEnv {
+  const { BASE_URL: _vite, ...rest } = process.env;
+  return rest;
 }
 
 /** Polls until the server answers metadata, or the process dies. */

@@ -13,6 +13,18 @@ describe('with AUTH_TOKENS set', () => {
 
   test('metadata stays public', async () => {
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata' })).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata?mode=full' })).statusCode).toBe(200);
+  });
+
+  test('other metadata modes describe content and need a token (mode=terminology lists stored code systems)', async () => {
+    for (const mode of ['terminology', 'anything']) {
+      const anonymous = await t.app.inject({ method: 'GET', url: `/fhir/R4/metadata?mode=${mode}` });
+      expect(anonymous.statusCode).toBe(401);
+      expect(anonymous.headers['www-authenticate']).toMatch(/^Bearer/);
+    }
+    // With a token the request reaches the route (the test app has no terminology mode: 400).
+    const authorized = await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata?mode=terminology', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(authorized.statusCode).toBe(400);
   });
 
   test.each([
@@ -55,6 +67,17 @@ describe('with AUTH_TOKENS set', () => {
     expect(log).toContain('"status":200');
     expect(log).not.toContain(TOKEN);
     expect(log).not.toContain('wrong-wrong');
+  });
+
+  test('a token sent in the query string is redacted in the request log line', async () => {
+    t.logs.length = 0;
+    await t.app.inject({ method: 'GET', url: `/fhir/R4/$echo?text=hello&access_token=${TOKEN}&count=2` });
+    await t.app.inject({ method: 'GET', url: `/fhir/R4/$echo?Access_Token=${OTHER}` });
+    const log = t.logs.join('');
+    expect(log).not.toContain(TOKEN);
+    expect(log).not.toContain(OTHER);
+    expect(log).toContain('/fhir/R4/$echo?text=hello&access_token=[redacted]&count=2');
+    expect(log).toContain('?Access_Token=[redacted]');
   });
 });
 

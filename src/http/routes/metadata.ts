@@ -32,11 +32,16 @@ export function registerMetadataRoute<S>(app: FastifyInstance, options: Metadata
     const mode = (request.query as { mode?: string }).mode;
     const revision = options.searchParamsRevision?.() ?? 0;
     if (revision !== built.revision) built = { revision, statement: buildCapabilityStatement(options) };
-    if (mode === undefined || mode === 'full' || mode === 'normative') return reply.type(FHIR_JSON).send(built.statement);
+    if (isCapabilityStatementMode(mode)) return reply.type(FHIR_JSON).send(built.statement);
     const build = options.modes?.[mode];
     if (!build) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
     return reply.type(FHIR_JSON).send(await build());
   });
+}
+
+/** The `mode`s (none included) answered with the CapabilityStatement itself; the others describe content. */
+export function isCapabilityStatementMode(mode: unknown): mode is undefined | 'full' | 'normative' {
+  return mode === undefined || mode === 'full' || mode === 'normative';
 }
 
 /** Built once from the registry and the resource types: the server's answer never drifts from its routes. */

@@ -3,6 +3,7 @@ import { parsePrefer, type RequestContext } from '../../context/request-context'
 import { FHIR_JSON } from '../../fhir/outcome';
 import type { FhirMethod, FhirRequest, FhirResponse, RequestHeaders } from '../../rest/fhir-request';
 import type { RestService } from '../../rest/rest-service';
+import type { BaseUrlOf } from '../base-url';
 import { FormBody } from '../fhir-json';
 
 export interface ResourceRouteDeps {
@@ -10,6 +11,8 @@ export interface ResourceRouteDeps {
   rest: RestService;
   /** How long one request may work before long work stops with too-costly. */
   timeoutMs: number;
+  /** The absolute base of every URL an answer carries (BASE_URL when configured). */
+  baseUrlOf: BaseUrlOf;
 }
 
 const METHODS: FhirMethod[] = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'];
@@ -23,7 +26,7 @@ const HONOURED_HEADERS: (keyof RequestHeaders)[] = ['if-match', 'if-none-match',
 export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const fhirRequest = toFhirRequest(request, deps.base);
-    const response = await deps.rest.handle(fhirRequest, requestContext(request, deps.base, deps.timeoutMs));
+    const response = await deps.rest.handle(fhirRequest, requestContext(request, deps.baseUrlOf(request), deps.timeoutMs));
     return send(reply, response, fhirRequest.query._pretty?.[0] === 'true');
   };
   app.route({ method: METHODS, url: deps.base, handler });
@@ -65,13 +68,13 @@ export function queryOf(query: Record<string, string | string[] | undefined>): R
   return out;
 }
 
-export function requestContext(request: FastifyRequest, base: string, timeoutMs: number): RequestContext {
+export function requestContext(request: FastifyRequest, baseUrl: string, timeoutMs: number): RequestContext {
   const prefer = request.headers.prefer;
   return {
     requestId: request.id,
     log: request.log,
     deadline: Date.now() + timeoutMs,
-    baseUrl: baseUrl(request, base),
+    baseUrl,
     prefer: parsePrefer(Array.isArray(prefer) ? prefer.join(', ') : prefer),
   };
 }
@@ -80,8 +83,4 @@ function send(reply: FastifyReply, response: FhirResponse, pretty: boolean): Fas
   reply.code(response.status).headers(response.headers);
   if (response.body === undefined) return reply.send();
   return reply.type(FHIR_JSON).send(pretty ? JSON.stringify(response.body, null, 2) : response.body);
-}
-
-export function baseUrl(request: FastifyRequest, base: string): string {
-  return `${request.protocol}://${request.host}${base}`;
 }

@@ -1,4 +1,5 @@
 import type { Resource, ValueSet } from 'fhir/r4';
+import { fhirError } from '../../fhir/errors';
 import { expandValueSet } from '../../terminology/expand';
 import type { TxParamsInput } from '../../terminology/params';
 import type { AppServices } from '../../services';
@@ -31,8 +32,13 @@ export interface ValueSetExpandInput extends TxParamsInput {
 export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, { return: ValueSet }>({
   definition: 'http://hl7.org/fhir/OperationDefinition/ValueSet-expand',
   answerToken: terminologyAnswerToken,
-  handle: (input, ctx) =>
-    withTerminologyErrors(async () => {
+  handle: (input, ctx) => {
+    // The definition types both as integer; a negative page is no page at all.
+    for (const name of ['count', 'offset'] as const) {
+      const value = input[name];
+      if (value !== undefined && value < 0) throw fhirError('ERR_PARAM_VALUE', { name, type: 'integer of 0 or more', value: String(value) });
+    }
+    return withTerminologyErrors(async () => {
       const engine = await engineContext(input, ctx, 'expand');
       const valueSet = targetValueSet(input, ctx, engine.resolver, 'expand');
       const configured = ctx.services.config.expansionLimit;
@@ -58,5 +64,6 @@ export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, 
         engine,
       );
       return { return: expanded };
-    }),
+    });
+  },
 });

@@ -69,7 +69,9 @@ export class PostgresStore implements ResourceStore {
   private readonly pool: pg.Pool;
 
   constructor(connectionString: string, options: { max?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString, max: options.max ?? 10, connectionTimeoutMillis: 3000 });
+    // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);
+    // keepAlive notices a peer that vanished without a word (a failover, a dropped route).
+    this.pool = new pg.Pool({ connectionString, max: options.max ?? 10, connectionTimeoutMillis: 3000, application_name: 'fhir-tx-server', keepAlive: true });
     // An idle client losing its connection must not take the process down; the next query reconnects.
     this.pool.on('error', () => undefined);
   }
@@ -183,12 +185,14 @@ export class PostgresStore implements ResourceStore {
   }
 
   private async transactionOnce<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw translate(err);
-    }
+    // The pool listens for errors only on idle clients. A checked-out client whose connection is
+    // lost between two queries emits 'error' with nobody listening, which ends the process; here the
+    // loss is noted, the transaction fails (503: committed or not, never half) and the client is dropped.
+    let lost: Error | undefined;
+    const onError = (err: Error) => {
+      lost = err;
+    };
+    const client = await this.checkout(onError);
     try {
       await client.query('BEGIN');
       const result = await work(client);
@@ -196,10 +200,29 @@ export class PostgresStore implements ResourceStore {
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
+      const failure = translate(err);
+      if (failure instanceof StorageUnavailableError) lost ??= failure;
+      throw failure;
     } finally {
-      client.release();
+      client.removeListener('error', onError);
+      // Released with an error, a client is destroyed rather than handed to the next request.
+      client.release(lost);
     }
+  }
+
+  /**
+   * A client from the pool with `onError` listening from the instant it is handed over: in the
+   * pool's own callback, not after a promise settles, because the bytes that make a new client ready
+   * can carry its termination too, and they are read before any promise continuation runs.
+   */
+  private checkout(onError: (err: Error) => void): Promise<pg.PoolClient> {
+    return new Promise((resolve, reject) => {
+      this.pool.connect((err, client) => {
+        if (err || !client) return reject(translate(err));
+        client.on('error', onError);
+        resolve(client);
+      });
+    });
   }
 }
 
