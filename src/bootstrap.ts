@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app';
 import type { Config } from './config';
-import { ResourceSchema } from './fhir/resource-schema';
 import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
@@ -12,6 +11,10 @@ import { Repository } from './storage/repository';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminology } from './terminology/content/stored-terminology';
 import { TerminologyService } from './terminology/service';
+import { storedDefinitions } from './validation/stored-definitions';
+import { terminologyPort } from './validation/terminology-port';
+import { ResourceValidator } from './validation/validator';
+import { StructuralCheck } from './validation/write-checks';
 import type { Resource } from 'fhir/r4';
 
 
@@ -30,7 +33,9 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const stored = new StoredTerminology(store);
     repository.onWrite((version) => stored.noteLocalWrite(version));
     const terminology = new TerminologyService(loadCoreContent(), stored);
-    const services: AppServices = { config, repository, terminology };
+    // Definitions are read and compiled on first use, not here: start-up stays quick.
+    const validator = new ResourceValidator({ stored: storedDefinitions(repository), terminology: terminologyPort(terminology) });
+    const services: AppServices = { config, repository, terminology, validator };
     // Instance-level operations may name bundled content (ValueSet/administrative-gender).
     const readInstance = async (type: string, id: string): Promise<Resource> => {
       try {
@@ -44,7 +49,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const app = await buildApp({
       config,
       repository,
-      schema: new ResourceSchema(),
+      schema: new StructuralCheck(validator),
       registry,
       services,
       software: { name: pkg.name, version: pkg.version },

@@ -15,6 +15,8 @@ export interface Config {
   expansionLimit: number;
   /** Time budget of one operation, in milliseconds. */
   operationTimeoutMs: number;
+  /** Validate creates and updates fully (profiles, invariants, terminology) and refuse those with errors (422). */
+  validateOnWrite: boolean;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -64,6 +66,7 @@ export function loadConfig(env: Env): Config {
     bodyLimit: size(env, 'BODY_LIMIT', 10 * 1024 * 1024),
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
     operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
   };
 }
 

@@ -29,6 +29,11 @@ const PRIMITIVE_PATTERNS: Record<string, RegExp> = {
   string: /^[\s\S]+$/,
 };
 
+/** The lexical pattern of a primitive type (the R4 regular expression, anchored), if it has one. */
+export function primitivePattern(type: string): RegExp | undefined {
+  return PRIMITIVE_PATTERNS[type];
+}
+
 export function isPrimitiveType(type: string): boolean {
   return type in PRIMITIVE_PATTERNS;
 }

@@ -4,6 +4,7 @@ import { codeSystemLookup } from './codesystem/lookup';
 import { codeSystemSubsumes } from './codesystem/subsumes';
 import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
+import { resourceValidate } from './resource/validate';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetExpand } from './valueset/expand';
@@ -20,4 +21,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   codeSystemSubsumes,
   conceptMapTranslate,
   valueSetBatchValidateCode,
+  resourceValidate,
 ];

@@ -1,0 +1,649 @@
+import type { Coding } from 'fhir/r4';
+import { fhirError } from '../fhir/errors';
+import { childIndex, countOf } from './child-index';
+import { contentTarget, ProfileError } from './compile';
+import type { InvariantEnv, Invariants } from './invariants';
+import type { ValidationIssue } from './issues';
+import type { ProfileSession } from './library';
+import type { BoundConstraint, CompiledProfile, Constraint, ElementNode, TypeRef } from './model';
+import { nativeInvariant } from './native-invariants';
+import { clip, primitiveProblem } from './primitives';
+import { bundleIndex, referencedType, RESOURCE_TYPES, restfulParts, typeNameOf, type BundleIndex } from './references';
+import { sliceTester, type SliceDeps } from './slicing';
+import type { BindingCheck } from './terminology-port';
+import { containsPattern, deepEqual, show } from './values';
+
+/**
+ * One pass over a resource's JSON against compiled definitions. What it cannot settle alone is
+ * collected for afterwards: bindings (checked in one batch by the terminology engine), and
+ * extensions or profiles defined by stored StructureDefinitions not loaded yet.
+ */
+
+export interface WalkOptions {
+  /** Evaluate constraint expressions (FHIRPath). */
+  invariants: boolean;
+  /** Collect coded values with required and extensible bindings. */
+  terminology: boolean;
+  /** Check that references point to allowed types, and local references to contained resources. */
+  references: boolean;
+  /** Validate extensions against their definitions; unknown ones get a warning. */
+  extensions: boolean;
+  /** Follow `meta.profile` (of the resource and of the resources inside it). */
+  profiles: boolean;
+  /** Epoch ms: past it the walk stops with too-costly. */
+  deadline: number;
+}
+
+export interface PendingBinding extends BindingCheck {
+  strength: 'required' | 'extensible';
+  expression: string;
+}
+
+/** Work left for after the stored definitions it needs are loaded. */
+export interface Deferred {
+  kind: 'extension' | 'profile';
+  url: string;
+  value: Record<string, unknown>;
+  path: string;
+  env: InvariantEnv;
+  scope: Scope;
+  depth: number;
+}
+
+/** What one resource (with its contained resources) shares while it is walked. */
+export interface Scope {
+  root: Record<string, unknown>;
+  /** `#id` (and `#`) references found anywhere in it: each contained resource must be one of them. */
+  localRefs: Set<string>;
+  bundle?: BundleIndex;
+}
+
+/** JSON nested deeper than this is refused (the HTTP layer already stops at 64). */
+const MAX_DEPTH = 128;
+const NO_TYPE: TypeRef = { code: 'BackboneElement', profiles: [], targetProfiles: [] };
+const EXTENSION: TypeRef = { code: 'Extension', profiles: [], targetProfiles: [] };
+
+interface Item {
+  value: unknown;
+  path: string;
+}
+
+export class Walk {
+  readonly issues: ValidationIssue[] = [];
+  readonly bindings: PendingBinding[] = [];
+  deferred: Deferred[] = [];
+  private steps = 0;
+  private readonly sliceDeps: SliceDeps;
+
+  constructor(
+    readonly session: ProfileSession,
+    readonly options: WalkOptions,
+    private readonly invariants?: Invariants,
+  ) {
+    this.sliceDeps = { conforms: (value, url, type) => this.conforms(value, url, type) };
+  }
+
+  /**
+   * A resource: against its type's definition, then each profile it claims (`meta.profile`) and
+   * each one asked for. `container` is the scope of the resource that contains this one.
+   */
+  resource(json: unknown, path: string, extra: { profiles?: CompiledProfile[]; container?: Scope; bundle?: BundleIndex; depth?: number } = {}): void {
+    const depth = extra.depth ?? 0;
+    if (!isObject(json)) {
+      this.error('structure', path, `must be a resource (a JSON object with a resourceType), not ${kindOf(json)}`);
+      return;
+    }
+    const type = json.resourceType;
+    if (typeof type !== 'string') {
+      this.error('structure', path, 'has no resourceType');
+      return;
+    }
+    const base = RESOURCE_TYPES.has(type) ? this.session.base(type) : undefined;
+    if (!base) {
+      this.error('not-supported', path, `'${clip(type)}' is not a resource type of FHIR R4`);
+      return;
+    }
+    const bundle = type === 'Bundle' ? bundleIndex(json) : extra.bundle;
+    const scope: Scope = extra.container ?? { root: json, localRefs: new Set(), bundle };
+    const env: InvariantEnv = { resource: json, rootResource: scope.root, bundle: bundle ?? scope.bundle };
+    const own: Scope = type === 'Bundle' ? { ...scope, bundle } : scope;
+    const typeRef: TypeRef = { code: type, profiles: [], targetProfiles: [] };
+    this.complex(json, base.root, typeRef, path, env, own, depth);
+    if (this.options.profiles) this.claimedProfiles(json, type, path, env, own, depth);
+    for (const profile of extra.profiles ?? []) this.againstProfile(json, profile, path, env, own, depth);
+    if (!extra.container && this.options.references) this.checkContainedAreReferenced(json, scope, path);
+  }
+
+  private claimedProfiles(json: Record<string, unknown>, type: string, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    const meta = json.meta;
+    const urls = isObject(meta) && Array.isArray(meta.profile) ? meta.profile : [];
+    urls.forEach((url, i) => {
+      if (typeof url !== 'string') return;
+      const resolved = this.session.profile(url);
+      if (resolved === 'unloaded') {
+        this.deferred.push({ kind: 'profile', url, value: json, path, env, scope, depth });
+        return;
+      }
+      this.claimed(resolved, url, json, `${path}.meta.profile[${i}]`, path, env, scope, depth, type);
+    });
+  }
+
+  /** A profile named in `meta.profile`, once resolved (now or after loading). */
+  claimed(resolved: CompiledProfile | ProfileError | undefined, url: string, json: Record<string, unknown>, where: string, path: string, env: InvariantEnv, scope: Scope, depth: number, type: string): void {
+    if (resolved === undefined) {
+      this.warning('not-supported', where, `Profile '${url}' is not known to this server; the resource was not checked against it`);
+    } else if (resolved instanceof ProfileError) {
+      this.error('processing', where, resolved.message);
+    } else if (resolved.type !== type) {
+      this.error('invalid', where, `Profile '${url}' is for ${resolved.type}, not ${type}`);
+    } else {
+      this.againstProfile(json, resolved, path, env, scope, depth);
+    }
+  }
+
+  againstProfile(json: Record<string, unknown>, profile: CompiledProfile, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    this.complex(json, profile.root, { code: profile.type, profiles: [], targetProfiles: [] }, path, env, scope, depth);
+  }
+
+  /** An extension whose definition was loaded after the walk. */
+  extension(resolved: CompiledProfile | ProfileError | undefined, item: Deferred): void {
+    if (resolved === undefined) this.unknownExtension(item.url, item.path);
+    else if (resolved instanceof ProfileError) this.error('processing', item.path, resolved.message);
+    else this.complex(item.value, resolved.root, EXTENSION, item.path, item.env, item.scope, item.depth);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Elements
+
+  /** A complex value (an object) at `node`, of `type`. */
+  complex(value: unknown, node: ElementNode, type: TypeRef, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    if ((++this.steps & 1023) === 0 && Date.now() > this.options.deadline) {
+      throw fhirError('ERR_OP_TIMEOUT', { code: 'validate', ms: this.options.deadline });
+    }
+    if (depth > MAX_DEPTH) {
+      this.error('structure', path, `is nested more than ${MAX_DEPTH} levels deep`);
+      return;
+    }
+    if (!isObject(value)) {
+      this.error('structure', path, `must be a JSON object (${type.code}), not ${kindOf(value)}`);
+      return;
+    }
+    if (node.path.includes('.') && (type.code === 'Resource' || RESOURCE_TYPES.has(type.code))) {
+      this.nestedResource(value, node, type, path, scope, depth);
+      return;
+    }
+    let provider: ElementNode;
+    let typeRoot: CompiledProfile | undefined;
+    if (node.contentReference) {
+      provider = contentTarget(node);
+    } else if (node.children.length > 0) {
+      provider = node;
+    } else {
+      typeRoot = this.typeDefinition(value, type, path, env, scope, depth);
+      if (!typeRoot) {
+        this.error('not-supported', path, `the type '${type.code}' is not known`);
+        return;
+      }
+      provider = typeRoot.root;
+    }
+    this.children(value, provider, path, env, scope, depth);
+    if (node.fixed && !deepEqual(value, node.fixed.value)) {
+      this.error('value', path, `must be exactly ${show(node.fixed.value)}`);
+    }
+    if (node.pattern && !containsPattern(value, node.pattern.value)) {
+      this.error('value', path, `must match the pattern ${show(node.pattern.value)}`);
+    }
+    if (this.options.invariants) this.constraints(value, node, provider, type, path, env);
+    this.typeRules(value, node, type, path, scope);
+  }
+
+  /** The definition that gives a value of this type its children: a type profile, an extension's own, or the base type. */
+  private typeDefinition(value: Record<string, unknown>, type: TypeRef, path: string, env: InvariantEnv, scope: Scope, depth: number): CompiledProfile | undefined {
+    for (const url of type.profiles) {
+      const resolved = this.usable(url);
+      if (resolved) return resolved;
+    }
+    if (type.code === 'Extension' && type.profiles.length === 0 && this.options.extensions && typeof value.url === 'string') {
+      const resolved = this.session.profile(value.url);
+      if (resolved === 'unloaded') this.deferred.push({ kind: 'extension', url: value.url, value, path, env, scope, depth });
+      else if (resolved === undefined) this.unknownExtension(value.url, path);
+      else if (resolved instanceof ProfileError) this.error('processing', path, resolved.message);
+      else if (resolved.type === 'Extension') return resolved;
+    }
+    return this.session.base(type.code);
+  }
+
+  private unknownExtension(url: string, path: string): void {
+    this.warning('extension', path, `The extension '${clip(url, 120)}' is not known to this server, so its content was not checked`);
+  }
+
+  private nestedResource(value: Record<string, unknown>, node: ElementNode, type: TypeRef, path: string, scope: Scope, depth: number): void {
+    const contained = node.name === 'contained';
+    const profiles: CompiledProfile[] = [];
+    for (const url of type.profiles) {
+      const resolved = this.usable(url);
+      if (resolved) profiles.push(resolved);
+    }
+    if (type.code !== 'Resource' && typeof value.resourceType === 'string' && value.resourceType !== type.code) {
+      this.error('structure', path, `must be a ${type.code}, not a ${clip(value.resourceType)}`);
+    }
+    this.resource(value, path, { profiles, container: contained ? scope : undefined, bundle: scope.bundle, depth: depth + 1 });
+    if (contained) this.containedRules(value, path);
+  }
+
+  /** The properties of an object against the children of `provider`, then their cardinalities. */
+  private children(obj: Record<string, unknown>, provider: ElementNode, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    const index = childIndex(provider);
+    const isResourceRoot = provider === provider.profile.root && provider.profile.kind === 'resource';
+    for (const key in obj) {
+      if (key === 'resourceType') {
+        if (!isResourceRoot) this.error('structure', `${path}.resourceType`, `'resourceType' is not an element of ${provider.path}`);
+        continue;
+      }
+      const extension = key.charCodeAt(0) === 95;
+      const name = extension ? key.slice(1) : key;
+      const slot = index.keys.get(name);
+      if (!slot || (extension && !slot.primitive)) {
+        this.error('structure', `${path}.${key}`, `Unrecognized property: '${clip(key)}' is not an element of ${provider.path}`);
+        continue;
+      }
+      if (slot.primitive) {
+        // A primitive and its `_name` twin are read together, once.
+        if (extension && obj[name] !== undefined) continue;
+        this.primitive(obj, name, slot.node, slot.type, path, env, scope, depth);
+      } else {
+        this.complexProperty(obj[key], slot.node, slot.type, path, env, scope, depth);
+      }
+    }
+    for (const child of index.required) {
+      const names = index.names.get(child) as string[];
+      if (countOf(obj, names) === 0) this.error('required', `${path}.${child.name}`, `minimum required = ${child.min}, but only found 0 (${child.path})`);
+    }
+    for (const child of index.bounded) {
+      const names = index.names.get(child) as string[];
+      const count = countOf(obj, names);
+      if (count > child.max) {
+        this.error('structure', `${path}.${child.name}`, `${child.path}: maximum allowed = ${child.max}, but found ${count}`);
+      }
+    }
+    for (const child of index.choices) {
+      const present = (index.names.get(child) as string[]).filter((n) => obj[n] !== undefined || obj[`_${n}`] !== undefined);
+      if (present.length > 1) this.error('structure', `${path}.${child.name}`, `only one of ${present.join(', ')} may be given`);
+    }
+  }
+
+  private complexProperty(value: unknown, node: ElementNode, type: TypeRef, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    const at = node.choice ? `${path}.${node.name}.ofType(${type.code})` : `${path}.${node.name}`;
+    const items = this.itemsOf(value, node, at);
+    if (!items) return;
+    if (node.slices.length > 0 && node.slicing) this.sliced(items, node, type, env, scope, depth);
+    else for (const item of items) this.complex(item.value, node, type, item.path, env, scope, depth + 1);
+  }
+
+  /** The values of a property as a list, after checking array-ness against the definition. */
+  private itemsOf(value: unknown, node: ElementNode, at: string): Item[] | undefined {
+    if (node.isArray) {
+      if (!Array.isArray(value)) {
+        this.error('structure', at, 'must be a JSON array');
+        return [{ value, path: at }];
+      }
+      if (value.length === 0) this.error('structure', at, 'must not be an empty array (leave the property out instead)');
+      const items: Item[] = [];
+      value.forEach((v, i) => {
+        if (v === null) this.error('structure', `${at}[${i}]`, 'null is not allowed here');
+        else items.push({ value: v, path: `${at}[${i}]` });
+      });
+      return items;
+    }
+    if (Array.isArray(value)) {
+      this.error('structure', at, 'must be a single value, not a JSON array');
+      return undefined;
+    }
+    if (value === null) {
+      this.error('structure', at, 'null is not allowed here');
+      return undefined;
+    }
+    return [{ value, path: at }];
+  }
+
+  /** A primitive property (`birthDate`) with its `_birthDate` twin (id and extensions). */
+  private primitive(obj: Record<string, unknown>, name: string, node: ElementNode, type: TypeRef, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    const value = obj[name];
+    const ext = obj[`_${name}`];
+    const at = node.choice ? `${path}.${node.name}.ofType(${type.code})` : `${path}.${node.name}`;
+    if (node.isArray) {
+      const values = this.primitiveList(value, at);
+      const exts = this.primitiveList(ext, `${path}._${name}`);
+      if (value !== undefined && ext !== undefined && values.length !== exts.length) {
+        this.error('structure', at, `'${name}' and '_${name}' must be arrays of the same length`);
+      }
+      if (values.length === 0 && exts.length === 0 && (value !== undefined || ext !== undefined)) {
+        this.error('structure', at, 'must not be an empty array (leave the property out instead)');
+      }
+      const n = Math.max(values.length, exts.length);
+      for (let i = 0; i < n; i++) {
+        const v = values[i] ?? null;
+        const e = exts[i] ?? null;
+        if (v === null && e === null) this.error('structure', `${at}[${i}]`, 'null with no extension in its place');
+        if (v !== null) this.primitiveValue(v, node, type, `${at}[${i}]`, scope);
+        if (e !== null) this.elementExtensions(e, `${at}[${i}]`, env, scope, depth);
+      }
+    } else {
+      if (Array.isArray(value)) this.error('structure', at, 'must be a single value, not a JSON array');
+      else if (value === null) this.error('structure', at, 'null is not allowed here');
+      else if (value !== undefined) this.primitiveValue(value, node, type, at, scope);
+      if (ext !== undefined) {
+        if (Array.isArray(ext) || ext === null) this.error('structure', `${path}._${name}`, 'must be a single JSON object');
+        else this.elementExtensions(ext, at, env, scope, depth);
+      }
+    }
+    if (this.options.invariants && node.constraints.length > 0 && value !== undefined) {
+      // Evaluated on the parent: the engine types a primitive by where it is found.
+      const parentPath = node.path.slice(0, node.path.lastIndexOf('.')).replace(/\[x\]/g, '');
+      for (const c of node.constraints) this.evaluate(c, obj, parentPath, env, at, name);
+    }
+  }
+
+  private primitiveList(value: unknown, at: string): unknown[] {
+    if (value === undefined) return [];
+    if (!Array.isArray(value)) {
+      this.error('structure', at, 'must be a JSON array');
+      return [value];
+    }
+    return value;
+  }
+
+  private primitiveValue(value: unknown, node: ElementNode, type: TypeRef, at: string, scope: Scope): void {
+    const problem = primitiveProblem(type.code, value);
+    if (problem) {
+      this.error(problem.code, at, problem.message);
+      return;
+    }
+    if (node.fixed && node.fixed.value !== value) this.error('value', at, `is '${show(value)}' but must be '${show(node.fixed.value)}'`);
+    if (node.pattern && node.pattern.value !== value) this.error('value', at, `is '${show(value)}' but must be '${show(node.pattern.value)}'`);
+    if (node.maxLength !== undefined && typeof value === 'string' && value.length > node.maxLength) {
+      this.error('value', at, `is ${value.length} characters long; at most ${node.maxLength} are allowed`);
+    }
+    if (node.minValue && compare(value, node.minValue.value) < 0) this.error('value', at, `is below the minimum ${show(node.minValue.value)}`);
+    if (node.maxValue && compare(value, node.maxValue.value) > 0) this.error('value', at, `is above the maximum ${show(node.maxValue.value)}`);
+    if (typeof value === 'string' && value.charCodeAt(0) === 35 && (type.code === 'canonical' || type.code === 'uri' || type.code === 'url')) {
+      scope.localRefs.add(value);
+    }
+    if (type.code === 'code' && this.options.terminology) this.binding(node, 'code', [{ code: value as string }], at);
+  }
+
+  /** `_name`: an object that may carry only `id` and `extension`. */
+  private elementExtensions(value: unknown, at: string, env: InvariantEnv, scope: Scope, depth: number): void {
+    const element = this.session.base('Element');
+    if (!element) return;
+    this.complex(value, element.root, { code: 'Element', profiles: [], targetProfiles: [] }, at, env, scope, depth + 1);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Slicing
+
+  private sliced(items: Item[], node: ElementNode, type: TypeRef, env: InvariantEnv, scope: Scope, depth: number): void {
+    const slicing = node.slicing as NonNullable<ElementNode['slicing']>;
+    const typeRoot = (code: string) => this.usable(code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root;
+    const testers = node.slices.map((s) => sliceTester(s, slicing, typeRoot));
+    const counts = node.slices.map(() => 0);
+    let last = -1;
+    let unmatchedSeen = false;
+    for (const item of items) {
+      const hit = testers.findIndex((test) => test({ value: item.value, type }, this.sliceDeps));
+      if (hit < 0) {
+        unmatchedSeen = true;
+        if (slicing.rules === 'closed') {
+          this.error('structure', item.path, `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`);
+        }
+        this.complex(item.value, node, type, item.path, env, scope, depth + 1);
+        continue;
+      }
+      const slice = node.slices[hit];
+      counts[hit]++;
+      if (slicing.ordered && hit < last) this.error('structure', item.path, `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`);
+      if (slicing.rules === 'openAtEnd' && unmatchedSeen) this.error('structure', item.path, `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`);
+      last = Math.max(last, hit);
+      const sliceType = slice.types.find((t) => t.code === type.code) ?? type;
+      this.complex(item.value, slice, sliceType, item.path, env, scope, depth + 1);
+    }
+    const base = items[0]?.path.replace(/\[\d+\]$/, '') ?? node.path;
+    node.slices.forEach((slice, i) => {
+      if (counts[i] < slice.min) {
+        this.error('required', base, `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${counts[i]} (from ${node.profile.url})`);
+      }
+      if (counts[i] > slice.max) {
+        this.error('structure', base, `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`);
+      }
+    });
+  }
+
+  /** A profile that is loaded and usable, or undefined. */
+  private usable(url: string): CompiledProfile | undefined {
+    const resolved = this.session.profile(url);
+    return resolved && resolved !== 'unloaded' && !(resolved instanceof ProfileError) ? resolved : undefined;
+  }
+
+  /** Whether a value conforms to a profile, for a `profile` discriminator: walked on the side, errors counted. */
+  private conforms(value: unknown, url: string, type: TypeRef): boolean {
+    const resolved = this.usable(url);
+    if (!resolved) return false;
+    const side = new Walk(this.session, { ...this.options, terminology: false, profiles: false }, this.invariants);
+    if (isObject(value) && typeof value.resourceType === 'string') side.resource(value, 'x', { profiles: [resolved] });
+    else side.complex(value, resolved.root, type, 'x', { resource: value, rootResource: value }, { root: {}, localRefs: new Set() }, 0);
+    return !side.issues.some((i) => i.severity === 'error');
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Invariants and type rules
+
+  private constraints(value: Record<string, unknown>, node: ElementNode, provider: ElementNode, type: TypeRef, path: string, env: InvariantEnv): void {
+    for (const { constraint, base } of this.constraintsFor(node, provider, type)) this.evaluate(constraint, value, base, env, path);
+  }
+
+  /** The element's own constraints, those of the definition giving its children, and its type's. */
+  private constraintsFor(node: ElementNode, provider: ElementNode, type: TypeRef): BoundConstraint[] {
+    const cache = (node.constraintsByType ??= new Map());
+    const key = `${type.code}|${provider.id}|${provider.profile.url}`;
+    let list = cache.get(key);
+    if (!list) {
+      const out: BoundConstraint[] = [];
+      const seen = new Set<string>();
+      const add = (from: ElementNode) => {
+        for (const c of from.constraints) {
+          if (seen.has(c.key)) continue;
+          seen.add(c.key);
+          out.push({ constraint: c, base: basePath(from) });
+        }
+      };
+      add(node);
+      if (provider !== node) add(provider);
+      else if (node.path.includes('.')) {
+        const typeBase = this.session.base(type.code);
+        if (typeBase) add(typeBase.root);
+      }
+      list = out;
+      cache.set(key, list);
+    }
+    return list;
+  }
+
+  /** One invariant at one place; `primitive` names the property when the constraint is on a primitive of `focus`. */
+  private evaluate(constraint: Constraint, focus: Record<string, unknown>, base: string, env: InvariantEnv, path: string, primitive?: string): void {
+    const native = nativeInvariant(constraint);
+    let result = native?.(focus, env);
+    if (!result && this.invariants) {
+      const expression = primitive ? `\`${primitive}\`.all(${constraint.expression})` : constraint.expression;
+      result = this.invariants.check(expression, focus, base, env);
+    }
+    if (!result || result.ok === true) return;
+    if (result.ok === false) {
+      this.issues.push({ severity: constraint.severity, code: 'invariant', message: `Constraint failed: ${constraint.key}: '${constraint.human}'`, expression: path, source: constraint.key });
+      return;
+    }
+    this.issues.push({ severity: 'warning', code: 'invariant', message: `Constraint ${constraint.key} could not be evaluated: ${result.reason}`, expression: path, source: constraint.key });
+  }
+
+  private typeRules(value: Record<string, unknown>, node: ElementNode, type: TypeRef, path: string, scope: Scope): void {
+    switch (type.code) {
+      case 'Reference':
+        this.reference(value, type, path, scope);
+        return;
+      case 'CodeableConcept':
+        if (this.options.terminology && node.binding) {
+          const codings = Array.isArray(value.coding) ? value.coding.filter(isObject).map(codingOf) : [];
+          if (codings.length > 0) this.binding(node, 'CodeableConcept', codings, path);
+          else if (node.binding.strength === 'required' && node.binding.valueSet) {
+            this.error('code-invalid', path, `No code provided, and a code is required from the value set '${node.binding.valueSet}'`);
+          }
+        }
+        return;
+      case 'Coding':
+        if (this.options.terminology && node.binding) this.binding(node, 'Coding', [codingOf(value)], path);
+        return;
+      case 'Quantity':
+        if (this.options.terminology && node.binding && typeof value.code === 'string') {
+          this.binding(node, 'Coding', [{ system: value.system as string | undefined, code: value.code }], path);
+        }
+        return;
+      default:
+        if (node.path === 'Bundle.entry') this.bundleEntry(value, path);
+    }
+  }
+
+  private binding(node: ElementNode, kind: PendingBinding['kind'], codings: Coding[], path: string): void {
+    const b = node.binding;
+    if (!b?.valueSet || (b.strength !== 'required' && b.strength !== 'extensible')) return;
+    if (codings.every((c) => c.code === undefined)) return;
+    this.bindings.push({ valueSet: b.valueSet, strength: b.strength, kind, codings, expression: path });
+  }
+
+  private reference(value: Record<string, unknown>, type: TypeRef, path: string, scope: Scope): void {
+    const ref = value.reference;
+    if (typeof ref !== 'string') return;
+    let target: string | undefined;
+    if (ref.charCodeAt(0) === 35) {
+      scope.localRefs.add(ref);
+      if (ref === '#') target = scope.root.resourceType as string;
+      else {
+        const contained = Array.isArray(scope.root.contained) ? scope.root.contained : [];
+        const found = contained.find((c) => isObject(c) && c.id === ref.slice(1)) as Record<string, unknown> | undefined;
+        if (!found) {
+          if (this.options.references) {
+            this.error('invariant', `${path}.reference`, `Constraint failed: ref-1: 'SHALL have a contained resource if a local reference is provided' ('${clip(ref)}' is not the id of a contained resource)`);
+          }
+          return;
+        }
+        target = found.resourceType as string;
+      }
+    } else {
+      target = referencedType(ref, scope.bundle);
+      if (target !== undefined && !RESOURCE_TYPES.has(target)) {
+        if (this.options.references && !/^[a-z]+:/.test(ref)) this.error('structure', `${path}.reference`, `'${clip(ref)}' names '${clip(target)}', which is not a resource type`);
+        return;
+      }
+    }
+    if (!this.options.references || !target) return;
+    if (typeof value.type === 'string') {
+      const stated = typeNameOf(value.type);
+      if (RESOURCE_TYPES.has(stated) && stated !== target) {
+        this.error('structure', `${path}.type`, `says ${stated} but the reference points to a ${target}`);
+      }
+    }
+    if (type.targetProfiles.length === 0) return;
+    const allowed = type.targetProfiles.map((p) => this.profileType(p));
+    if (allowed.some((a) => a === undefined || a === 'Resource' || a === target)) return;
+    this.error('structure', `${path}.reference`, `points to a ${target}, but only ${[...new Set(allowed)].join(', ')} may be referenced here`);
+  }
+
+  /** The resource type a target profile stands for; undefined when it cannot be told. */
+  private profileType(url: string): string | undefined {
+    const name = typeNameOf(url);
+    if (RESOURCE_TYPES.has(name) || name === 'Resource') return name;
+    return this.usable(url)?.type;
+  }
+
+  /** A Bundle entry: a RESTful fullUrl must name the resource it holds. */
+  private bundleEntry(entry: Record<string, unknown>, path: string): void {
+    const fullUrl = entry.fullUrl;
+    const resource = entry.resource;
+    if (typeof fullUrl !== 'string' || !isObject(resource) || fullUrl.startsWith('urn:')) return;
+    const parts = restfulParts(fullUrl);
+    if (!parts || typeof resource.resourceType !== 'string') return;
+    if (parts.type !== resource.resourceType || (resource.id !== undefined && parts.id !== resource.id)) {
+      this.error('invalid', `${path}.fullUrl`, `The fullUrl '${clip(fullUrl, 120)}' does not match the resource it holds (${resource.resourceType}/${String(resource.id ?? '(no id)')})`);
+    }
+  }
+
+  /** dom-2, dom-4, dom-5 for one contained resource. */
+  private containedRules(value: Record<string, unknown>, path: string): void {
+    if (!this.options.invariants) return;
+    if (value.contained !== undefined) this.error('invariant', path, "Constraint failed: dom-2: 'If the resource is contained in another resource, it SHALL NOT contain nested Resources'", 'dom-2');
+    const meta = isObject(value.meta) ? value.meta : undefined;
+    if (meta && (meta.versionId !== undefined || meta.lastUpdated !== undefined)) {
+      this.error('invariant', path, "Constraint failed: dom-4: 'If a resource is contained in another resource, it SHALL NOT have a meta.versionId or a meta.lastUpdated'", 'dom-4');
+    }
+    if (meta && meta.security !== undefined) {
+      this.error('invariant', path, "Constraint failed: dom-5: 'If a resource is contained in another resource, it SHALL NOT have a security label'", 'dom-5');
+    }
+  }
+
+  /** dom-3: each contained resource is referenced from elsewhere in the resource (or refers to it with `#`). */
+  private checkContainedAreReferenced(json: Record<string, unknown>, scope: Scope, path: string): void {
+    if (!this.options.invariants || !Array.isArray(json.contained)) return;
+    json.contained.forEach((c, i) => {
+      if (!isObject(c) || typeof c.id !== 'string') return;
+      if (scope.localRefs.has(`#${c.id}`) || refersToContainer(c)) return;
+      this.error('invariant', `${path}.contained[${i}]`, `Constraint failed: dom-3: 'If the resource is contained in another resource, it SHALL be referred to from elsewhere in the resource or SHALL refer to the containing resource' (nothing refers to '#${clip(c.id)}')`, 'dom-3');
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  error(code: ValidationIssue['code'], expression: string, message: string, source?: string): void {
+    this.issues.push({ severity: 'error', code, message, expression, source });
+  }
+
+  warning(code: ValidationIssue['code'], expression: string, message: string): void {
+    this.issues.push({ severity: 'warning', code, message, expression });
+  }
+}
+
+function basePath(node: ElementNode): string {
+  return node.path.replace(/\[x\]/g, '');
+}
+
+function refersToContainer(value: unknown): boolean {
+  if (Array.isArray(value)) return value.some(refersToContainer);
+  if (!isObject(value)) return false;
+  for (const key in value) {
+    const v = value[key];
+    if (v === '#' && (key === 'reference' || key.startsWith('value'))) return true;
+    if (typeof v === 'object' && refersToContainer(v)) return true;
+  }
+  return false;
+}
+
+function codingOf(value: Record<string, unknown>): Coding {
+  const coding: Coding = {};
+  if (typeof value.system === 'string') coding.system = value.system;
+  if (typeof value.version === 'string') coding.version = value.version;
+  if (typeof value.code === 'string') coding.code = value.code;
+  return coding;
+}
+
+/** Numbers by value, dates and times by text (same precision compares correctly). */
+function compare(a: unknown, b: unknown): number {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  return String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0;
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'string' ? 'a string' : typeof value === 'number' ? 'a number' : typeof value === 'boolean' ? 'a boolean' : 'an object';
+}
