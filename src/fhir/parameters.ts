@@ -33,6 +33,11 @@ export interface ReadOptions {
   strict: boolean;
   /** Checks a resource given as a parameter (structure, against the R4 schema); throws a FhirError. */
   checkResource?: (resource: Resource, at: string) => void;
+  /**
+   * The query string of a POST. It carries the other parameters when the body is a bare resource
+   * (`POST Patient/$validate?profile=...`, as HAPI takes it); with a Parameters body it is ignored.
+   */
+  query?: Record<string, string | string[] | undefined>;
 }
 
 /**
@@ -85,7 +90,10 @@ export function readParameters(body: unknown, spec: OperationSpec, options: Read
     const found = isObject(body) && typeof body.resourceType === 'string' ? body.resourceType : 'something that is not a resource';
     const single = isObject(body) && typeof body.resourceType === 'string' ? singleResourceInput(spec) : undefined;
     if (!single) throw fhirError('ERR_BODY_NOT_PARAMETERS', { found });
-    return { [single.name]: readBareResource(body as Record<string, unknown> & { resourceType: string }, single, options) };
+    const others = { ...spec, inputs: spec.inputs.filter((p) => p !== single) };
+    const input = readQuery(options.query ?? {}, others, options);
+    input[single.name] = readBareResource(body as Record<string, unknown> & { resourceType: string }, single, options);
+    return input;
   }
   const entries = body.parameter ?? [];
   if (!Array.isArray(entries)) throw fhirError('ERR_PARAM_SHAPE', { name: 'parameter', reason: 'must be an array' });

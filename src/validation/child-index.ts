@@ -15,6 +15,8 @@ export interface ChildIndex {
   bounded: ElementNode[];
   /** Choice children (`value[x]`): at most one of their names may appear. */
   choices: ElementNode[];
+  /** Children with a slice that is required: absent, they still miss that slice. */
+  slicesRequired: ElementNode[];
   /** The property names of each child. */
   names: Map<ElementNode, string[]>;
 }
@@ -24,7 +26,7 @@ const indexes = new WeakMap<ElementNode, ChildIndex>();
 export function childIndex(parent: ElementNode): ChildIndex {
   let index = indexes.get(parent);
   if (index) return index;
-  index = { keys: new Map(), required: [], bounded: [], choices: [], names: new Map() };
+  index = { keys: new Map(), required: [], bounded: [], choices: [], slicesRequired: [], names: new Map() };
   for (const child of parent.children) {
     const names: string[] = [];
     const types = child.contentReference ? contentTypes(child) : child.types;
@@ -42,6 +44,7 @@ export function childIndex(parent: ElementNode): ChildIndex {
     }
     index.names.set(child, names);
     if (child.min > 0) index.required.push(child);
+    if (child.slices.some((s) => s.min > 0)) index.slicesRequired.push(child);
     if (child.max === 0 || (child.isArray && child.max < Infinity)) index.bounded.push(child);
   }
   indexes.set(parent, index);

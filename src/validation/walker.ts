@@ -168,6 +168,10 @@ export class Walk {
       this.error('structure', path, `must be a JSON object (${type.code}), not ${kindOf(value)}`);
       return;
     }
+    if (isEmpty(value)) {
+      this.error('structure', path, 'must have a value or children: an empty object is not allowed (ele-1)', 'ele-1');
+      return;
+    }
     if (node.path.includes('.') && (type.code === 'Resource' || RESOURCE_TYPES.has(type.code))) {
       this.nestedResource(value, node, type, path, scope, depth);
       return;
@@ -259,6 +263,10 @@ export class Walk {
       const names = index.names.get(child) as string[];
       if (countOf(obj, names) === 0) this.error('required', `${path}.${child.name}`, `minimum required = ${child.min}, but only found 0 (${child.path})`);
     }
+    for (const child of index.slicesRequired) {
+      if (countOf(obj, index.names.get(child) as string[]) > 0) continue;
+      for (const slice of child.slices) if (slice.min > 0) this.sliceMinimum(child, slice, 0, `${path}.${child.name}`);
+    }
     for (const child of index.bounded) {
       const names = index.names.get(child) as string[];
       const count = countOf(obj, names);
@@ -276,8 +284,9 @@ export class Walk {
     const at = node.choice ? `${path}.${node.name}.ofType(${type.code})` : `${path}.${node.name}`;
     const items = this.itemsOf(value, node, at);
     if (!items) return;
-    if (node.slices.length > 0 && node.slicing) this.sliced(items, node, type, env, scope, depth);
-    else for (const item of items) this.complex(item.value, node, type, item.path, env, scope, depth + 1);
+    const visit = (item: Item, at: ElementNode, itemType: TypeRef) => this.complex(item.value, at, itemType, item.path, env, scope, depth + 1);
+    if (node.slices.length > 0 && node.slicing) this.sliced(items, node, type, visit);
+    else for (const item of items) visit(item, node, type);
   }
 
   /** The values of a property as a list, after checking array-ness against the definition. */
@@ -321,17 +330,19 @@ export class Walk {
         this.error('structure', at, 'must not be an empty array (leave the property out instead)');
       }
       const n = Math.max(values.length, exts.length);
+      const items: Item[] = [];
       for (let i = 0; i < n; i++) {
         const v = values[i] ?? null;
         const e = exts[i] ?? null;
         if (v === null && e === null) this.error('structure', `${at}[${i}]`, 'null with no extension in its place');
-        if (v !== null) this.primitiveValue(v, node, type, `${at}[${i}]`, scope);
+        if (v !== null) items.push({ value: v, path: `${at}[${i}]` });
         if (e !== null) this.elementExtensions(e, `${at}[${i}]`, env, scope, depth);
       }
+      this.primitiveValues(items, node, type, scope);
     } else {
       if (Array.isArray(value)) this.error('structure', at, 'must be a single value, not a JSON array');
       else if (value === null) this.error('structure', at, 'null is not allowed here');
-      else if (value !== undefined) this.primitiveValue(value, node, type, at, scope);
+      else if (value !== undefined) this.primitiveValues([{ value, path: at }], node, type, scope);
       if (ext !== undefined) {
         if (Array.isArray(ext) || ext === null) this.error('structure', `${path}._${name}`, 'must be a single JSON object');
         else this.elementExtensions(ext, at, env, scope, depth);
@@ -351,6 +362,12 @@ export class Walk {
       return [value];
     }
     return value;
+  }
+
+  private primitiveValues(items: Item[], node: ElementNode, type: TypeRef, scope: Scope): void {
+    const visit = (item: Item, at: ElementNode, itemType: TypeRef) => this.primitiveValue(item.value, at, itemType, item.path, scope);
+    if (node.slices.length > 0 && node.slicing) this.sliced(items, node, type, visit);
+    else for (const item of items) visit(item, node, type);
   }
 
   private primitiveValue(value: unknown, node: ElementNode, type: TypeRef, at: string, scope: Scope): void {
@@ -382,7 +399,8 @@ export class Walk {
   // -------------------------------------------------------------------------------------------
   // Slicing
 
-  private sliced(items: Item[], node: ElementNode, type: TypeRef, env: InvariantEnv, scope: Scope, depth: number): void {
+  /** Items of a sliced element: each to its slice (or none), visited against it; then the slices' cardinalities. */
+  private sliced(items: Item[], node: ElementNode, type: TypeRef, visit: (item: Item, at: ElementNode, type: TypeRef) => void): void {
     const slicing = node.slicing as NonNullable<ElementNode['slicing']>;
     const typeRoot = (code: string) => this.usable(code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root;
     const testers = node.slices.map((s) => sliceTester(s, slicing, typeRoot));
@@ -396,7 +414,7 @@ export class Walk {
         if (slicing.rules === 'closed') {
           this.error('structure', item.path, `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`);
         }
-        this.complex(item.value, node, type, item.path, env, scope, depth + 1);
+        visit(item, node, type);
         continue;
       }
       const slice = node.slices[hit];
@@ -404,14 +422,11 @@ export class Walk {
       if (slicing.ordered && hit < last) this.error('structure', item.path, `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`);
       if (slicing.rules === 'openAtEnd' && unmatchedSeen) this.error('structure', item.path, `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`);
       last = Math.max(last, hit);
-      const sliceType = slice.types.find((t) => t.code === type.code) ?? type;
-      this.complex(item.value, slice, sliceType, item.path, env, scope, depth + 1);
+      visit(item, slice, slice.types.find((t) => t.code === type.code) ?? type);
     }
     const base = items[0]?.path.replace(/\[\d+\]$/, '') ?? node.path;
     node.slices.forEach((slice, i) => {
-      if (counts[i] < slice.min) {
-        this.error('required', base, `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${counts[i]} (from ${node.profile.url})`);
-      }
+      if (counts[i] < slice.min) this.sliceMinimum(node, slice, counts[i], base);
       if (counts[i] > slice.max) {
         this.error('structure', base, `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`);
       }
@@ -422,6 +437,10 @@ export class Walk {
   private usable(url: string): CompiledProfile | undefined {
     const resolved = this.session.profile(url);
     return resolved && resolved !== 'unloaded' && !(resolved instanceof ProfileError) ? resolved : undefined;
+  }
+
+  private sliceMinimum(node: ElementNode, slice: ElementNode, count: number, at: string): void {
+    this.error('required', at, `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${count} (from ${node.profile.url})`);
   }
 
   /** Whether a value conforms to a profile, for a `profile` discriminator: walked on the side, errors counted. */
@@ -607,6 +626,11 @@ export class Walk {
   warning(code: ValidationIssue['code'], expression: string, message: string): void {
     this.issues.push({ severity: 'warning', code, message, expression });
   }
+}
+
+function isEmpty(value: Record<string, unknown>): boolean {
+  for (const _key in value) return false;
+  return true;
 }
 
 function basePath(node: ElementNode): string {

@@ -76,7 +76,11 @@ async function invoke<S>(
     input = readQuery(request.query as Record<string, string | string[]>, spec, { strict });
   } else {
     if (request.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
-    input = readParameters(request.body, spec, { strict, checkResource: op.judgesResources ? undefined : deps.checkResource });
+    input = readParameters(request.body, spec, {
+      strict,
+      checkResource: op.judgesResources ? undefined : deps.checkResource,
+      query: request.query as Record<string, string | string[]>,
+    });
   }
   let target: Resource | undefined;
   if (level === 'instance') {
