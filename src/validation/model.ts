@@ -75,8 +75,8 @@ export interface ElementNode {
   profile: CompiledProfile;
   /** JSON property name -> child and the type that name selects; built on first use. */
   keys?: Map<string, ChildSlot>;
-  /** Constraints to evaluate for a value of a given type at this node; built on first use. */
-  constraintsByType?: Map<string, BoundConstraint[]>;
+  /** Constraints to evaluate at this node, by the node giving the children (or the type); built on first use. */
+  constraintsByType?: Map<ElementNode | string, BoundConstraint[]>;
 }
 
 /** What one JSON property name means under an element: which child, and of which type. */

@@ -52,8 +52,28 @@ const NATIVE: Record<string, { expression: string; check: Native }> = {
   },
 };
 
+/** Some text outside the tags that is not whitespace (`&nbsp;` is whitespace), or an image with a source. */
 function hasContent(div: string): boolean {
-  return /<img\s[^>]*src=/i.test(div) || div.replace(/<[^>]*>/g, '').replace(/&nbsp;|&#160;/g, ' ').trim() !== '';
+  let inTag = false;
+  for (let i = 0; i < div.length; i++) {
+    const c = div.charCodeAt(i);
+    if (inTag) {
+      if (c === 62) inTag = false;
+      continue;
+    }
+    if (c === 60) {
+      if (/^<img\s[^>]*src=/i.test(div.slice(i, i + 200))) return true;
+      inTag = true;
+      continue;
+    }
+    if (c === 32 || c === 9 || c === 10 || c === 13 || c === 160) continue;
+    if (c === 38 && (div.startsWith('&nbsp;', i) || div.startsWith('&#160;', i))) {
+      i += 5;
+      continue;
+    }
+    return true;
+  }
+  return false;
 }
 
 export function nativeInvariant(constraint: Constraint): Native | undefined {

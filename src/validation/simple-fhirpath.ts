@@ -1,11 +1,15 @@
+import { RE2JS } from 're2js';
+
 /**
  * A small evaluator for the FHIRPath that most invariants are written in: paths of element names,
- * `exists()`, `empty()`, `hasValue()`, `not()`, `count()`, `and`/`or`/`xor`/`implies`, and `=`/`!=`
- * against literals. About two thirds of the invariants a validation meets are of this shape; run as
+ * `exists()`, `empty()`, `hasValue()`, `not()`, `count()`, `where()`/`all()`/`exists()` with a
+ * criterion, `contains`/`startsWith`/`endsWith`/`matches` with a string literal,
+ * `and`/`or`/`xor`/`implies`, and `=`/`!=` against literals. About two thirds of the invariants a validation meets are of this shape; run as
  * closures over the JSON they cost a tenth of a full FHIRPath evaluation. Any expression outside
  * this subset is not compiled here (the caller falls back to the FHIRPath engine), so the subset's
  * answers must be, and are, those of FHIRPath: empty collections propagate through the logic
- * operators with the specification's three-valued tables.
+ * operators with the specification's three-valued tables. `matches` runs on RE2 (linear time), so
+ * a profile's regular expression cannot stall validation; one RE2 cannot read goes to the engine.
  */
 
 /** A collection: the values found (JSON values; a primitive with only `_x` is present with no value). */
@@ -107,6 +111,11 @@ function tokenize(text: string): Token[] {
       i++;
       continue;
     }
+    if (c === '$' && text.startsWith('$this', i) && !/[A-Za-z0-9_]/.test(text[i + 5] ?? '')) {
+      tokens.push({ kind: 'name', text: '$this' });
+      i += 5;
+      continue;
+    }
     if (c === '(' || c === ')' || c === '.') {
       tokens.push({ kind: 'punct', text: c });
       i++;
@@ -191,7 +200,7 @@ class Parser {
       if (a.length !== 1 || b.length !== 1) throw new Unsupported();
       const x = a[0];
       const y = b[0];
-      if (typeof x === 'object' || typeof y === 'object' || typeof x !== typeof y) throw new Unsupported();
+      if (typeof x === 'object' || typeof y === 'object' || typeof x !== typeof y || temporal(x) || temporal(y)) throw new Unsupported();
       return [(x === y) !== negate];
     };
   }
@@ -226,6 +235,7 @@ class Parser {
         const value = t.text === 'true';
         return () => [value];
       }
+      if (t.text === '$this') return (focus) => focus;
       // A leading type name (`Patient.name`) is a type test in FHIRPath: left to the engine.
       if (KEYWORDS.has(t.text) || /^[A-Z]/.test(t.text)) throw new Unsupported();
       if (this.peek()?.text === '(') return this.call((focus) => focus, t.text);
@@ -236,6 +246,7 @@ class Parser {
 
   private call(input: Expr, name: string): Expr {
     this.take('(');
+    if (this.peek()?.text !== ')') return this.callWithArgument(input, name);
     this.take(')');
     switch (name) {
       case 'exists':
@@ -257,6 +268,51 @@ class Parser {
       default:
         throw new Unsupported();
     }
+  }
+
+  private callWithArgument(input: Expr, name: string): Expr {
+    if (name === 'where' || name === 'all' || name === 'exists') {
+      const criterion = this.expression();
+      this.take(')');
+      const holds = (item: unknown) => bool(criterion([item])) === true;
+      if (name === 'where') return (focus) => input(focus).filter(holds);
+      if (name === 'exists') return (focus) => [input(focus).some(holds)];
+      return (focus) => [input(focus).every(holds)];
+    }
+    const arg = this.take();
+    if (arg.kind !== 'string') throw new Unsupported();
+    this.take(')');
+    const text = arg.text;
+    let test: (s: string) => boolean;
+    switch (name) {
+      case 'contains':
+        test = (s) => s.includes(text);
+        break;
+      case 'startsWith':
+        test = (s) => s.startsWith(text);
+        break;
+      case 'endsWith':
+        test = (s) => s.endsWith(text);
+        break;
+      case 'matches': {
+        let re: RE2JS;
+        try {
+          re = RE2JS.compile(text, RE2JS.DOTALL);
+        } catch {
+          throw new Unsupported();
+        }
+        test = (s) => re.matcher(s).find();
+        break;
+      }
+      default:
+        throw new Unsupported();
+    }
+    return (focus) => {
+      const c = input(focus);
+      if (c.length === 0) return [];
+      if (c.length > 1 || typeof c[0] !== 'string' || temporal(c[0])) throw new Unsupported();
+      return [test(c[0])];
+    };
   }
 }
 
@@ -294,6 +350,14 @@ function collect(obj: Record<string, unknown>, key: string, out: unknown[]): boo
     else if (exts[i] !== undefined && exts[i] !== null) out.push(NO_VALUE);
   }
   return true;
+}
+
+/**
+ * A string that may be a date, dateTime or time: the engine compares those as temporal values
+ * (with precision), which only it knows the types to do; they are left to it.
+ */
+function temporal(value: unknown): boolean {
+  return typeof value === 'string' && /^(\d{4}(-\d\d)?(-\d\d)?(T|$)|\d\d:\d\d)/.test(value);
 }
 
 /** A collection as a boolean: empty is unknown, a single boolean is itself, any other single item is true. */

@@ -15,6 +15,8 @@ import { isObject, Walk, type PendingBinding, type WalkOptions } from './walker'
  */
 
 export interface ValidatorDeps {
+  /** Compiled definitions to share (another validator's); built here when not given. */
+  library?: ProfileLibrary;
   bundled?: BundledDefinitions;
   stored?: StoredDefinitions;
   terminology?: TerminologyPort;
@@ -38,7 +40,7 @@ export class ResourceValidator {
   private readonly terminology?: TerminologyPort;
 
   constructor(deps: ValidatorDeps = {}) {
-    this.library = new ProfileLibrary(deps.bundled ?? new BundledDefinitions(), deps.stored);
+    this.library = deps.library ?? new ProfileLibrary(deps.bundled ?? new BundledDefinitions(), deps.stored);
     this.terminology = deps.terminology;
   }
 

@@ -284,9 +284,11 @@ export class Walk {
     const at = node.choice ? `${path}.${node.name}.ofType(${type.code})` : `${path}.${node.name}`;
     const items = this.itemsOf(value, node, at);
     if (!items) return;
-    const visit = (item: Item, at: ElementNode, itemType: TypeRef) => this.complex(item.value, at, itemType, item.path, env, scope, depth + 1);
-    if (node.slices.length > 0 && node.slicing) this.sliced(items, node, type, visit);
-    else for (const item of items) visit(item, node, type);
+    if (node.slices.length > 0 && node.slicing) {
+      for (const { item, at, itemType } of this.sliced(items, node, type)) this.complex(item.value, at, itemType, item.path, env, scope, depth + 1);
+    } else {
+      for (const item of items) this.complex(item.value, node, type, item.path, env, scope, depth + 1);
+    }
   }
 
   /** The values of a property as a list, after checking array-ness against the definition. */
@@ -365,9 +367,11 @@ export class Walk {
   }
 
   private primitiveValues(items: Item[], node: ElementNode, type: TypeRef, scope: Scope): void {
-    const visit = (item: Item, at: ElementNode, itemType: TypeRef) => this.primitiveValue(item.value, at, itemType, item.path, scope);
-    if (node.slices.length > 0 && node.slicing) this.sliced(items, node, type, visit);
-    else for (const item of items) visit(item, node, type);
+    if (node.slices.length > 0 && node.slicing) {
+      for (const { item, at, itemType } of this.sliced(items, node, type)) this.primitiveValue(item.value, at, itemType, item.path, scope);
+    } else {
+      for (const item of items) this.primitiveValue(item.value, node, type, item.path, scope);
+    }
   }
 
   private primitiveValue(value: unknown, node: ElementNode, type: TypeRef, at: string, scope: Scope): void {
@@ -399,8 +403,12 @@ export class Walk {
   // -------------------------------------------------------------------------------------------
   // Slicing
 
-  /** Items of a sliced element: each to its slice (or none), visited against it; then the slices' cardinalities. */
-  private sliced(items: Item[], node: ElementNode, type: TypeRef, visit: (item: Item, at: ElementNode, type: TypeRef) => void): void {
+  /**
+   * Items of a sliced element, each with the slice it belongs to (or the sliced element itself when
+   * none), to be validated against it; the slicing's rules and the slices' cardinalities are checked here.
+   */
+  private sliced(items: Item[], node: ElementNode, type: TypeRef): { item: Item; at: ElementNode; itemType: TypeRef }[] {
+    const placed: { item: Item; at: ElementNode; itemType: TypeRef }[] = [];
     const slicing = node.slicing as NonNullable<ElementNode['slicing']>;
     const typeRoot = (code: string) => this.usable(code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root;
     const testers = node.slices.map((s) => sliceTester(s, slicing, typeRoot));
@@ -414,7 +422,7 @@ export class Walk {
         if (slicing.rules === 'closed') {
           this.error('structure', item.path, `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`);
         }
-        visit(item, node, type);
+        placed.push({ item, at: node, itemType: type });
         continue;
       }
       const slice = node.slices[hit];
@@ -422,7 +430,7 @@ export class Walk {
       if (slicing.ordered && hit < last) this.error('structure', item.path, `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`);
       if (slicing.rules === 'openAtEnd' && unmatchedSeen) this.error('structure', item.path, `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`);
       last = Math.max(last, hit);
-      visit(item, slice, slice.types.find((t) => t.code === type.code) ?? type);
+      placed.push({ item, at: slice, itemType: slice.types.find((t) => t.code === type.code) ?? type });
     }
     const base = items[0]?.path.replace(/\[\d+\]$/, '') ?? node.path;
     node.slices.forEach((slice, i) => {
@@ -431,6 +439,7 @@ export class Walk {
         this.error('structure', base, `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`);
       }
     });
+    return placed;
   }
 
   /** A profile that is loaded and usable, or undefined. */
@@ -462,8 +471,9 @@ export class Walk {
 
   /** The element's own constraints, those of the definition giving its children, and its type's. */
   private constraintsFor(node: ElementNode, provider: ElementNode, type: TypeRef): BoundConstraint[] {
+    // Keyed by the provider when it is another node, else by the type (whose own invariants apply).
     const cache = (node.constraintsByType ??= new Map());
-    const key = `${type.code}|${provider.id}|${provider.profile.url}`;
+    const key: ElementNode | string = provider !== node ? provider : type.code;
     let list = cache.get(key);
     if (!list) {
       const out: BoundConstraint[] = [];

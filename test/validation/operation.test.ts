@@ -27,17 +27,19 @@ function issuesOf(body: string): OperationOutcomeIssue[] {
 
 const errors = (issues: OperationOutcomeIssue[]) => issues.filter((i) => i.severity === 'error').map((i) => `${i.expression?.[0]}: ${i.details?.text}`);
 
+/** One embedded-storage server for the tests that do not depend on the backend. */
+let server: Server;
+beforeAll(async () => {
+  server = await serverApp();
+  await putResource(server.app, { resourceType: 'Patient', id: 'p1', text: narrative } as never);
+  await putResource(server.app, { resourceType: 'Patient', id: 'lonely', text: narrative } as never);
+  await putResource(server.app, { resourceType: 'Observation', id: 'o1', text: narrative, status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' } } as never);
+});
+afterAll(async () => {
+  await server?.close();
+});
+
 describe('inputs and answers', () => {
-  let server: Server;
-  beforeAll(async () => {
-    server = await serverApp();
-    await putResource(server.app, { resourceType: 'Patient', id: 'p1', text: narrative } as never);
-    await putResource(server.app, { resourceType: 'Patient', id: 'lonely', text: narrative } as never);
-    await putResource(server.app, { resourceType: 'Observation', id: 'o1', text: narrative, status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' } } as never);
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
 
   test('an invalid resource is a 200 OperationOutcome listing its errors; a raw body and a Parameters body answer alike', async () => {
     const resource = { resourceType: 'Patient', text: narrative, birthDate: 'yesterday' };
@@ -106,37 +108,41 @@ describe('inputs and answers', () => {
 const backends: [string, boolean][] = [['SQLite', false], ...(hasPostgres ? [['PostgreSQL', true] as [string, boolean]] : [])];
 
 describe.each(backends)('profiles users store (%s)', (_backend, postgres) => {
-  let server: Server;
+  let own: Server | undefined;
   let schema: TestSchema | undefined;
+  // The embedded-storage run uses the shared server; PostgreSQL gets its own, on a fresh schema.
+  const app = () => (own ?? server).app;
   beforeAll(async () => {
-    if (postgres) schema = await freshSchema();
-    server = await serverApp(postgres ? { databaseUrl: (schema as TestSchema).url } : {});
-    for (const sd of [nicknameExtension, checksPatient]) await putResource(server.app, sd as never);
+    if (postgres) {
+      schema = await freshSchema();
+      own = await serverApp({ databaseUrl: schema.url });
+    }
+    for (const sd of [nicknameExtension, checksPatient]) await putResource(app(), sd as never);
   });
   afterAll(async () => {
-    await server?.close();
+    await own?.close();
     await schema?.drop();
   });
 
   test('a differential-only profile is used by url, by url|version, in meta.profile and as the profile parameter', async () => {
     const bare = { resourceType: 'Patient', text: narrative };
     for (const profile of [CHECKS_PATIENT_URL, `${CHECKS_PATIENT_URL}|1.0.0`]) {
-      const res = await post(server.app, '/fhir/R4/Patient/$validate', params(bare, [{ name: 'profile', valueUri: profile }]));
+      const res = await post(app(), '/fhir/R4/Patient/$validate', params(bare, [{ name: 'profile', valueUri: profile }]));
       expect(errors(issuesOf(res.body))).toContain('Patient.identifier: Patient.identifier:mrn: minimum required = 1, but only found 0 (from http://example.org/fhir/StructureDefinition/checks-patient)');
     }
-    const byQuery = await post(server.app, `/fhir/R4/Patient/$validate?profile=${encodeURIComponent(CHECKS_PATIENT_URL)}`, bare);
+    const byQuery = await post(app(), `/fhir/R4/Patient/$validate?profile=${encodeURIComponent(CHECKS_PATIENT_URL)}`, bare);
     expect(errors(issuesOf(byQuery.body)).length).toBeGreaterThan(0);
-    const claimed = await post(server.app, '/fhir/R4/Patient/$validate', params({ ...bare, meta: { profile: [CHECKS_PATIENT_URL] } }));
+    const claimed = await post(app(), '/fhir/R4/Patient/$validate', params({ ...bare, meta: { profile: [CHECKS_PATIENT_URL] } }));
     expect(errors(issuesOf(claimed.body)).length).toBeGreaterThan(0);
-    const conforming = await post(server.app, '/fhir/R4/Patient/$validate', params(checksPatientInstance()));
+    const conforming = await post(app(), '/fhir/R4/Patient/$validate', params(checksPatientInstance()));
     expect(errors(issuesOf(conforming.body))).toEqual([]);
   });
 
   test('mode profile validates against the profile asked for, not those the resource claims', async () => {
     const claimsUnknown = { ...checksPatientInstance(), meta: { profile: ['http://example.org/unknown-profile'] } };
-    const normal = await post(server.app, '/fhir/R4/Patient/$validate', params(claimsUnknown));
+    const normal = await post(app(), '/fhir/R4/Patient/$validate', params(claimsUnknown));
     expect(issuesOf(normal.body).map((i) => i.details?.text)).toContain("Profile 'http://example.org/unknown-profile' is not known to this server; the resource was not checked against it");
-    const profileMode = await post(server.app, '/fhir/R4/Patient/$validate', params(claimsUnknown, [{ name: 'mode', valueCode: 'profile' }, { name: 'profile', valueUri: CHECKS_PATIENT_URL }]));
+    const profileMode = await post(app(), '/fhir/R4/Patient/$validate', params(claimsUnknown, [{ name: 'mode', valueCode: 'profile' }, { name: 'profile', valueUri: CHECKS_PATIENT_URL }]));
     const texts = issuesOf(profileMode.body).map((i) => i.details?.text ?? '');
     expect(texts.some((t) => t.includes('unknown-profile'))).toBe(false);
     expect(errors(issuesOf(profileMode.body))).toEqual([]);
@@ -149,25 +155,17 @@ describe.each(backends)('profiles users store (%s)', (_backend, postgres) => {
       type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint',
       differential: { element: [{ id: 'Patient', path: 'Patient' }, { id: 'Patient.birthDate', path: 'Patient.birthDate', min }] },
     });
-    const check = async () => errors(issuesOf((await post(server.app, '/fhir/R4/Patient/$validate', params({ resourceType: 'Patient', text: narrative }, [{ name: 'profile', valueUri: url }]))).body));
-    await putResource(server.app, profile(1) as never);
+    const check = async () => errors(issuesOf((await post(app(), '/fhir/R4/Patient/$validate', params({ resourceType: 'Patient', text: narrative }, [{ name: 'profile', valueUri: url }]))).body));
+    await putResource(app(), profile(1) as never);
     expect(await check()).toEqual(['Patient.birthDate: minimum required = 1, but only found 0 (Patient.birthDate)']);
-    await putResource(server.app, profile(0) as never);
+    await putResource(app(), profile(0) as never);
     expect(await check()).toEqual([]);
-    await putResource(server.app, profile(1) as never);
+    await putResource(app(), profile(1) as never);
     expect(await check()).toHaveLength(1);
   });
 });
 
 describe('what validation refuses, and the server answering after', () => {
-  let server: Server;
-  beforeAll(async () => {
-    server = await serverApp();
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
-
   const stillAnswers = async () => {
     const res = await post(server.app, '/fhir/R4/Patient/$validate', params({ resourceType: 'Patient', text: narrative }));
     expect(res.statusCode).toBe(200);
