@@ -56,15 +56,22 @@ function contentTypes(node: ElementNode): TypeRef[] {
   return target.types.length > 0 ? target.types : [{ code: 'BackboneElement', profiles: [], targetProfiles: [] }];
 }
 
+/** `_name` of each property name, made once. */
+const twins = new Map<string, string>();
+
+export function twin(name: string): string {
+  let t = twins.get(name);
+  if (t === undefined) {
+    t = `_${name}`;
+    twins.set(name, t);
+  }
+  return t;
+}
+
 /** How many values a child has in this object (a primitive counts its `_name` twin too). */
 export function countOf(obj: Record<string, unknown>, names: string[]): number {
   let count = 0;
-  for (const name of names) {
-    const value = obj[name];
-    const ext = obj[`_${name}`];
-    const n = Math.max(size(value), size(ext));
-    count += n;
-  }
+  for (const name of names) count += Math.max(size(obj[name]), size(obj[twin(name)]));
   return count;
 }
 

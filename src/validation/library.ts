@@ -32,6 +32,8 @@ const MAX_STORED = 500;
 
 export class ProfileLibrary {
   private readonly bundledCompiled = new Map<string, CompiledProfile | null>();
+  /** Base definitions by type name: asked for at every element, so without building a url each time. */
+  private readonly bases = new Map<string, CompiledProfile | undefined>();
   private readonly storedCompiled = new Map<string, CompiledProfile | ProfileError>();
   private lookups = new Map<string, Promise<StoredDefinition | undefined>>();
   private generation?: string;
@@ -43,7 +45,12 @@ export class ProfileLibrary {
 
   /** The base definition of a type (`Patient`, `CodeableConcept`, `string`). */
   base(type: string): CompiledProfile | undefined {
-    return this.bundledProfile(CORE_PREFIX + type);
+    let base = this.bases.get(type);
+    if (base === undefined && !this.bases.has(type)) {
+      base = this.bundledProfile(CORE_PREFIX + type);
+      this.bases.set(type, base);
+    }
+    return base;
   }
 
   isBundled(canonical: string): boolean {

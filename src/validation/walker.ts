@@ -1,6 +1,6 @@
 import type { Coding } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
-import { childIndex, countOf } from './child-index';
+import { childIndex, countOf, twin } from './child-index';
 import { contentTarget, ProfileError } from './compile';
 import type { InvariantEnv, Invariants } from './invariants';
 import type { ValidationIssue } from './issues';
@@ -149,7 +149,10 @@ export class Walk {
   extension(resolved: CompiledProfile | ProfileError | undefined, item: Deferred): void {
     if (resolved === undefined) this.unknownExtension(item.url, item.path);
     else if (resolved instanceof ProfileError) this.error('processing', item.path, resolved.message);
-    else this.complex(item.value, resolved.root, EXTENSION, item.path, item.env, item.scope, item.depth);
+    else {
+      this.modifierRule(resolved, item.path);
+      this.complex(item.value, resolved.root, EXTENSION, item.path, item.env, item.scope, item.depth);
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -212,13 +215,28 @@ export class Walk {
       if (resolved === 'unloaded') this.deferred.push({ kind: 'extension', url: value.url, value, path, env, scope, depth });
       else if (resolved === undefined) this.unknownExtension(value.url, path);
       else if (resolved instanceof ProfileError) this.error('processing', path, resolved.message);
-      else if (resolved.type === 'Extension') return resolved;
+      else if (resolved.type === 'Extension') {
+        this.modifierRule(resolved, path);
+        return resolved;
+      }
     }
     return this.session.base(type.code);
   }
 
+  /**
+   * An extension nobody here knows: a warning (its definition may live elsewhere), worded more
+   * strongly for a modifier extension, which changes the meaning of what holds it.
+   */
   private unknownExtension(url: string, path: string): void {
-    this.warning('extension', path, `The extension '${clip(url, 120)}' is not known to this server, so its content was not checked`);
+    if (isModifierPath(path)) this.warning('extension', path, `The modifier extension '${clip(url, 120)}' is not known to this server: its content was not checked, and a system that does not know it must not ignore it`);
+    else this.warning('extension', path, `The extension '${clip(url, 120)}' is not known to this server, so its content was not checked`);
+  }
+
+  /** A modifier extension only in modifierExtension, and only a modifier extension there. */
+  private modifierRule(definition: CompiledProfile, path: string): void {
+    const modifierPlace = isModifierPath(path);
+    if (definition.root.isModifier && !modifierPlace) this.error('extension', path, `The extension '${definition.url}' is a modifier extension: it belongs in modifierExtension`);
+    if (!definition.root.isModifier && modifierPlace) this.error('extension', path, `The extension '${definition.url}' is not a modifier extension: it belongs in extension`);
   }
 
   private nestedResource(value: Record<string, unknown>, node: ElementNode, type: TypeRef, path: string, scope: Scope, depth: number): void {
@@ -239,6 +257,9 @@ export class Walk {
   private children(obj: Record<string, unknown>, provider: ElementNode, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
     const index = childIndex(provider);
     const isResourceRoot = provider === provider.profile.root && provider.profile.kind === 'resource';
+    // The choice element each property chose, to see two types of one choice (rare: kept lazily).
+    let choice: ElementNode | undefined;
+    let choices: ElementNode[] | undefined;
     for (const key in obj) {
       if (key === 'resourceType') {
         if (!isResourceRoot) this.error('structure', `${path}.resourceType`, `'resourceType' is not an element of ${provider.path}`);
@@ -251,6 +272,10 @@ export class Walk {
         this.error('structure', `${path}.${key}`, `Unrecognized property: '${clip(key)}' is not an element of ${provider.path}`);
         continue;
       }
+      if (slot.node.choice && !(extension && obj[name] !== undefined)) {
+        if (choice === undefined) choice = slot.node;
+        else (choices ??= [choice]).push(slot.node);
+      }
       if (slot.primitive) {
         // A primitive and its `_name` twin are read together, once.
         if (extension && obj[name] !== undefined) continue;
@@ -260,23 +285,22 @@ export class Walk {
       }
     }
     for (const child of index.required) {
-      const names = index.names.get(child) as string[];
-      if (countOf(obj, names) === 0) this.error('required', `${path}.${child.name}`, `minimum required = ${child.min}, but only found 0 (${child.path})`);
+      if (countOf(obj, index.names.get(child) as string[]) === 0) this.error('required', `${path}.${child.name}`, `minimum required = ${child.min}, but only found 0 (${child.path})`);
     }
     for (const child of index.slicesRequired) {
       if (countOf(obj, index.names.get(child) as string[]) > 0) continue;
       for (const slice of child.slices) if (slice.min > 0) this.sliceMinimum(child, slice, 0, `${path}.${child.name}`);
     }
     for (const child of index.bounded) {
-      const names = index.names.get(child) as string[];
-      const count = countOf(obj, names);
-      if (count > child.max) {
-        this.error('structure', `${path}.${child.name}`, `${child.path}: maximum allowed = ${child.max}, but found ${count}`);
-      }
+      const count = countOf(obj, index.names.get(child) as string[]);
+      if (count > child.max) this.error('structure', `${path}.${child.name}`, `${child.path}: maximum allowed = ${child.max}, but found ${count}`);
     }
-    for (const child of index.choices) {
-      const present = (index.names.get(child) as string[]).filter((n) => obj[n] !== undefined || obj[`_${n}`] !== undefined);
-      if (present.length > 1) this.error('structure', `${path}.${child.name}`, `only one of ${present.join(', ')} may be given`);
+    if (choices) {
+      for (const node of new Set(choices)) {
+        if (choices.filter((c) => c === node).length < 2) continue;
+        const present = (index.names.get(node) as string[]).filter((n) => n in obj || `_${n}` in obj);
+        this.error('structure', `${path}.${node.name}`, `only one of ${present.join(', ')} may be given`);
+      }
     }
   }
 
@@ -300,10 +324,10 @@ export class Walk {
       }
       if (value.length === 0) this.error('structure', at, 'must not be an empty array (leave the property out instead)');
       const items: Item[] = [];
-      value.forEach((v, i) => {
-        if (v === null) this.error('structure', `${at}[${i}]`, 'null is not allowed here');
-        else items.push({ value: v, path: `${at}[${i}]` });
-      });
+      for (let i = 0; i < value.length; i++) {
+        if (value[i] === null) this.error('structure', `${at}[${i}]`, 'null is not allowed here');
+        else items.push({ value: value[i], path: `${at}[${i}]` });
+      }
       return items;
     }
     if (Array.isArray(value)) {
@@ -320,7 +344,7 @@ export class Walk {
   /** A primitive property (`birthDate`) with its `_birthDate` twin (id and extensions). */
   private primitive(obj: Record<string, unknown>, name: string, node: ElementNode, type: TypeRef, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
     const value = obj[name];
-    const ext = obj[`_${name}`];
+    const ext = obj[twin(name)];
     const at = node.choice ? `${path}.${node.name}.ofType(${type.code})` : `${path}.${node.name}`;
     if (node.isArray) {
       const values = this.primitiveList(value, at);
@@ -636,6 +660,10 @@ export class Walk {
   warning(code: ValidationIssue['code'], expression: string, message: string): void {
     this.issues.push({ severity: 'warning', code, message, expression });
   }
+}
+
+function isModifierPath(path: string): boolean {
+  return /\.modifierExtension\[\d+\]$/.test(path);
 }
 
 function isEmpty(value: Record<string, unknown>): boolean {

@@ -181,6 +181,12 @@ const cases: [name: string, invalid: Resource, expected: Expected, valid: Resour
     patient({ extension: [{ url: NICKNAME_URL, valueString: 'x' }] }),
   ],
   [
+    'a modifier extension in extension',
+    patient({ extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/request-doNotPerform', valueBoolean: true }] }),
+    ['error', 'Patient.extension[0]', 'is a modifier extension: it belongs in modifierExtension'],
+    patient({ modifierExtension: [{ url: 'http://hl7.org/fhir/StructureDefinition/request-doNotPerform', valueBoolean: true }] }),
+  ],
+  [
     'an extension with a value and extensions (ext-1)',
     patient({ extension: [{ url: 'http://example.org/x', valueString: 'a', extension: [{ url: 'y', valueString: 'b' }] }] }),
     ['error', 'Patient.extension[0]', 'Constraint failed: ext-1'],
