@@ -10,6 +10,12 @@ export interface ValidationIssue {
   source?: string;
 }
 
+/** Where the checks put what they find. */
+export interface Report {
+  error(code: ValidationIssue['code'], expression: string, message: string, source?: string): void;
+  warning(code: ValidationIssue['code'], expression: string, message: string): void;
+}
+
 export function hasErrors(issues: readonly ValidationIssue[]): boolean {
   return issues.some((i) => i.severity === 'error' || i.severity === 'fatal');
 }

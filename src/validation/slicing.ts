@@ -1,4 +1,5 @@
 import { contentTarget } from './compile';
+import type { Report } from './issues';
 import type { DiscriminatorType, ElementNode, Slicing, TypedValue, TypeRef } from './model';
 import { containsPattern, deepEqual } from './values';
 
@@ -196,4 +197,56 @@ function valuesAt(value: unknown, path: string[]): unknown[] {
 
 function asArray(value: unknown): unknown[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
+/** An item of a sliced element, placed: the slice it belongs to (or the sliced element when none), and its type there. */
+export interface Placed<I> {
+  item: I;
+  at: ElementNode;
+  itemType: TypeRef;
+}
+
+export interface PlaceOptions {
+  report: Report;
+  deps: SliceDeps;
+  typeRoot(type: string): ElementNode | undefined;
+}
+
+/**
+ * Places each item of a sliced element in its slice, checking the slicing's rules (closed,
+ * openAtEnd, ordered) and each slice's cardinality on the way.
+ */
+export function placeInSlices<I extends { value: unknown; path: string }>(items: I[], node: ElementNode, type: TypeRef, options: PlaceOptions): Placed<I>[] {
+  const { report } = options;
+  const slicing = node.slicing as Slicing;
+  const testers = node.slices.map((s) => sliceTester(s, slicing, options.typeRoot));
+  const counts = node.slices.map(() => 0);
+  const placed: Placed<I>[] = [];
+  let last = -1;
+  let unmatchedSeen = false;
+  for (const item of items) {
+    const hit = testers.findIndex((test) => test({ value: item.value, type }, options.deps));
+    if (hit < 0) {
+      unmatchedSeen = true;
+      if (slicing.rules === 'closed') report.error('structure', item.path, `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`);
+      placed.push({ item, at: node, itemType: type });
+      continue;
+    }
+    const slice = node.slices[hit];
+    counts[hit]++;
+    if (slicing.ordered && hit < last) report.error('structure', item.path, `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`);
+    if (slicing.rules === 'openAtEnd' && unmatchedSeen) report.error('structure', item.path, `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`);
+    last = Math.max(last, hit);
+    placed.push({ item, at: slice, itemType: slice.types.find((t) => t.code === type.code) ?? type });
+  }
+  const at = items[0]?.path.replace(/\[\d+\]$/, '') ?? node.path;
+  node.slices.forEach((slice, i) => {
+    if (counts[i] < slice.min) reportSliceMinimum(report, node, slice, counts[i], at);
+    if (counts[i] > slice.max) report.error('structure', at, `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`);
+  });
+  return placed;
+}
+
+export function reportSliceMinimum(report: Report, node: ElementNode, slice: ElementNode, count: number, at: string): void {
+  report.error('required', at, `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${count} (from ${node.profile.url})`);
 }

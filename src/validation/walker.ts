@@ -3,13 +3,14 @@ import { fhirError } from '../fhir/errors';
 import { childIndex, countOf, twin } from './child-index';
 import { contentTarget, ProfileError } from './compile';
 import type { InvariantEnv, Invariants } from './invariants';
-import type { ValidationIssue } from './issues';
+import type { Report, ValidationIssue } from './issues';
 import type { ProfileSession } from './library';
 import type { BoundConstraint, CompiledProfile, Constraint, ElementNode, TypeRef } from './model';
 import { nativeInvariant } from './native-invariants';
 import { clip, primitiveProblem } from './primitives';
-import { bundleIndex, referencedType, RESOURCE_TYPES, restfulParts, typeNameOf, type BundleIndex } from './references';
-import { sliceTester, type SliceDeps } from './slicing';
+import { bundleIndex, RESOURCE_TYPES, type BundleIndex } from './references';
+import { checkBundleEntry, checkContained, checkContainedAreReferenced, checkReference, isObject, type ReferenceCheck, type Scope } from './resource-rules';
+import { placeInSlices, reportSliceMinimum, type PlaceOptions } from './slicing';
 import type { BindingCheck } from './terminology-port';
 import { containsPattern, deepEqual, show } from './values';
 
@@ -50,17 +51,9 @@ export interface Deferred {
   depth: number;
 }
 
-/** What one resource (with its contained resources) shares while it is walked. */
-export interface Scope {
-  root: Record<string, unknown>;
-  /** `#id` (and `#`) references found anywhere in it: each contained resource must be one of them. */
-  localRefs: Set<string>;
-  bundle?: BundleIndex;
-}
 
 /** JSON nested deeper than this is refused (the HTTP layer already stops at 64). */
 const MAX_DEPTH = 128;
-const NO_TYPE: TypeRef = { code: 'BackboneElement', profiles: [], targetProfiles: [] };
 const EXTENSION: TypeRef = { code: 'Extension', profiles: [], targetProfiles: [] };
 
 interface Item {
@@ -68,19 +61,28 @@ interface Item {
   path: string;
 }
 
-export class Walk {
+export type { Scope };
+export { isObject };
+
+export class Walk implements Report {
   readonly issues: ValidationIssue[] = [];
   readonly bindings: PendingBinding[] = [];
   deferred: Deferred[] = [];
   private steps = 0;
-  private readonly sliceDeps: SliceDeps;
+  private readonly placing: PlaceOptions;
+  private readonly referencing: ReferenceCheck;
 
   constructor(
     readonly session: ProfileSession,
     readonly options: WalkOptions,
     private readonly invariants?: Invariants,
   ) {
-    this.sliceDeps = { conforms: (value, url, type) => this.conforms(value, url, type) };
+    this.placing = {
+      report: this,
+      deps: { conforms: (value, url, type) => this.conforms(value, url, type) },
+      typeRoot: (code) => this.usable(code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root,
+    };
+    this.referencing = { report: this, targets: options.references, profileType: (url) => this.usable(url)?.type };
   }
 
   /**
@@ -111,7 +113,7 @@ export class Walk {
     this.complex(json, base.root, typeRef, path, env, own, depth);
     if (this.options.profiles) this.claimedProfiles(json, type, path, env, own, depth);
     for (const profile of extra.profiles ?? []) this.againstProfile(json, profile, path, env, own, depth);
-    if (!extra.container && this.options.references) this.checkContainedAreReferenced(json, scope, path);
+    if (!extra.container && this.options.references && this.options.invariants) checkContainedAreReferenced(json, scope, path, this);
   }
 
   private claimedProfiles(json: Record<string, unknown>, type: string, path: string, env: InvariantEnv, scope: Scope, depth: number): void {
@@ -250,7 +252,7 @@ export class Walk {
       this.error('structure', path, `must be a ${type.code}, not a ${clip(value.resourceType)}`);
     }
     this.resource(value, path, { profiles, container: contained ? scope : undefined, bundle: scope.bundle, depth: depth + 1 });
-    if (contained) this.containedRules(value, path);
+    if (contained && this.options.invariants) checkContained(value, path, this);
   }
 
   /** The properties of an object against the children of `provider`, then their cardinalities. */
@@ -289,7 +291,7 @@ export class Walk {
     }
     for (const child of index.slicesRequired) {
       if (countOf(obj, index.names.get(child) as string[]) > 0) continue;
-      for (const slice of child.slices) if (slice.min > 0) this.sliceMinimum(child, slice, 0, `${path}.${child.name}`);
+      for (const slice of child.slices) if (slice.min > 0) reportSliceMinimum(this, child, slice, 0, `${path}.${child.name}`);
     }
     for (const child of index.bounded) {
       const count = countOf(obj, index.names.get(child) as string[]);
@@ -309,7 +311,7 @@ export class Walk {
     const items = this.itemsOf(value, node, at);
     if (!items) return;
     if (node.slices.length > 0 && node.slicing) {
-      for (const { item, at, itemType } of this.sliced(items, node, type)) this.complex(item.value, at, itemType, item.path, env, scope, depth + 1);
+      for (const { item, at, itemType } of placeInSlices(items, node, type, this.placing)) this.complex(item.value, at, itemType, item.path, env, scope, depth + 1);
     } else {
       for (const item of items) this.complex(item.value, node, type, item.path, env, scope, depth + 1);
     }
@@ -392,7 +394,7 @@ export class Walk {
 
   private primitiveValues(items: Item[], node: ElementNode, type: TypeRef, scope: Scope): void {
     if (node.slices.length > 0 && node.slicing) {
-      for (const { item, at, itemType } of this.sliced(items, node, type)) this.primitiveValue(item.value, at, itemType, item.path, scope);
+      for (const { item, at, itemType } of placeInSlices(items, node, type, this.placing)) this.primitiveValue(item.value, at, itemType, item.path, scope);
     } else {
       for (const item of items) this.primitiveValue(item.value, node, type, item.path, scope);
     }
@@ -427,53 +429,10 @@ export class Walk {
   // -------------------------------------------------------------------------------------------
   // Slicing
 
-  /**
-   * Items of a sliced element, each with the slice it belongs to (or the sliced element itself when
-   * none), to be validated against it; the slicing's rules and the slices' cardinalities are checked here.
-   */
-  private sliced(items: Item[], node: ElementNode, type: TypeRef): { item: Item; at: ElementNode; itemType: TypeRef }[] {
-    const placed: { item: Item; at: ElementNode; itemType: TypeRef }[] = [];
-    const slicing = node.slicing as NonNullable<ElementNode['slicing']>;
-    const typeRoot = (code: string) => this.usable(code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root;
-    const testers = node.slices.map((s) => sliceTester(s, slicing, typeRoot));
-    const counts = node.slices.map(() => 0);
-    let last = -1;
-    let unmatchedSeen = false;
-    for (const item of items) {
-      const hit = testers.findIndex((test) => test({ value: item.value, type }, this.sliceDeps));
-      if (hit < 0) {
-        unmatchedSeen = true;
-        if (slicing.rules === 'closed') {
-          this.error('structure', item.path, `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`);
-        }
-        placed.push({ item, at: node, itemType: type });
-        continue;
-      }
-      const slice = node.slices[hit];
-      counts[hit]++;
-      if (slicing.ordered && hit < last) this.error('structure', item.path, `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`);
-      if (slicing.rules === 'openAtEnd' && unmatchedSeen) this.error('structure', item.path, `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`);
-      last = Math.max(last, hit);
-      placed.push({ item, at: slice, itemType: slice.types.find((t) => t.code === type.code) ?? type });
-    }
-    const base = items[0]?.path.replace(/\[\d+\]$/, '') ?? node.path;
-    node.slices.forEach((slice, i) => {
-      if (counts[i] < slice.min) this.sliceMinimum(node, slice, counts[i], base);
-      if (counts[i] > slice.max) {
-        this.error('structure', base, `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`);
-      }
-    });
-    return placed;
-  }
-
   /** A profile that is loaded and usable, or undefined. */
   private usable(url: string): CompiledProfile | undefined {
     const resolved = this.session.profile(url);
     return resolved && resolved !== 'unloaded' && !(resolved instanceof ProfileError) ? resolved : undefined;
-  }
-
-  private sliceMinimum(node: ElementNode, slice: ElementNode, count: number, at: string): void {
-    this.error('required', at, `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${count} (from ${node.profile.url})`);
   }
 
   /** Whether a value conforms to a profile, for a `profile` discriminator: walked on the side, errors counted. */
@@ -540,7 +499,7 @@ export class Walk {
   private typeRules(value: Record<string, unknown>, node: ElementNode, type: TypeRef, path: string, scope: Scope): void {
     switch (type.code) {
       case 'Reference':
-        this.reference(value, type, path, scope);
+        checkReference(value, type, path, scope, this.referencing);
         return;
       case 'CodeableConcept':
         if (this.options.terminology && node.binding) {
@@ -560,7 +519,7 @@ export class Walk {
         }
         return;
       default:
-        if (node.path === 'Bundle.entry') this.bundleEntry(value, path);
+        if (node.path === 'Bundle.entry') checkBundleEntry(value, path, this);
     }
   }
 
@@ -569,86 +528,6 @@ export class Walk {
     if (!b?.valueSet || (b.strength !== 'required' && b.strength !== 'extensible')) return;
     if (codings.every((c) => c.code === undefined)) return;
     this.bindings.push({ valueSet: b.valueSet, strength: b.strength, kind, codings, expression: path });
-  }
-
-  private reference(value: Record<string, unknown>, type: TypeRef, path: string, scope: Scope): void {
-    const ref = value.reference;
-    if (typeof ref !== 'string') return;
-    let target: string | undefined;
-    if (ref.charCodeAt(0) === 35) {
-      scope.localRefs.add(ref);
-      if (ref === '#') target = scope.root.resourceType as string;
-      else {
-        const contained = Array.isArray(scope.root.contained) ? scope.root.contained : [];
-        const found = contained.find((c) => isObject(c) && c.id === ref.slice(1)) as Record<string, unknown> | undefined;
-        if (!found) {
-          if (this.options.references) {
-            this.error('invariant', `${path}.reference`, `Constraint failed: ref-1: 'SHALL have a contained resource if a local reference is provided' ('${clip(ref)}' is not the id of a contained resource)`);
-          }
-          return;
-        }
-        target = found.resourceType as string;
-      }
-    } else {
-      target = referencedType(ref, scope.bundle);
-      if (target !== undefined && !RESOURCE_TYPES.has(target)) {
-        if (this.options.references && !/^[a-z]+:/.test(ref)) this.error('structure', `${path}.reference`, `'${clip(ref)}' names '${clip(target)}', which is not a resource type`);
-        return;
-      }
-    }
-    if (!this.options.references || !target) return;
-    if (typeof value.type === 'string') {
-      const stated = typeNameOf(value.type);
-      if (RESOURCE_TYPES.has(stated) && stated !== target) {
-        this.error('structure', `${path}.type`, `says ${stated} but the reference points to a ${target}`);
-      }
-    }
-    if (type.targetProfiles.length === 0) return;
-    const allowed = type.targetProfiles.map((p) => this.profileType(p));
-    if (allowed.some((a) => a === undefined || a === 'Resource' || a === target)) return;
-    this.error('structure', `${path}.reference`, `points to a ${target}, but only ${[...new Set(allowed)].join(', ')} may be referenced here`);
-  }
-
-  /** The resource type a target profile stands for; undefined when it cannot be told. */
-  private profileType(url: string): string | undefined {
-    const name = typeNameOf(url);
-    if (RESOURCE_TYPES.has(name) || name === 'Resource') return name;
-    return this.usable(url)?.type;
-  }
-
-  /** A Bundle entry: a RESTful fullUrl must name the resource it holds. */
-  private bundleEntry(entry: Record<string, unknown>, path: string): void {
-    const fullUrl = entry.fullUrl;
-    const resource = entry.resource;
-    if (typeof fullUrl !== 'string' || !isObject(resource) || fullUrl.startsWith('urn:')) return;
-    const parts = restfulParts(fullUrl);
-    if (!parts || typeof resource.resourceType !== 'string') return;
-    if (parts.type !== resource.resourceType || (resource.id !== undefined && parts.id !== resource.id)) {
-      this.error('invalid', `${path}.fullUrl`, `The fullUrl '${clip(fullUrl, 120)}' does not match the resource it holds (${resource.resourceType}/${String(resource.id ?? '(no id)')})`);
-    }
-  }
-
-  /** dom-2, dom-4, dom-5 for one contained resource. */
-  private containedRules(value: Record<string, unknown>, path: string): void {
-    if (!this.options.invariants) return;
-    if (value.contained !== undefined) this.error('invariant', path, "Constraint failed: dom-2: 'If the resource is contained in another resource, it SHALL NOT contain nested Resources'", 'dom-2');
-    const meta = isObject(value.meta) ? value.meta : undefined;
-    if (meta && (meta.versionId !== undefined || meta.lastUpdated !== undefined)) {
-      this.error('invariant', path, "Constraint failed: dom-4: 'If a resource is contained in another resource, it SHALL NOT have a meta.versionId or a meta.lastUpdated'", 'dom-4');
-    }
-    if (meta && meta.security !== undefined) {
-      this.error('invariant', path, "Constraint failed: dom-5: 'If a resource is contained in another resource, it SHALL NOT have a security label'", 'dom-5');
-    }
-  }
-
-  /** dom-3: each contained resource is referenced from elsewhere in the resource (or refers to it with `#`). */
-  private checkContainedAreReferenced(json: Record<string, unknown>, scope: Scope, path: string): void {
-    if (!this.options.invariants || !Array.isArray(json.contained)) return;
-    json.contained.forEach((c, i) => {
-      if (!isObject(c) || typeof c.id !== 'string') return;
-      if (scope.localRefs.has(`#${c.id}`) || refersToContainer(c)) return;
-      this.error('invariant', `${path}.contained[${i}]`, `Constraint failed: dom-3: 'If the resource is contained in another resource, it SHALL be referred to from elsewhere in the resource or SHALL refer to the containing resource' (nothing refers to '#${clip(c.id)}')`, 'dom-3');
-    });
   }
 
   // -------------------------------------------------------------------------------------------
@@ -675,17 +554,6 @@ function basePath(node: ElementNode): string {
   return node.path.replace(/\[x\]/g, '');
 }
 
-function refersToContainer(value: unknown): boolean {
-  if (Array.isArray(value)) return value.some(refersToContainer);
-  if (!isObject(value)) return false;
-  for (const key in value) {
-    const v = value[key];
-    if (v === '#' && (key === 'reference' || key.startsWith('value'))) return true;
-    if (typeof v === 'object' && refersToContainer(v)) return true;
-  }
-  return false;
-}
-
 function codingOf(value: Record<string, unknown>): Coding {
   const coding: Coding = {};
   if (typeof value.system === 'string') coding.system = value.system;
@@ -700,9 +568,6 @@ function compare(a: unknown, b: unknown): number {
   return String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0;
 }
 
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
