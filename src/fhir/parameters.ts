@@ -31,7 +31,7 @@ export type OperationOutput = Record<string, unknown>;
 export interface ReadOptions {
   /** `Prefer: handling=strict`: unknown parameter names are refused instead of ignored. */
   strict: boolean;
-  /** Checks a resource given as a parameter (structure, against the R4 schema); throws a FhirError. */
+  /** Checks a resource given as a parameter (structure, against the R4 definitions); throws a FhirError. */
   checkResource?: (resource: Resource, at: string) => void;
   /**
    * The query string of a POST. It carries the other parameters when the body is a bare resource
