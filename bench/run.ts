@@ -5,6 +5,7 @@ import autocannon from 'autocannon';
 import { freePort } from '../test/helpers/process';
 import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
+import { validationBench } from './validation';
 
 /**
  * `npm run bench`: the server (embedded storage, full R4 content) in its own process, driven by
@@ -185,8 +186,11 @@ async function main(): Promise<void> {
     await stop(bare);
     rmSync(dataDir, { recursive: true, force: true });
   }
+  // Resource validation ($validate): its own figures (bench/validation.ts).
+  const validation = await validationBench();
+  console.log('resource validation:', JSON.stringify(validation));
   const out = join(ROOT, 'bench', 'results.json');
-  writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, secondsPerRun: SECONDS, facts, runs }, null, 2)}\n`);
+  writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, secondsPerRun: SECONDS, facts, runs, validation }, null, 2)}\n`);
   console.log(`written ${out}`);
   const failed = runs.filter((r) => r.errors + r.non2xx > 0);
   if (failed.length > 0) {

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import type { Observation, Patient, Resource } from 'fhir/r4';
 import pg from 'pg';
 import { buildCore } from '../src/core';
-import { ResourceSchema } from '../src/fhir/resource-schema';
+import { ResourceValidator } from '../src/validation/validator';
+import { StructuralCheck } from '../src/validation/write-checks';
 import { openStore } from '../src/storage/open-store';
 import { freePort } from '../test/helpers/process';
 import { syntheaFiles, syntheaResources } from '../test/helpers/synthea';
@@ -57,7 +58,7 @@ async function loadByTransactions(port: number): Promise<{ ms: number; resources
 async function reindexAll(config: { dataDir: string; databaseUrl?: string }): Promise<number> {
   const store = await openStore(config);
   try {
-    const core = buildCore({ store, schema: new ResourceSchema(), registry: noOperations });
+    const core = buildCore({ store, schema: new StructuralCheck(new ResourceValidator()), registry: noOperations });
     const started = Date.now();
     await core.indexer.reindex();
     return Date.now() - started;

@@ -3,7 +3,6 @@ import type { Resource } from 'fhir/r4';
 import { buildApp } from './app';
 import type { Config } from './config';
 import { buildCore, type Core } from './core';
-import { ResourceSchema } from './fhir/resource-schema';
 import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
@@ -16,6 +15,10 @@ import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminology } from './terminology/content/stored-terminology';
 import { TerminologyService } from './terminology/service';
+import { storedDefinitions } from './validation/stored-definitions';
+import { terminologyPort } from './validation/terminology-port';
+import { ResourceValidator } from './validation/validator';
+import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 
 export interface ServerApp {
   app: FastifyInstance;
@@ -32,21 +35,33 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
   try {
     const stored = new StoredTerminology(store);
     const terminology = new TerminologyService(loadCoreContent(), stored);
-    const schema = new ResourceSchema();
-    const core = buildCore({
+    // Definitions are read and compiled on first use, not here: start-up stays quick. Stored
+    // profiles are read through the repository, which exists once the core does.
+    const validator = new ResourceValidator({
+      stored: storedDefinitions({
+        search: async (type, query) => ({ resources: await core.repository.byCanonical(type, query.url as string, query.version) }),
+        store,
+      }),
+      terminology: terminologyPort(terminology),
+    });
+    const schema = new StructuralCheck(validator);
+    const core: Core = buildCore({
       store,
       schema,
       registry,
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
+      validate: async (resource, ctx) => {
+        if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline });
+      },
     });
     const { repository } = core;
     repository.onWrite((version) => stored.noteLocalWrite(version));
     // Stored search parameters first, so that a rebuild of the index includes them.
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
-    const services: AppServices = { config, repository, terminology };
+    const services: AppServices = { config, repository, terminology, validator };
     // Instance-level operations may name built-in content (ValueSet/administrative-gender).
     const readInstance = async (type: string, id: string): Promise<Resource> => {
       try {

@@ -27,6 +27,8 @@ export interface Config {
    * own scheme and Host header.
    */
   baseUrl?: string;
+  /** Validate creates and updates fully (profiles, invariants, terminology) and refuse those with errors (422). */
+  validateOnWrite: boolean;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -85,6 +87,7 @@ export function loadConfig(env: Env): Config {
     requestTimeoutMs,
     answerCacheBytes: size(env, 'ANSWER_CACHE_BYTES', 64 * 1024 * 1024),
     baseUrl: baseUrl(env),
+    validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
   };
 }
 

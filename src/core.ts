@@ -1,5 +1,5 @@
 import type { Resource, SearchParameter } from 'fhir/r4';
-import type { ContextLog } from './context/request-context';
+import type { ContextLog, RequestContext } from './context/request-context';
 import { CustomSearchParameters } from './search/custom-params';
 import type { ResourceSchema } from './fhir/resource-schema';
 import type { OperationRegistry } from './operations/registry';
@@ -31,6 +31,8 @@ export interface CoreOptions {
   /** The code system of a required binding's value set (tokens of bare codes get it as system). */
   bindingSystem?: (valueSet: string) => string | undefined;
   log?: ContextLog;
+  /** Full validation before writes (VALIDATE_ON_WRITE, X-Validate-On-Write). */
+  validate?: (resource: Resource, ctx: RequestContext) => Promise<void>;
   /** Most resources one conditional delete removes (default 100); most entries in one Bundle (default 100,000; the body size limit applies too). */
   limits?: { conditionalDeletes?: number; bundleEntries?: number };
   /** Resources the server holds without storing them (bundled R4 content). */
@@ -91,6 +93,7 @@ export function buildCore(options: CoreOptions): Core {
       if (type === 'SearchParameter') custom.check(resource as SearchParameter);
     },
     beforeRequest: () => custom.refresh(),
+    validate: options.validate,
     search,
     model: r4Model(),
     builtIn,

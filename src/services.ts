@@ -1,10 +1,13 @@
 import type { Config } from './config';
 import type { Repository } from './storage/repository';
 import type { TerminologyService } from './terminology/service';
+import type { ResourceValidator } from './validation/validator';
 
 /** What production operation handlers are given (the framework passes it through untouched). */
 export interface AppServices {
   config: Config;
   repository: Repository;
   terminology: TerminologyService;
+  /** Resource validation ($validate, and validation on write). */
+  validator: ResourceValidator;
 }

@@ -5,7 +5,8 @@
  */
 import { ConfigError, loadConfig, readEnv } from '../config';
 import { buildCore } from '../core';
-import { ResourceSchema } from '../fhir/resource-schema';
+import { ResourceValidator } from '../validation/validator';
+import { StructuralCheck } from '../validation/write-checks';
 import { buildRegistry, loadDefinitions } from '../operations/registry';
 import { operationModules } from '../operations/index';
 import { DEFINITIONS_DIR } from '../project';
@@ -25,7 +26,7 @@ async function main(): Promise<number> {
   const types = process.argv.slice(2);
   const store = await openStore(config);
   try {
-    const core = buildCore({ store, schema: new ResourceSchema(), registry: buildRegistry(loadDefinitions(DEFINITIONS_DIR), operationModules) });
+    const core = buildCore({ store, schema: new StructuralCheck(new ResourceValidator()), registry: buildRegistry(loadDefinitions(DEFINITIONS_DIR), operationModules) });
     await core.custom.refresh();
     const started = Date.now();
     const tty = process.stderr.isTTY;

@@ -28,6 +28,8 @@ export interface RequestContext {
   /** The absolute base of the FHIR API as clients address it, e.g. `http://host:8080/fhir/R4`. */
   baseUrl: string;
   prefer: Prefer;
+  /** `X-Validate-On-Write` as the client sent it (the server's setting decides when absent). */
+  validateOnWrite?: string;
 }
 
 /** Reads a Prefer header (`return=minimal, handling=strict`); unknown preferences are ignored. */

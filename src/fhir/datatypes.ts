@@ -30,6 +30,11 @@ const PRIMITIVE_PATTERNS: Record<string, RegExp> = {
   string: /^[^\x00-\x08\x0b\x0c\x0e-\x1f]+$/,
 };
 
+/** The lexical pattern of a primitive type (the R4 regular expression, anchored), if it has one. */
+export function primitivePattern(type: string): RegExp | undefined {
+  return PRIMITIVE_PATTERNS[type];
+}
+
 export function isPrimitiveType(type: string): boolean {
   return type in PRIMITIVE_PATTERNS;
 }

@@ -127,6 +127,11 @@ export const ERRORS = {
   ERR_TX_NOTHING_TO_VALIDATE: spec(400, 'invalid', () =>
     'Unable to find code to validate (looked for coding | codeableConcept | code+system | code+inferSystem in parameters'),
   ERR_TX_REQUEST: spec<{ text: string }>(400, 'invalid', (p) => p.text),
+  // validation
+  ERR_VALIDATION_PROFILE_UNKNOWN: spec<{ url: string }>(400, 'not-found', (p) => `The profile '${p.url}' is not known to this server`),
+  ERR_VALIDATION_PROFILE_INVALID: spec<{ url: string; reason: string }>(400, 'processing', (p) => p.reason),
+  ERR_VALIDATION_FAILED: spec<{ type: string; count: number }>(
+    422, 'processing', (p) => `The ${p.type} was not stored: validation found ${p.count} error(s)`),
   // security
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),

@@ -1,4 +1,5 @@
 import type { OperationDefinition, OperationDefinitionParameter } from 'fhir/r4';
+import { R4_RESOURCE_TYPES } from './r4-resource-types';
 
 /** One parameter of an operation, as the parameter layer uses it. */
 export interface ParamSpec {
@@ -25,7 +26,10 @@ export interface OperationSpec {
   /** Whether the type level is allowed (R4 `OperationDefinition.type`). */
   typeLevel: boolean;
   instance: boolean;
-  /** The resource types the type and instance levels apply to (R4 `OperationDefinition.resource`). */
+  /**
+   * The resource types the type and instance levels apply to (R4 `OperationDefinition.resource`),
+   * with the abstract `Resource` and `DomainResource` standing for every type they cover.
+   */
   resources: string[];
   affectsState: boolean;
   inputs: ParamSpec[];
@@ -35,7 +39,28 @@ export interface OperationSpec {
   definition: OperationDefinition;
 }
 
-export function toOperationSpec(definition: OperationDefinition): OperationSpec {
+/** The R4 resource types that are not DomainResources. */
+const NOT_DOMAIN_RESOURCES = new Set(['Binary', 'Bundle', 'Parameters']);
+
+/**
+ * The concrete types a definition's `resource` list names: `Resource` is every type the server
+ * knows, `DomainResource` every one of those but Binary, Bundle and Parameters.
+ */
+export function concreteResourceTypes(named: readonly string[], known: readonly string[] = R4_RESOURCE_TYPES): string[] {
+  const out = new Set<string>();
+  for (const type of named) {
+    if (type === 'Resource') {
+      for (const k of known) out.add(k);
+    } else if (type === 'DomainResource') {
+      for (const k of known) if (!NOT_DOMAIN_RESOURCES.has(k)) out.add(k);
+    } else {
+      out.add(type);
+    }
+  }
+  return [...out];
+}
+
+export function toOperationSpec(definition: OperationDefinition, knownTypes: readonly string[] = R4_RESOURCE_TYPES): OperationSpec {
   const params = definition.parameter ?? [];
   const inputs = params.filter((p) => p.use === 'in').map((p) => toParamSpec(p, ''));
   const outputs = params.filter((p) => p.use === 'out').map((p) => toParamSpec(p, ''));
@@ -46,7 +71,7 @@ export function toOperationSpec(definition: OperationDefinition): OperationSpec 
     system: definition.system,
     typeLevel: definition.type,
     instance: definition.instance,
-    resources: [...(definition.resource ?? [])],
+    resources: concreteResourceTypes(definition.resource ?? [], knownTypes),
     affectsState: definition.affectsState === true,
     inputs,
     outputs,

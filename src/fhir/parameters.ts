@@ -32,8 +32,13 @@ export type OperationOutput = Record<string, unknown>;
 export interface ReadOptions {
   /** `Prefer: handling=strict`: unknown parameter names are refused instead of ignored. */
   strict: boolean;
-  /** Checks a resource given as a parameter (structure, against the R4 schema); throws a FhirError. */
+  /** Checks a resource given as a parameter (structure, against the R4 definitions); throws a FhirError. */
   checkResource?: (resource: Resource, at: string) => void;
+  /**
+   * The query string of a POST. It carries the other parameters when the body is a bare resource
+   * (`POST Patient/$validate?profile=...`, as HAPI takes it); with a Parameters body it is ignored.
+   */
+  query?: Record<string, string | string[] | undefined>;
 }
 
 /**
@@ -84,13 +89,43 @@ export function readQuery(
 export function readParameters(body: unknown, spec: OperationSpec, options: ReadOptions): OperationInput {
   if (!isObject(body) || body.resourceType !== 'Parameters') {
     const found = isObject(body) && typeof body.resourceType === 'string' ? body.resourceType : 'something that is not a resource';
-    throw fhirError('ERR_BODY_NOT_PARAMETERS', { found });
+    const single = isObject(body) && typeof body.resourceType === 'string' ? singleResourceInput(spec) : undefined;
+    if (!single) throw fhirError('ERR_BODY_NOT_PARAMETERS', { found });
+    const others = { ...spec, inputs: spec.inputs.filter((p) => p !== single) };
+    const input = readQuery(options.query ?? {}, others, options);
+    input[single.name] = readBareResource(body as Record<string, unknown> & { resourceType: string }, single, options);
+    return input;
   }
   const entries = body.parameter ?? [];
   if (!Array.isArray(entries)) throw fhirError('ERR_PARAM_SHAPE', { name: 'parameter', reason: 'must be an array' });
   const count = countEntries(entries);
   if (count > MAX_PARAMETERS) throw fhirError('ERR_PARAMS_LIMIT', { count, limit: MAX_PARAMETERS });
   return readEntries(entries, spec.inputs, spec.code, options, 'Parameters.parameter');
+}
+
+/**
+ * The operation's one resource-typed input, when it has exactly one: a POST body that is a resource
+ * other than Parameters is that input (as HAPI reads `POST Patient/$validate` with a Patient body).
+ */
+function singleResourceInput(spec: OperationSpec): ParamSpec | undefined {
+  const resources = spec.inputs.filter((p) => p.part.length === 0 && p.type !== undefined && isResourceType(p.type));
+  return resources.length === 1 ? resources[0] : undefined;
+}
+
+function readBareResource(body: Record<string, unknown> & { resourceType: string }, param: ParamSpec, options: ReadOptions): Resource {
+  const declared = param.type as string;
+  if (!acceptsResource(declared, body.resourceType)) {
+    throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: body.resourceType });
+  }
+  options.checkResource?.(body as unknown as Resource, body.resourceType);
+  return body as unknown as Resource;
+}
+
+/** Whether a parameter declared as `declared` takes a resource of type `found`. */
+function acceptsResource(declared: string, found: string): boolean {
+  if (declared === 'Resource') return true;
+  if (declared === 'DomainResource') return found !== 'Bundle' && found !== 'Binary' && found !== 'Parameters';
+  return declared === found;
 }
 
 /** Entries with their parts, all the way down (a resource inside one counts once). */
@@ -160,7 +195,7 @@ function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, o
     if (!isObject(resource) || typeof resource.resourceType !== 'string') {
       throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'resource has no resourceType' }, { expression: [at] });
     }
-    if (declared !== 'Resource' && declared !== 'DomainResource' && resource.resourceType !== declared) {
+    if (!acceptsResource(declared, resource.resourceType)) {
       throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: resource.resourceType }, { expression: [at] });
     }
     options.checkResource?.(resource as unknown as Resource, `${at}.resource`);

@@ -55,6 +55,11 @@ export interface OperationModule<S> {
   definition: string;
   handle: OperationHandler<S>;
   answerToken?: AnswerToken<S>;
+  /**
+   * Resources given as parameters reach the handler as sent, without the structural check every
+   * other operation's resource inputs get: the handler's job is to judge them ($validate).
+   */
+  judgesResources?: boolean;
 }
 
 /**
@@ -65,6 +70,7 @@ export function defineOperation<S, I extends object, O extends object>(module: {
   definition: string;
   handle: OperationHandler<S, I, O>;
   answerToken?: AnswerToken<S>;
+  judgesResources?: boolean;
 }): OperationModule<S> {
   return module as unknown as OperationModule<S>;
 }

@@ -18,6 +18,7 @@ export interface BoundOperation<S> {
   spec: OperationSpec;
   handle: OperationHandler<S>;
   answerToken?: AnswerToken<S>;
+  judgesResources?: boolean;
 }
 
 export class OperationRegistry<S> {
@@ -80,7 +81,12 @@ function placesOf(spec: OperationSpec): string[] {
   return places;
 }
 
-export function buildRegistry<S>(definitions: OperationDefinition[], modules: OperationModule<S>[]): OperationRegistry<S> {
+export interface RegistryOptions {
+  /** The resource types the server knows, which `Resource` and `DomainResource` stand for (R4's by default). */
+  resourceTypes?: readonly string[];
+}
+
+export function buildRegistry<S>(definitions: OperationDefinition[], modules: OperationModule<S>[], options: RegistryOptions = {}): OperationRegistry<S> {
   const handlers = new Map<string, OperationModule<S>>();
   for (const module of modules) {
     if (handlers.has(module.definition)) throw new RegistryError(`two handlers are bound to ${module.definition}`);
@@ -89,13 +95,13 @@ export function buildRegistry<S>(definitions: OperationDefinition[], modules: Op
   const seen = new Set<string>();
   const bound: BoundOperation<S>[] = [];
   for (const definition of definitions) {
-    const spec = toOperationSpec(definition);
+    const spec = toOperationSpec(definition, options.resourceTypes);
     if (seen.has(spec.url)) throw new RegistryError(`two definitions have the url ${spec.url}`);
     seen.add(spec.url);
     const module = handlers.get(spec.url);
     if (!module) throw new RegistryError(`definition ${spec.url} ($${spec.code}) has no handler`);
     if (module.answerToken && spec.affectsState) throw new RegistryError(`${spec.url} affects state, so its answers cannot be reused`);
-    bound.push({ spec, handle: module.handle, answerToken: module.answerToken });
+    bound.push({ spec, handle: module.handle, answerToken: module.answerToken, judgesResources: module.judgesResources });
   }
   for (const url of handlers.keys()) {
     if (!seen.has(url)) throw new RegistryError(`handler for ${url} has no definition in definitions/`);

@@ -259,6 +259,7 @@ async function createMany(entries: Entry[], ids: Map<string, string>, w: writes.
     const id = assigned ? assigned.slice(assigned.indexOf('/') + 1) : randomUUID();
     return { ...(entry.resource as Resource), id } as Resource;
   });
+  if (w.deps.validate) for (let i = 0; i < resources.length; i++) await atEntry(entries[i].index, () => (w.deps.validate as NonNullable<typeof w.deps.validate>)(resources[i], w.ctx));
   const written = await w.tx.createMany(resources);
   return written.map((v) => writes.created(w.ctx, v));
 }

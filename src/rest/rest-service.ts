@@ -30,6 +30,8 @@ export interface RestDeps {
   readOnlyTypes: ReadonlySet<string>;
   /** Structural check of a resource before it is stored; throws a FhirError. */
   checkResource(type: string, resource: Resource): void;
+  /** Full validation before a write, when the server or the request asks for it. */
+  validate?(resource: Resource, ctx: RequestContext): Promise<void>;
   search: SearchHandler & Matcher;
   model: ElementModel;
   /** Resources that exist without being stored (bundled R4 content, the operation registry). */
@@ -135,7 +137,13 @@ export class RestService {
   }
 
   private writeDeps(): writes.WriteDeps {
-    return { checkResource: this.deps.checkResource, search: this.deps.search, model: this.deps.model, maxConditionalDeletes: this.deps.limits.conditionalDeletes };
+    return {
+      checkResource: this.deps.checkResource,
+      validate: this.deps.validate,
+      search: this.deps.search,
+      model: this.deps.model,
+      maxConditionalDeletes: this.deps.limits.conditionalDeletes,
+    };
   }
 
   private bundleDeps(): BundleDeps {

@@ -21,6 +21,8 @@ export interface Matcher {
 
 export interface WriteDeps {
   checkResource(type: string, resource: Resource): void;
+  /** Full validation before a create, update or patch is written, when the server or request asks for it (422). */
+  validate?(resource: Resource, ctx: RequestContext): Promise<void>;
   search: Matcher;
   model: ElementModel;
   /** Most resources one conditional delete may remove. */
@@ -57,8 +59,14 @@ function one(matches: string[], type: string, criteria: string): string | undefi
 }
 
 /** POST [type], with If-None-Exist: none matches -> create; one -> 200 with it, nothing written; several -> 412. */
-export async function create(w: Writes, type: string, resource: Resource, options: { ifNoneExist?: string; id?: string } = {}): Promise<FhirResponse> {
+/** The checks every written resource passes: structure always, full validation when asked for. */
+async function check(w: Writes, type: string, resource: Resource): Promise<void> {
   w.deps.checkResource(type, resource);
+  await w.deps.validate?.(resource, w.ctx);
+}
+
+export async function create(w: Writes, type: string, resource: Resource, options: { ifNoneExist?: string; id?: string } = {}): Promise<FhirResponse> {
+  await check(w, type, resource);
   if (options.ifNoneExist !== undefined) {
     const existing = one(await matching(w, type, options.ifNoneExist), type, options.ifNoneExist);
     if (existing !== undefined) return versionResponse(w.ctx, await w.tx.read(type, existing), 200, { write: true });
@@ -71,7 +79,7 @@ export async function create(w: Writes, type: string, resource: Resource, option
 export async function update(w: Writes, type: string, id: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
   if (resource.id === undefined) throw fhirError('ERR_RESOURCE_ID_MISSING', {});
   if (resource.id !== id) throw fhirError('ERR_RESOURCE_ID_MISMATCH', { url: id, body: clip(String(resource.id)) });
-  w.deps.checkResource(type, resource);
+  await check(w, type, resource);
   const { version, created } = await w.tx.update(type, id, resource, { ifMatch });
   return versionResponse(w.ctx, version, created ? 201 : 200, { write: true });
 }
@@ -83,7 +91,7 @@ export async function update(w: Writes, type: string, id: string, resource: Reso
 export async function conditionalUpdate(w: Writes, type: string, criteria: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
   const id = one(await matching(w, type, criteria), type, criteria);
   if (id === undefined) {
-    w.deps.checkResource(type, resource);
+    await check(w, type, resource);
     const { version } = await w.tx.create(type, resource, resource.id);
     return versionResponse(w.ctx, version, 201, { write: true });
   }
@@ -133,7 +141,7 @@ export async function patch(w: Writes, type: string, id: string, body: unknown, 
     throw fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(ifMatch), current: `at version ${current.versionId}` });
   }
   const patched = applyPatch(current.resource as Resource, body, contentType, w.deps.model);
-  w.deps.checkResource(type, patched);
+  await check(w, type, patched);
   // The version patched must still be current when the result is written.
   const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId });
   return versionResponse(w.ctx, version, 200, { write: true });

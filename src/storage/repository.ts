@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
 import type { IndexRows } from './index-schema';
-import type { CurrentState, ResourceStore, StoredVersion, StoreReader, StoreTx, WriteOp } from './store';
+import { versionFromRow, type CurrentState, type ResourceStore, type StoredVersion, type StoreReader, type StoreTx, type VersionRow, type WriteOp } from './store';
 
 /**
  * Versioning, written once above every backend: ids, meta, If-Match, and which version is
@@ -92,6 +92,26 @@ export class Repository {
     }
     if (version.resource === null) throw fhirError('ERR_RESOURCE_DELETED', { type, id });
     return version;
+  }
+
+  /** The current, live resources of a type with this canonical url (and version, when given). */
+  async byCanonical(type: string, url: string, version?: string): Promise<StoredVersion[]> {
+    const rows = await this.store.query<VersionRow>(
+      `SELECT v.type, v.id, v.version, v.last_updated, v.content FROM resources r
+        JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
+        WHERE r.type = ? AND r.url = ? AND r.deleted = FALSE${version !== undefined ? ' AND r.canonical_version = ?' : ''}`,
+      version !== undefined ? [type, url, version] : [type, url],
+    );
+    return rows.map((row) => versionFromRow(row));
+  }
+
+  /** Live resources whose references point at this one (from the search index), with the parameter that indexes each. */
+  async referrers(type: string, id: string, limit: number): Promise<{ type: string; id: string; param: string }[]> {
+    return this.store.query<{ type: string; id: string; param: string }>(
+      `SELECT r.type, r.id, x.param FROM search_reference x JOIN resources r ON r.rid = x.rid
+        WHERE x.target_type = ? AND x.target_id = ? AND r.deleted = FALSE AND NOT (r.type = ? AND r.id = ?) ORDER BY r.rid LIMIT ?`,
+      [type, id, type, id, limit],
+    );
   }
 
   async history(type: string, id: string): Promise<StoredVersion[]> {

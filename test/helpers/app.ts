@@ -4,7 +4,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Resource } from 'fhir/r4';
 import { buildApp } from '../../src/app';
 import { loadConfig, type Config } from '../../src/config';
-import { ResourceSchema } from '../../src/fhir/resource-schema';
+import type { ResourceSchema } from '../../src/fhir/resource-schema';
+import { ResourceValidator } from '../../src/validation/validator';
+import { StructuralCheck } from '../../src/validation/write-checks';
 import { buildRegistry, loadDefinitions } from '../../src/operations/registry';
 import { buildCore } from '../../src/core';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
@@ -13,10 +15,10 @@ import { testModules, type TestServices } from '../fixtures/operations/handlers'
 
 export const FIXTURE_DEFINITIONS = fileURLToPath(new URL('../fixtures/operations', import.meta.url));
 
-/** One schema for all tests in a worker: compiling validators is the slow part. */
+/** One structural check for all tests in a worker: compiled definitions are kept in it. */
 let sharedSchema: ResourceSchema | undefined;
 export function schema(): ResourceSchema {
-  sharedSchema ??= new ResourceSchema();
+  sharedSchema ??= new StructuralCheck(new ResourceValidator());
   return sharedSchema;
 }
 

@@ -33,10 +33,11 @@ describe('create', () => {
   });
 
   test('an invalid resource is 400 with the path of the problem, and nothing is stored', async () => {
-    const res = await t.app.inject({ method: 'PUT', url: '/fhir/R4/Patient/bad1', headers: FHIR, payload: { resourceType: 'Patient', id: 'bad1', gender: 'robot' } });
+    // Structure only: codes are checked against their value sets by $validate (or VALIDATE_ON_WRITE).
+    const res = await t.app.inject({ method: 'PUT', url: '/fhir/R4/Patient/bad1', headers: FHIR, payload: { resourceType: 'Patient', id: 'bad1', birthDate: '1970-02-30' } });
     expect(res.statusCode).toBe(400);
     const outcome = res.json();
-    expect(outcome.issue[0].expression).toEqual(['Patient.gender']);
+    expect(outcome.issue[0].expression).toEqual(['Patient.birthDate']);
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/Patient/bad1' })).statusCode).toBe(404);
     const unknown = await t.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: FHIR, payload: { resourceType: 'Patient', colour: 'blue' } });
     expect(unknown.statusCode).toBe(400);

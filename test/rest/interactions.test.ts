@@ -95,7 +95,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(fhirpath.statusCode, fhirpath.body).toBe(200);
       expect(fhirpath.json()).toMatchObject({ name: [{ family: 'New', given: ['Z', 'A', 'C'] }], birthDate: '1970-01-01' });
       expect(fhirpath.json().active).toBeUndefined();
-      const broken = await inject('PATCH', 'Patient/p', [{ op: 'add', path: '/gender', value: 'robot' }], { 'content-type': 'application/json-patch+json' });
+      const broken = await inject('PATCH', 'Patient/p', [{ op: 'add', path: '/birthDate', value: 'not-a-date' }], { 'content-type': 'application/json-patch+json' });
       expect(broken.statusCode).toBe(400);
       const retyped = await inject('PATCH', 'Patient/p', [{ op: 'replace', path: '/resourceType', value: 'Group' }], { 'content-type': 'application/json-patch+json' });
       expect(retyped.statusCode).toBe(422);

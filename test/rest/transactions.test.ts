@@ -90,7 +90,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const before = await countAll();
       const entry = (i: number): BundleEntry => ({
         fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-        resource: (i === 49 ? { resourceType: 'Patient', gender: 'robot' } : { resourceType: 'Patient', gender: 'female' }) as Patient,
+        resource: (i === 49 ? { resourceType: 'Patient', birthDate: 'not-a-date' } : { resourceType: 'Patient', gender: 'female' }) as Patient,
         request: { method: 'POST', url: 'Patient' },
       });
       const res = await post({ resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: 60 }, (_, i) => entry(i)) });
@@ -158,7 +158,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
         type: 'batch',
         entry: [
           { resource: { resourceType: 'Patient', id: 'batch-a' }, request: { method: 'PUT', url: 'Patient/batch-a' } },
-          { resource: { resourceType: 'Patient', gender: 'robot' }, request: { method: 'POST', url: 'Patient' } },
+          { resource: { resourceType: 'Patient', birthDate: 'not-a-date' }, request: { method: 'POST', url: 'Patient' } },
           { request: { method: 'GET', url: 'Patient/batch-a' } },
           { request: { method: 'GET', url: 'Patient/nobody-here' } },
         ],

@@ -76,7 +76,11 @@ async function invoke<S>(
     input = readQuery(request.query as Record<string, string | string[]>, spec, { strict });
   } else {
     if (request.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
-    input = readParameters(request.body, spec, { strict, checkResource: deps.checkResource });
+    input = readParameters(request.body, spec, {
+      strict,
+      checkResource: op.judgesResources ? undefined : deps.checkResource,
+      query: request.query as Record<string, string | string[]>,
+    });
   }
   let target: Resource | undefined;
   if (level === 'instance') {
@@ -88,7 +92,7 @@ async function invoke<S>(
     invoke: async (code, body, defaults = {}) => {
       const other = deps.registry.find(code, level, type);
       if (!other) throw fhirError('ERR_OP_UNKNOWN', { code, where: type ? `for ${type}` : 'on this server' });
-      const otherInput = readParameters(body, other.spec, { strict, checkResource: deps.checkResource });
+      const otherInput = readParameters(body, other.spec, { strict, checkResource: other.judgesResources ? undefined : deps.checkResource });
       for (const [name, value] of Object.entries(defaults)) {
         if (!(name in otherInput) && other.spec.inputs.some((p) => p.name === name)) otherInput[name] = value;
       }

@@ -76,6 +76,7 @@ export function requestContext(request: FastifyRequest, baseUrl: string, timeout
     deadline: Date.now() + timeoutMs,
     baseUrl,
     prefer: parsePrefer(Array.isArray(prefer) ? prefer.join(', ') : prefer),
+    validateOnWrite: headerText(request.headers['x-validate-on-write']),
   };
 }
 
@@ -83,4 +84,8 @@ function send(reply: FastifyReply, response: FhirResponse, pretty: boolean): Fas
   reply.code(response.status).headers(response.headers);
   if (response.body === undefined) return reply.send();
   return reply.type(FHIR_JSON).send(pretty ? JSON.stringify(response.body, null, 2) : response.body);
+}
+
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
 }

