@@ -1,6 +1,5 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import pino from 'pino';
-import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
 import { READ_ONLY_TYPES } from './core';
 import { fhirError } from './fhir/errors';
@@ -15,7 +14,8 @@ import { registerUrlGuard } from './http/url-guard';
 import { baseUrlResolver } from './http/base-url';
 import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
 import { registerOperationRoutes } from './http/routes/operations';
-import { registerResourceRoutes } from './http/routes/resources';
+import { registerResourceRoutes, requestContext } from './http/routes/resources';
+import { OperationInvoker } from './operations/invoke';
 import type { OperationRegistry } from './operations/registry';
 import type { RestService } from './rest/rest-service';
 import type { SearchParam } from './search/registry';
@@ -33,8 +33,6 @@ export interface AppParts<S> {
   registry: OperationRegistry<S>;
   services: S;
   software: MetadataOptions<S>['software'];
-  /** Reads the target of an instance-level operation. */
-  readInstance: (type: string, id: string) => Promise<Resource>;
   decorateCapabilities?: MetadataOptions<S>['decorate'];
   metadataModes?: MetadataOptions<S>['modes'];
   /** Where log lines go; stdout when not given. */
@@ -106,11 +104,9 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   // Every absolute URL the app writes starts here (BASE_URL when configured).
   const baseUrlOf = baseUrlResolver({ baseUrl: config.baseUrl, basePath: FHIR_BASE });
-  registerOperationRoutes(app, {
-    base: FHIR_BASE,
+  const invoker = new OperationInvoker<S>({
     registry,
     services: parts.services,
-    answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     checkResource: (resource, at) => {
       if (!parts.schema.isResourceType(resource.resourceType)) {
         throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
@@ -119,10 +115,20 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
       // operation's definition when it is used (with the same tolerance as a request body).
       if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource);
     },
-    operationTimeoutMs: config.operationTimeoutMs,
-    readInstance: parts.readInstance,
+    // Instance-level operations may name built-in content (ValueSet/administrative-gender).
+    readInstance: (type, id, ctx) => parts.rest.readResource(type, id, ctx),
   });
-  registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, timeoutMs: config.operationTimeoutMs, baseUrlOf });
+  // Bundle entries that name an operation run it through the same invoker.
+  parts.rest.useOperations((call, ctx) => invoker.invoke({ ...call, level: call.id !== undefined ? 'instance' : call.type ? 'type' : 'system', headers: {} }, ctx));
+  const contextOf = (request: FastifyRequest) => requestContext(request, baseUrlOf(request), config.operationTimeoutMs);
+  registerOperationRoutes(app, {
+    base: FHIR_BASE,
+    registry,
+    invoker,
+    answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
+    contextOf,
+  });
+  registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   await app.ready();
   return app;
 }

@@ -13,7 +13,8 @@ import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
-import { StoredTerminology } from './terminology/content/stored-terminology';
+import { StoredTerminologies } from './terminology/content/stored-terminology';
+import { DEFAULT_PROJECT, SYSTEM_PROJECT } from './storage/store';
 import { TerminologyService } from './terminology/service';
 import { storedDefinitions } from './validation/stored-definitions';
 import { terminologyPort } from './validation/terminology-port';
@@ -33,14 +34,15 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
   const registry = buildRegistry<AppServices>(loadDefinitions(DEFINITIONS_DIR), operationModules);
   const store = await openStore(config);
   try {
-    const stored = new StoredTerminology(store);
+    const stored = new StoredTerminologies(store);
     const terminology = new TerminologyService(loadCoreContent(), stored);
     // Definitions are read and compiled on first use, not here: start-up stays quick. Stored
     // profiles are read through the repository, which exists once the core does.
     const validator = new ResourceValidator({
       stored: storedDefinitions({
-        search: async (type, query) => ({ resources: await core.repository.byCanonical(type, query.url as string, query.version) }),
-        store,
+        search: async (type, query, project) => ({ resources: await core.repository.in(project).byCanonical(type, query.url, query.version) }),
+        changeMarks: (project, types) => store.changeMarks(project, types),
+        shared: SYSTEM_PROJECT,
       }),
       terminology: terminologyPort(terminology),
     });
@@ -53,7 +55,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
       validate: async (resource, ctx) => {
-        if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline });
+        if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline, project: ctx.project });
       },
     });
     const { repository } = core;
@@ -62,33 +64,6 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
     const services: AppServices = { config, repository, terminology, validator };
-    // Instance-level operations may name built-in content (ValueSet/administrative-gender).
-    const readInstance = async (type: string, id: string): Promise<Resource> => {
-      try {
-        return (await repository.read(type, id)).resource as Resource;
-      } catch (err) {
-        const builtIn = core.builtIn.read(type, id);
-        if (builtIn && (err as { code?: string }).code === 'ERR_RESOURCE_NOT_FOUND') return builtIn;
-        throw err;
-      }
-    };
-    const invoker = new OperationInvoker<AppServices>({
-      registry,
-      services,
-      readInstance,
-      checkResource: (resource, at) => {
-        if (!schema.isResourceType(resource.resourceType)) {
-          throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
-        }
-        if (resource.resourceType !== 'Parameters') schema.check(resource.resourceType, resource);
-      },
-    });
-    core.rest.useOperations((call, ctx) =>
-      invoker.invoke(
-        { ...call, level: call.id !== undefined ? 'instance' : call.type ? 'type' : 'system', headers: {} },
-        ctx,
-      ),
-    );
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -96,12 +71,11 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       registry,
       services,
       software: { name: pkg.name, version: pkg.version },
-      readInstance,
       searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
       searchParamsRevision: () => core.params.revision,
       decorateCapabilities: decorateTerminologyServer,
       metadataModes: {
-        terminology: async () => terminologyCapabilities(registry, await terminology.resolver(), { name: pkg.name, version: pkg.version }),
+        terminology: async () => terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), { name: pkg.name, version: pkg.version }),
       },
       logStream: options.logStream,
     });

@@ -88,9 +88,9 @@ export function buildCore(options: CoreOptions): Core {
     repository,
     isResourceType: (type) => options.schema.isResourceType(type),
     readOnlyTypes: READ_ONLY_TYPES,
-    checkResource: (type, resource) => {
+    checkResource: (type, resource, ctx) => {
       options.schema.check(type, resource);
-      if (type === 'SearchParameter') custom.check(resource as SearchParameter);
+      if (type === 'SearchParameter') custom.check(resource as SearchParameter, ctx.project);
     },
     beforeRequest: () => custom.refresh(),
     validate: options.validate,

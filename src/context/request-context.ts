@@ -1,3 +1,4 @@
+import { DEFAULT_PROJECT } from '../storage/store';
 /**
  * What every service call below the HTTP layer is given about the request it serves: who asks
  * (room for the tenant and principal of the projects issue), where to log, how long the work may
@@ -22,6 +23,8 @@ export interface Prefer {
 
 export interface RequestContext {
   requestId: string;
+  /** The project (tenant) the request acts in: everything it reads and writes is within it. */
+  project: string;
   log: ContextLog;
   /** Epoch milliseconds after which long work stops with too-costly. */
   deadline: number;
@@ -50,9 +53,10 @@ export function parsePrefer(header: string | undefined): Prefer {
 const SILENT: ContextLog = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** A context for work that no client request started (start-up, tools, tests). */
-export function internalContext(options: { baseUrl?: string; budgetMs?: number; log?: ContextLog } = {}): RequestContext {
+export function internalContext(options: { baseUrl?: string; budgetMs?: number; log?: ContextLog; project?: string } = {}): RequestContext {
   return {
     requestId: 'internal',
+    project: options.project ?? DEFAULT_PROJECT,
     log: options.log ?? SILENT,
     deadline: Date.now() + (options.budgetMs ?? 3_600_000),
     baseUrl: options.baseUrl ?? 'http://localhost/fhir/R4',

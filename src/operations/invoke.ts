@@ -7,10 +7,10 @@ import type { Level, OperationContext } from './operation';
 import type { BoundOperation, OperationRegistry } from './registry';
 
 /**
- * Running an operation without HTTP: what a batch or transaction entry (`POST Patient/$validate`)
- * becomes, and what the operation routes do after their own caching. Input is read and checked
- * against the definition exactly as for a request, the handler runs with the same context, and
- * its output is checked against the definition.
+ * Running an operation without HTTP: what every operation request becomes (the HTTP routes add
+ * only their answer cache), and what a batch or transaction entry (`POST Patient/$validate`) or a
+ * bot's client runs. Input is read and checked against the definition, the handler runs with the
+ * request's context, and its output is checked against the definition.
  */
 
 export interface OperationCall {
@@ -29,8 +29,12 @@ export interface OperationCall {
 export interface InvokerDeps<S> {
   registry: OperationRegistry<S>;
   services: S;
+  /** Checks resources given as parameters before any handler sees them (except handlers that judge them). */
   checkResource: (resource: Resource, at: string) => void;
-  readInstance: (type: string, id: string) => Promise<Resource>;
+  /** Reads the resource an instance-level call names, in the request's project; throws a FhirError when there is none. */
+  readInstance: (type: string, id: string, ctx: RequestContext) => Promise<Resource>;
+  /** Says whether the request may run this operation (scopes, roles); throws a FhirError when not. */
+  authorize?: (op: BoundOperation<S>, call: OperationCall, ctx: RequestContext) => void;
 }
 
 export class OperationInvoker<S> {
@@ -43,34 +47,48 @@ export class OperationInvoker<S> {
     return op;
   }
 
-  async invoke(call: OperationCall, ctx: RequestContext): Promise<Resource> {
-    const op = this.find(call.code, call.level, call.type);
+  /** Throws when the request may not run this operation (before a reused answer is sent, too). */
+  authorize(op: BoundOperation<S>, call: OperationCall, ctx: RequestContext): void {
+    this.deps.authorize?.(op, call, ctx);
+  }
+
+  /** The token under which an answer of this call may be reused, or undefined when it may not. */
+  async answerToken(op: BoundOperation<S>, ctx: RequestContext): Promise<string | undefined> {
+    return op.answerToken ? op.answerToken(this.deps.services, ctx) : undefined;
+  }
+
+  async invoke(call: OperationCall, ctx: RequestContext, bound?: BoundOperation<S>): Promise<Resource> {
+    const op = bound ?? this.find(call.code, call.level, call.type);
     const { spec } = op;
+    this.deps.authorize?.(op, call, ctx);
     const strict = ctx.prefer.handling === 'strict';
+    const check = (other: BoundOperation<S>) => (other.judgesResources ? undefined : this.deps.checkResource);
     let input: OperationInput;
     if (call.method === 'GET') {
       if (spec.affectsState) throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: spec.code }, { headers: { allow: 'POST' } });
       input = readQuery(call.query, spec, { strict });
     } else {
       if (call.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
-      input = readParameters(call.body, spec, { strict, checkResource: this.deps.checkResource });
+      input = readParameters(call.body, spec, { strict, checkResource: check(op), query: call.query });
     }
     let target: Resource | undefined;
     if (call.level === 'instance') {
       const id = call.id ?? '';
       if (!ID_PATTERN.test(id)) throw fhirError('ERR_RESOURCE_ID_INVALID', { id: id.slice(0, 100) });
-      target = await this.deps.readInstance(call.type as string, id);
+      target = await this.deps.readInstance(call.type as string, id, ctx);
     }
     const context: OperationContext<S> = {
       invoke: async (code, body, defaults = {}) => {
         const other = this.find(code, call.level, call.type);
-        const otherInput = readParameters(body, other.spec, { strict, checkResource: this.deps.checkResource });
+        this.deps.authorize?.(other, { ...call, code }, ctx);
+        const otherInput = readParameters(body, other.spec, { strict, checkResource: check(other) });
         for (const [name, value] of Object.entries(defaults)) {
           if (!(name in otherInput) && other.spec.inputs.some((p) => p.name === name)) otherInput[name] = value;
         }
         return run(other, otherInput, context, ctx);
       },
       services: this.deps.services,
+      request: ctx,
       log: ctx.log,
       level: call.level,
       resourceType: call.type,

@@ -1,4 +1,5 @@
 import type { Parameters, Resource } from 'fhir/r4';
+import type { RequestContext } from '../context/request-context';
 import type { OperationInput, OperationOutput } from '../fhir/parameters';
 
 /** What a handler may log through; pino's logger fits. */
@@ -16,6 +17,8 @@ export type Level = 'system' | 'type' | 'instance';
  */
 export interface OperationContext<S> {
   services: S;
+  /** The request the operation serves: its project (everything it reads or writes is in it), base URL, Prefer. */
+  request: RequestContext;
   log: OperationLog;
   level: Level;
   /** The resource type in the URL, at type and instance level. */
@@ -48,7 +51,7 @@ export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (
  * must not be reused. While the token is unchanged, an identical request gets the same answer
  * without running the handler.
  */
-export type AnswerToken<S> = (services: S) => Promise<string | undefined>;
+export type AnswerToken<S> = (services: S, request: RequestContext) => Promise<string | undefined>;
 
 /** An operation's code, bound to its OperationDefinition by canonical URL. */
 export interface OperationModule<S> {

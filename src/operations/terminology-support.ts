@@ -1,4 +1,5 @@
 import type { Resource } from 'fhir/r4';
+import type { RequestContext } from '../context/request-context';
 import { fhirError, type FhirError } from '../fhir/errors';
 import { TerminologyError, toFhirIssue } from '../terminology/issues';
 import { TxParams, type TxParamsInput } from '../terminology/params';
@@ -15,7 +16,7 @@ export async function engineContext(
   ctx: OperationContext<AppServices>,
   operation: string,
 ): Promise<EngineContext> {
-  const resolver: Resolver = await ctx.services.terminology.resolver(input['tx-resource'] ?? []);
+  const resolver: Resolver = await ctx.services.terminology.resolver(ctx.request.project, input['tx-resource'] ?? []);
   const params = TxParams.from(input, ctx.acceptLanguage);
   const deadline = ctx.deadline;
   const budget = ctx.services.config.operationTimeoutMs;
@@ -43,4 +44,4 @@ export function terminologyFailure(err: TerminologyError): FhirError {
 }
 
 /** Terminology answers depend on the request and the terminology content: reusable while it is unchanged. */
-export const terminologyAnswerToken = (services: AppServices): Promise<string> => services.terminology.stateToken();
+export const terminologyAnswerToken = (services: AppServices, request: RequestContext): Promise<string> => services.terminology.stateToken(request.project);

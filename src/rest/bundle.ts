@@ -113,7 +113,7 @@ async function batch(raw: BundleEntry[], ctx: RequestContext, deps: BundleDeps):
   for (let i = 0; i < raw.length; i++) {
     try {
       const entry = readEntry(raw[i], i, deps);
-      const response = isWrite(entry) ? await deps.repository.transaction((tx) => write(entry, { tx, ctx, deps })) : await read(entry, ctx, deps);
+      const response = isWrite(entry) ? await deps.repository.in(ctx.project).transaction((tx) => write(entry, { tx, ctx, deps })) : await read(entry, ctx, deps);
       entries.push(responseEntry(response, ctx));
     } catch (err) {
       entries.push(failureEntry(err, ctx));
@@ -136,7 +136,7 @@ async function transaction(raw: BundleEntry[], ctx: RequestContext, deps: Bundle
   const results: FhirResponse[] = new Array(entries.length);
   const ordered = [...entries].sort((a, b) => ORDER[a.method] - ORDER[b.method] || a.index - b.index);
   const writesInOrder = ordered.filter(isWrite);
-  await deps.repository.transaction(async (tx) => {
+  await deps.repository.in(ctx.project).transaction(async (tx) => {
     const w = { tx, ctx, deps };
     const ids = await assignIds(writesInOrder, fullUrls, w);
     for (const entry of writesInOrder) {
@@ -254,7 +254,7 @@ async function rewriteReferences(entry: Entry, ids: Map<string, string>, w: writ
 
 async function createMany(entries: Entry[], ids: Map<string, string>, w: writes.Writes): Promise<FhirResponse[]> {
   const resources = entries.map((entry) => {
-    checkAt(entry.index, () => w.deps.checkResource(entry.type as string, entry.resource as Resource));
+    checkAt(entry.index, () => w.deps.checkResource(entry.type as string, entry.resource as Resource, w.ctx));
     const assigned = entry.fullUrl ? ids.get(entry.fullUrl) : undefined;
     const id = assigned ? assigned.slice(assigned.indexOf('/') + 1) : randomUUID();
     return { ...(entry.resource as Resource), id } as Resource;

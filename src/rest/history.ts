@@ -23,7 +23,7 @@ export async function history(reader: StoreReader, target: HistoryTarget, query:
   const one = (name: string) => query[name]?.[0];
   const count = one('_count');
   if (count !== undefined && !/^\d{1,7}$/.test(count)) throw fhirError('ERR_HISTORY_PARAM', { name: '_count', value: count.slice(0, 50) });
-  const q: HistoryQuery = { ...target, count: Math.min(count === undefined ? DEFAULT_HISTORY_COUNT : Number(count), MAX_HISTORY_COUNT) };
+  const q: HistoryQuery = { ...target, project: ctx.project, count: Math.min(count === undefined ? DEFAULT_HISTORY_COUNT : Number(count), MAX_HISTORY_COUNT) };
   const since = one('_since');
   if (since !== undefined) q.since = instant('_since', since);
   const at = one('_at');

@@ -29,7 +29,7 @@ export interface RestDeps {
   /** Types nobody may write (served from the server itself). */
   readOnlyTypes: ReadonlySet<string>;
   /** Structural check of a resource before it is stored; throws a FhirError. */
-  checkResource(type: string, resource: Resource): void;
+  checkResource(type: string, resource: Resource, ctx: RequestContext): void;
   /** Full validation before a write, when the server or the request asks for it. */
   validate?(resource: Resource, ctx: RequestContext): Promise<void>;
   search: SearchHandler & Matcher;
@@ -133,7 +133,7 @@ export class RestService {
   }
 
   private write(ctx: RequestContext, work: (w: writes.Writes) => Promise<FhirResponse>): Promise<FhirResponse> {
-    return this.deps.repository.transaction((tx) => work({ tx, ctx, deps: this.writeDeps() }));
+    return this.deps.repository.in(ctx.project).transaction((tx) => work({ tx, ctx, deps: this.writeDeps() }));
   }
 
   private writeDeps(): writes.WriteDeps {
@@ -173,8 +173,14 @@ export class RestService {
     if (this.deps.readOnlyTypes.has(type)) throw fhirError('ERR_TYPE_READ_ONLY', { type });
   }
 
+  /** The current content of a resource in the request's project (or built-in content), for operations on an instance. */
+  async readResource(type: string, id: string, ctx: RequestContext): Promise<Resource> {
+    this.knownType(type);
+    return (await this.readVersion(type, id, ctx.project)).resource as Resource;
+  }
+
   private async read(type: string, id: string, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
-    const version = await this.readVersion(type, id);
+    const version = await this.readVersion(type, id, ctx.project);
     if (notModified(request, version)) {
       const response = versionResponse(ctx, version, 304);
       return { status: 304, headers: response.headers };
@@ -183,12 +189,12 @@ export class RestService {
   }
 
   /** The current version; a resource the server itself holds when nothing is stored under that id. */
-  private async readVersion(type: string, id: string): Promise<StoredVersion> {
+  private async readVersion(type: string, id: string, project: string): Promise<StoredVersion> {
     try {
-      return await this.deps.repository.read(type, id);
+      return await this.deps.repository.in(project).read(type, id);
     } catch (err) {
       const builtIn = this.deps.builtIn?.read(type, id);
-      if (builtIn && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND') return builtInVersion(builtIn);
+      if (builtIn && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND') return builtInVersion(builtIn, project);
       throw err;
     }
   }
@@ -196,7 +202,7 @@ export class RestService {
   private async vread(target: Extract<Target, { kind: 'version' }>, ctx: RequestContext): Promise<FhirResponse> {
     const { type, id, vid } = target;
     if (!/^[1-9][0-9]{0,9}$/.test(vid)) throw fhirError('ERR_VERSION_NOT_FOUND', { type, id, vid: clip(vid) });
-    const version = await this.deps.repository.vread(type, id, Number(vid));
+    const version = await this.deps.repository.in(ctx.project).vread(type, id, Number(vid));
     return versionResponse(ctx, version, 200);
   }
 }

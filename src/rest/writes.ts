@@ -20,7 +20,7 @@ export interface Matcher {
 }
 
 export interface WriteDeps {
-  checkResource(type: string, resource: Resource): void;
+  checkResource(type: string, resource: Resource, ctx: RequestContext): void;
   /** Full validation before a create, update or patch is written, when the server or request asks for it (422). */
   validate?(resource: Resource, ctx: RequestContext): Promise<void>;
   search: Matcher;
@@ -44,7 +44,7 @@ export function queryOfString(text: string): Record<string, string[]> {
 
 /** Holds the lock on these criteria until the transaction ends: conditional writes on them queue. */
 export async function lockCriteria(w: Writes, type: string, criteria: string): Promise<void> {
-  await w.tx.store.lock(`conditional:${type}?${criteria}`);
+  await w.tx.store.lock(`conditional:${w.tx.project}/${type}?${criteria}`);
 }
 
 /** The resources the criteria match, serialised against any other transaction matching the same criteria. */
@@ -61,7 +61,7 @@ function one(matches: string[], type: string, criteria: string): string | undefi
 /** POST [type], with If-None-Exist: none matches -> create; one -> 200 with it, nothing written; several -> 412. */
 /** The checks every written resource passes: structure always, full validation when asked for. */
 async function check(w: Writes, type: string, resource: Resource): Promise<void> {
-  w.deps.checkResource(type, resource);
+  w.deps.checkResource(type, resource, w.ctx);
   await w.deps.validate?.(resource, w.ctx);
 }
 
@@ -128,8 +128,8 @@ function deletedResponse(deleted: StoredVersion | undefined): FhirResponse {
 async function refuseIfReferenced(w: Writes, type: string, id: string): Promise<void> {
   const by = await w.tx.store.query<{ type: string; id: string }>(
     `SELECT r.type, r.id FROM search_reference x JOIN resources r ON r.rid = x.rid
-      WHERE x.target_type = ? AND x.target_id = ? AND r.deleted = FALSE AND NOT (r.type = ? AND r.id = ?) LIMIT 1`,
-    [type, id, type, id],
+      WHERE x.project = ? AND x.target_type = ? AND x.target_id = ? AND r.deleted = FALSE AND NOT (r.type = ? AND r.id = ?) LIMIT 1`,
+    [w.tx.project, type, id, type, id],
   );
   if (by.length > 0) throw fhirError('ERR_DELETE_REFERENCED', { type, id, by: `${by[0].type}/${by[0].id}` });
 }

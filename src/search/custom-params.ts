@@ -1,7 +1,7 @@
 import type { SearchParameter } from 'fhir/r4';
 import type { ContextLog } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
-import type { ResourceStore } from '../storage/store';
+import { DEFAULT_PROJECT, type ResourceStore } from '../storage/store';
 import type { SearchIndexer } from './indexer';
 import type { SearchParameterRegistry } from './registry';
 
@@ -11,6 +11,11 @@ import type { SearchParameterRegistry } from './registry';
  * indexing state lives in the database, so every process over it agrees, and a process that
  * starts finds unfinished indexing and finishes it. Every process learns of new or changed
  * parameters from the store's change marks before it searches or writes.
+ *
+ * A parameter shapes the index of the whole server, so it is defined in one place for all: the
+ * default project, where the operators act (as partitioned HAPI servers keep theirs in the
+ * default partition). Other projects see no SearchParameter resource but theirs and the built-in
+ * ones, and cannot write any.
  */
 
 const TYPES = ['SearchParameter'];
@@ -39,8 +44,9 @@ export class CustomSearchParameters {
   ) {}
 
   /** Refuses a SearchParameter the server could not evaluate (400), before it is stored. */
-  check(resource: SearchParameter): void {
+  check(resource: SearchParameter, project: string): void {
     const bad = (reason: string) => fhirError('ERR_RESOURCE_INVALID', { type: 'SearchParameter', path: 'SearchParameter', reason });
+    if (project !== DEFAULT_PROJECT) throw bad(`search parameters apply to the whole server and are defined in the '${DEFAULT_PROJECT}' project, by its operators`);
     if (!/^[A-Za-z_][A-Za-z0-9_\-]*$/.test(resource.code ?? '')) throw bad(`'${String(resource.code).slice(0, 50)}' is not a usable code`);
     if (!resource.base?.length) throw bad('it names no base type');
     if (resource.type !== 'special' && resource.type !== 'composite' && !resource.expression) throw bad('it has no expression');
@@ -79,11 +85,11 @@ export class CustomSearchParameters {
   }
 
   private async doRefresh(): Promise<void> {
-    const marks = await this.store.changeMarks(TYPES);
+    const marks = await this.store.changeMarks(DEFAULT_PROJECT, TYPES);
     const now = marks.get('SearchParameter') ?? 0;
     const changed = now > this.mark;
     if (changed) {
-      for (const change of await this.store.changesSince('SearchParameter', this.mark)) {
+      for (const change of await this.store.changesSince(DEFAULT_PROJECT, 'SearchParameter', this.mark)) {
         const resource = change.resource as SearchParameter | null;
         this.registry.undefine(change.id);
         if (resource?.url) {

@@ -10,8 +10,8 @@ import type { CodeMatcher } from './terminology';
  */
 export function engineCodeMatcher(terminology: TerminologyService): CodeMatcher {
   return {
-    async valueSet(url) {
-      const resolver = await terminology.resolver();
+    async valueSet(url, project) {
+      const resolver = await terminology.resolver(project);
       const [base, version] = url.split('|');
       const valueSet = resolver.valueSet(base, version);
       if (!valueSet) return undefined;
@@ -28,8 +28,8 @@ export function engineCodeMatcher(terminology: TerminologyService): CodeMatcher 
         return member;
       };
     },
-    async hierarchy(system, code, direction) {
-      const resolver = await terminology.resolver();
+    async hierarchy(system, code, direction, project) {
+      const resolver = await terminology.resolver(project);
       const cs = resolver.codeSystem(system);
       if (!cs || cs.content === 'not-present') return undefined;
       const provider = resolver.provider(cs);

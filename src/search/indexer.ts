@@ -40,9 +40,9 @@ export class SearchIndexer {
     let done = 0;
     for (;;) {
       const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
-      const rows = await this.store.query<{ rid: number | string; type: string; content: string }>(
-        `SELECT r.rid, r.type, v.content FROM resources r
-          JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
+      const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(
+        `SELECT r.rid, r.project, r.type, v.content FROM resources r
+          JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
           WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`,
         [after, ...(options.types ?? []), BATCH],
       );
@@ -50,7 +50,7 @@ export class SearchIndexer {
         if (done > 0) await this.store.optimize();
         return done;
       }
-      const entries = rows.map((row) => ({ type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
+      const entries = rows.map((row) => ({ project: row.project, type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
       await this.store.transaction((tx) => tx.replaceIndex(entries));
       after = Number(rows[rows.length - 1].rid);
       done += rows.length;

@@ -85,15 +85,16 @@ export class SearchService implements SearchHandler {
     });
     if (target.level === 'compartment') parsed.criteria.push(this.compartmentCriterion(target, types));
     const builtInCandidates = target.level === 'type' ? this.builtInEntries(target.type) : [];
-    const resolved = await this.resolveTerminology(parsed.criteria, types, builtInCandidates);
-    const builtIns = await this.builtInMatches(target, parsed, resolved, builtInCandidates);
+    const project = ctx.project;
+    const resolved = await this.resolveTerminology(project, parsed.criteria, types, builtInCandidates);
+    const builtIns = await this.builtInMatches(project, target, parsed, resolved, builtInCandidates);
     const cursor = query._cursor?.[0] !== undefined ? decodeCursor(query._cursor[0], parsed.sort.length) : undefined;
     const offsetText = query._offset?.[0];
     if (offsetText !== undefined && !/^\d{1,9}$/.test(offsetText)) throw fhirError('ERR_SEARCH_PARAM', { name: '_offset', value: offsetText.slice(0, 20) });
     const offset = offsetText === undefined ? undefined : Number(offsetText);
 
     const bundle: Bundle = { resourceType: 'Bundle', type: 'searchset' };
-    const counted = async () => builtIns.length + (await this.count(parsed, types, resolved));
+    const counted = async () => builtIns.length + (await this.count(project, parsed, types, resolved));
     if (parsed.summary === 'count' || parsed.total === 'accurate' || parsed.total === 'estimate') bundle.total = await counted();
     const links: BundleLink[] = [];
     const self = selfParams(parsed, query);
@@ -105,7 +106,7 @@ export class SearchService implements SearchHandler {
       return bundle;
     }
 
-    const page = await this.assemble(parsed, types, resolved, builtIns, cursor, offset);
+    const page = await this.assemble(project, parsed, types, resolved, builtIns, cursor, offset);
     if (page.items.length > 0 && page.hasNext) {
       const last = page.items[page.items.length - 1];
       const next: [string, string][] =
@@ -125,7 +126,7 @@ export class SearchService implements SearchHandler {
     const versions = page.items.map((item) => item.version);
     const entries: BundleEntry[] = versions.map((v) => this.entry(ctx, v, parsed, 'match'));
     if (parsed.include.length > 0 || parsed.revinclude.length > 0) {
-      const included = await includeEntries({ store: this.deps.store, registry: this.deps.registry, matches: versions, query: parsed, limit: MAX_INCLUDED });
+      const included = await includeEntries({ project, store: this.deps.store, registry: this.deps.registry, matches: versions, query: parsed, limit: MAX_INCLUDED });
       for (const v of included.versions) entries.push(this.entry(ctx, v, parsed, 'include'));
       if (included.truncated) {
         const outcome: OperationOutcome = {
@@ -145,6 +146,7 @@ export class SearchService implements SearchHandler {
    * stored part is a keyset over the index.
    */
   private async assemble(
+    project: string,
     query: SearchQuery,
     types: string[],
     resolved: Map<Criterion, ResolvedCodes>,
@@ -164,12 +166,12 @@ export class SearchService implements SearchHandler {
     }
     const room = query.count - items.length;
     if (room === 0) {
-      const more = start + items.length < n || (await this.page(query, types, resolved, undefined, undefined, 0)).hasMore;
+      const more = start + items.length < n || (await this.page(project, query, types, resolved, undefined, undefined, 0)).hasMore;
       return { items, hasNext: more, hasPrevious: start > 0 };
     }
     const storedOffset = offset !== undefined ? Math.max(0, offset - n) : undefined;
-    const { rows, hasMore } = await this.page(query, types, resolved, inStored ? cursor : undefined, inStored ? undefined : storedOffset, room);
-    const versions = await this.contents(rows);
+    const { rows, hasMore } = await this.page(project, query, types, resolved, inStored ? cursor : undefined, inStored ? undefined : storedOffset, room);
+    const versions = await this.contents(project, rows);
     rows.forEach((row, i) => {
       if (versions[i]) items.push({ version: versions[i], rid: row.rid, keys: row.keys });
     });
@@ -182,14 +184,14 @@ export class SearchService implements SearchHandler {
   }
 
   /** Built-in resources of the type searched that meet every criterion, in sort order; those a stored one replaces are left out. */
-  private async builtInMatches(target: SearchTarget, query: SearchQuery, resolved: Map<Criterion, ResolvedCodes>, candidates: BuiltInEntry[]): Promise<StoredVersion[]> {
+  private async builtInMatches(project: string, target: SearchTarget, query: SearchQuery, resolved: Map<Criterion, ResolvedCodes>, candidates: BuiltInEntry[]): Promise<StoredVersion[]> {
     if (target.level !== 'type' || candidates.length === 0) return [];
     const found = candidates.filter(({ resource, rows }) => query.criteria.every((c) => matches(resource, rows, c, resolved) === true));
     if (found.length === 0) return [];
-    const b = new SqlBuilder();
+    const b = new SqlBuilder(project);
     const ids = found.map((f) => b.bind(f.resource.id));
     const shadowed = new Set(
-      (await b.run<{ id: string }>(this.deps.store, `SELECT id FROM resources WHERE type = ${b.bind(target.type)} AND deleted = FALSE AND id IN (${ids.join(', ')})`)).map((r) => r.id),
+      (await b.run<{ id: string }>(this.deps.store, `SELECT id FROM resources r WHERE ${b.scoped('r', [target.type])} AND deleted = FALSE AND id IN (${ids.join(', ')})`)).map((r) => r.id),
     );
     const visible = found.filter((f) => !shadowed.has(f.resource.id as string));
     const keyed = visible.map((f) => ({ f, keys: query.sort.map((key) => sortValue(f.resource, f.rows, key)) }));
@@ -201,7 +203,7 @@ export class SearchService implements SearchHandler {
       }
       return (a.f.resource.id as string) < (b.f.resource.id as string) ? -1 : 1;
     });
-    return keyed.map(({ f }) => builtInVersion(f.resource));
+    return keyed.map(({ f }) => builtInVersion(f.resource, project));
   }
 
   /** The built-in resources of a type with their index rows (extracted once: the content never changes). */
@@ -226,8 +228,8 @@ export class SearchService implements SearchHandler {
   async matchKeys(type: string, query: Record<string, string[]>, ctx: RequestContext, reader: StoreReader = this.deps.store, limit = 2): Promise<{ id: string; rid: number }[]> {
     const parsed = parseSearch([type], query, this.deps.registry, { strict: true, localBases: [ctx.baseUrl], indexing: this.deps.indexing });
     if (parsed.criteria.length === 0) throw fhirError('ERR_CONDITIONAL_EMPTY', { type });
-    const resolved = await this.resolveTerminology(parsed.criteria, [type], []);
-    const b = new SqlBuilder(resolved);
+    const resolved = await this.resolveTerminology(ctx.project, parsed.criteria, [type], []);
+    const b = new SqlBuilder(ctx.project, resolved);
     const rows = await b.run<{ id: string; rid: number | string }>(reader, `SELECT r.id, r.rid FROM resources r WHERE ${this.where(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`);
     return rows.map((row) => ({ id: row.id, rid: Number(row.rid) }));
   }
@@ -256,26 +258,26 @@ export class SearchService implements SearchHandler {
   }
 
   /** Token modifiers that need the terminology engine, resolved to the codes present in the index. */
-  private async resolveTerminology(criteria: Criterion[], types: string[], builtIns: BuiltInEntry[]): Promise<Map<Criterion, ResolvedCodes>> {
+  private async resolveTerminology(project: string, criteria: Criterion[], types: string[], builtIns: BuiltInEntry[]): Promise<Map<Criterion, ResolvedCodes>> {
     const resolved = new Map<Criterion, ResolvedCodes>();
     const visit = async (c: Criterion, within: string[]): Promise<void> => {
       if (c.kind === 'chain') return visit(c.next, c.targetTypes);
       if (c.kind === 'has') return c.next ? visit(c.next, [c.type]) : undefined;
       if (c.kind !== 'terminology') return;
-      const b = new SqlBuilder();
-      const present = await b.run<{ system: string | null; code: string }>(this.deps.store, `SELECT DISTINCT system, code FROM search_token WHERE ${b.typeFilter('type', within)} AND param = ${b.bind(c.index)} AND code IS NOT NULL`);
+      const b = new SqlBuilder(project);
+      const present = await b.run<{ system: string | null; code: string }>(this.deps.store, `SELECT DISTINCT x.system, x.code FROM search_token x WHERE ${b.scoped('x', within)} AND x.param = ${b.bind(c.index)} AND x.code IS NOT NULL`);
       if (within === types) {
         for (const { rows } of builtIns) for (const t of rows.token) if (t.param === c.index && t.code !== null) present.push({ system: t.system, code: t.code });
       }
       const tests: ((system: string | null, code: string) => boolean)[] = [];
       for (const value of c.values) {
         if (value.valueSet !== undefined) {
-          const test = await this.deps.codes.valueSet(value.valueSet);
+          const test = await this.deps.codes.valueSet(value.valueSet, project);
           if (!test) throw fhirError('ERR_SEARCH_VALUESET', { name: `${c.index}:${c.modifier}`, url: value.valueSet.slice(0, 200) });
           tests.push(test);
         } else {
           const system = value.system as string;
-          const test = await this.deps.codes.hierarchy(system, value.code as string, c.modifier === 'above' ? 'above' : 'below');
+          const test = await this.deps.codes.hierarchy(system, value.code as string, c.modifier === 'above' ? 'above' : 'below', project);
           // A system the engine cannot walk: only the code itself is known to be below (or above) itself.
           tests.push(test ? (s, code) => s === system && test(code) : (s, code) => s === system && code === value.code);
         }
@@ -291,20 +293,20 @@ export class SearchService implements SearchHandler {
     // again on `resources` would make the planner scan every resource of the type instead of
     // looking up the few row ids the criterion names.
     const typed = query.criteria.some(restrictsType);
-    const conditions = typed ? [] : [b.typeFilter('r.type', types)];
+    const conditions = typed ? [] : [b.scoped('r', types)];
     return [...conditions, 'r.deleted = FALSE', ...query.criteria.map((c) => b.criterion(c, 'r', types))].join('\n  AND ');
   }
 
-  private async count(query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>): Promise<number> {
-    const b = new SqlBuilder(resolved);
+  private async count(project: string, query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>): Promise<number> {
+    const b = new SqlBuilder(project, resolved);
     const sql = `SELECT COUNT(*) AS n FROM resources r WHERE ${this.where(b, query, types)}`;
     const [row] = await b.run<{ n: number | string }>(this.deps.store, sql);
     return Number(row?.n ?? 0);
   }
 
   /** One page of matching rows in sort order, and whether more lie beyond it. */
-  private async page(query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>, cursor: Cursor | undefined, offset: number | undefined, count: number) {
-    const b = new SqlBuilder(resolved);
+  private async page(project: string, query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>, cursor: Cursor | undefined, offset: number | undefined, count: number) {
+    const b = new SqlBuilder(project, resolved);
     const keys = query.sort.map((key, i) => `${b.sortExpression(key, 'r')} AS k${i}`);
     const inner = `SELECT r.rid, r.type, r.id, r.version${keys.map((k) => `, ${k}`).join('')} FROM resources r WHERE ${this.where(b, query, types)}`;
     const backwards = cursor?.direction === 'previous';
@@ -335,11 +337,11 @@ export class SearchService implements SearchHandler {
   }
 
   /** The stored versions of a page's rows, in the page's order. */
-  private async contents(rows: PageRow[]): Promise<(StoredVersion | undefined)[]> {
+  private async contents(project: string, rows: PageRow[]): Promise<(StoredVersion | undefined)[]> {
     if (rows.length === 0) return [];
-    const b = new SqlBuilder();
+    const b = new SqlBuilder(project);
     const keys = rows.map((row) => `(${b.bind(row.type)}, ${b.bind(row.id)}, CAST(${b.bind(row.version)} AS INTEGER))`).join(', ');
-    const found = await b.run<VersionRow>(this.deps.store, `SELECT type, id, version, last_updated, content FROM resource_versions WHERE (type, id, version) IN (VALUES ${keys})`);
+    const found = await b.run<VersionRow>(this.deps.store, `SELECT project, type, id, version, last_updated, content FROM resource_versions WHERE project = ${b.bind(project)} AND (type, id, version) IN (VALUES ${keys})`);
     const byKey = new Map(found.map((row) => [`${row.type}/${row.id}`, versionFromRow(row)]));
     return rows.map((row) => byKey.get(`${row.type}/${row.id}`) as StoredVersion);
   }
@@ -368,9 +370,10 @@ function linkUrl(base: string, target: SearchTarget, params: [string, string][])
 }
 
 /** A built-in resource as a version (what the server holds is its version 1, as published). */
-export function builtInVersion(resource: Resource): StoredVersion {
+export function builtInVersion(resource: Resource, project: string): StoredVersion {
   const meta = resource.meta;
   return {
+    project,
     type: resource.resourceType,
     id: resource.id as string,
     versionId: Number(meta?.versionId ?? 1) || 1,

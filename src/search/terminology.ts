@@ -6,10 +6,10 @@
  */
 export interface CodeMatcher {
   /** Membership in a value set; undefined when the value set is not known. */
-  valueSet(url: string): Promise<((system: string | null, code: string) => boolean) | undefined>;
+  valueSet(url: string, project: string): Promise<((system: string | null, code: string) => boolean) | undefined>;
   /**
    * `below`: codes subsumed by `code` (itself included); `above`: codes that subsume it.
    * Undefined when the code system is not known or has no content.
    */
-  hierarchy(system: string, code: string, direction: 'below' | 'above'): Promise<((code: string) => boolean) | undefined>;
+  hierarchy(system: string, code: string, direction: 'below' | 'above', project: string): Promise<((code: string) => boolean) | undefined>;
 }

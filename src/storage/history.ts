@@ -7,6 +7,7 @@ import { versionFromRow, type StoredVersion, type StoreReader, type VersionRow }
  */
 
 export interface HistoryQuery {
+  project: string;
   type?: string;
   id?: string;
   /** Only versions written at or after this instant (ISO, UTC). */
@@ -19,14 +20,14 @@ export interface HistoryQuery {
 }
 
 export async function readHistory(reader: StoreReader, query: HistoryQuery): Promise<{ versions: StoredVersion[]; more: boolean }> {
-  const where: string[] = [];
-  const params: unknown[] = [];
+  const where: string[] = ['v.project = ?'];
+  const params: unknown[] = [query.project];
   if (query.type !== undefined) (where.push('v.type = ?'), params.push(query.type));
   if (query.id !== undefined) (where.push('v.id = ?'), params.push(query.id));
   if (query.since !== undefined) (where.push('v.last_updated >= ?'), params.push(query.since));
   if (query.at !== undefined) {
     where.push(`v.last_updated <= ? AND v.version = (SELECT MAX(w.version) FROM resource_versions w
-      WHERE w.type = v.type AND w.id = v.id AND w.last_updated <= ?)`);
+      WHERE w.project = v.project AND w.type = v.type AND w.id = v.id AND w.last_updated <= ?)`);
     params.push(query.at, query.at);
   }
   if (query.after && query.id !== undefined) {
@@ -39,8 +40,8 @@ export async function readHistory(reader: StoreReader, query: HistoryQuery): Pro
     params.push(a.lastUpdated, a.lastUpdated, a.type, a.type, a.id, a.id, a.version);
   }
   const rows = await reader.query<VersionRow>(
-    `SELECT v.type, v.id, v.version, v.last_updated, v.content FROM resource_versions v
-      ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+    `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resource_versions v
+      WHERE ${where.join(' AND ')}
       ORDER BY ${query.id !== undefined ? 'v.version DESC' : 'v.last_updated DESC, v.type DESC, v.id DESC, v.version DESC'} LIMIT ?`,
     [...params, query.count + 1],
   );

@@ -89,13 +89,18 @@ export const INDEX_TABLES: { [K in IndexKind]: IndexTable<Exclude<keyof IndexRow
 
 export const INDEX_KINDS = Object.keys(INDEX_TABLES) as IndexKind[];
 
+function columnType(dialect: 'sqlite' | 'postgres', kind: ColumnKind): string {
+  if (dialect === 'sqlite') return kind === 'text' ? 'TEXT' : kind === 'int' ? 'INTEGER' : 'REAL';
+  return kind === 'text' ? 'TEXT COLLATE "C"' : kind === 'int' ? 'BIGINT' : 'DOUBLE PRECISION';
+}
+
 /**
- * The DDL of the index tables. Text columns compare byte-wise on both backends (PostgreSQL's
- * COLLATE "C"), so a prefix search can be a range over an index.
+ * The DDL of the index tables as migration 2 created them (before projects); never changed, since
+ * migrations that ran must mean the same on a new database. Text columns compare byte-wise on both
+ * backends (PostgreSQL's COLLATE "C"), so a prefix search can be a range over an index.
  */
 export function indexTableDdl(dialect: 'sqlite' | 'postgres'): string {
-  const type = (kind: ColumnKind) =>
-    dialect === 'sqlite' ? (kind === 'text' ? 'TEXT' : kind === 'int' ? 'INTEGER' : 'REAL') : kind === 'text' ? 'TEXT COLLATE "C"' : kind === 'int' ? 'BIGINT' : 'DOUBLE PRECISION';
+  const type = (kind: ColumnKind) => columnType(dialect, kind);
   const statements: string[] = [];
   for (const kind of INDEX_KINDS) {
     const table = INDEX_TABLES[kind] as IndexTable;
@@ -109,15 +114,33 @@ export function indexTableDdl(dialect: 'sqlite' | 'postgres'): string {
   return statements.map((s) => `${s};`).join('\n');
 }
 
-/** The INSERT of one row into a table, with `?` placeholders: type, param, rid, grp, then the values. */
+/**
+ * Migration 4: every index row belongs to the project of its resource (rows of before are the
+ * default project's), and lookups lead with the project, so one project's search reads only its
+ * own rows and a reference `Patient/x` is matched within the project it was written in.
+ */
+export function projectIndexMigration(dialect: 'sqlite' | 'postgres'): string {
+  const statements: string[] = [];
+  for (const kind of INDEX_KINDS) {
+    const table = INDEX_TABLES[kind] as IndexTable;
+    statements.push(`ALTER TABLE ${table.name} ADD COLUMN project ${columnType(dialect, 'text')} NOT NULL DEFAULT 'default'`);
+    table.lookups.forEach((cols, i) => {
+      statements.push(`DROP INDEX ${table.name}_l${i}`);
+      statements.push(`CREATE INDEX ${table.name}_p${i} ON ${table.name} (project, type, param, ${cols.join(', ')})`);
+    });
+  }
+  return statements.map((s) => `${s};`).join('\n');
+}
+
+/** The INSERT of one row into a table, with `?` placeholders: project, type, param, rid, grp, then the values. */
 export function indexInsertSql(kind: IndexKind): string {
   const table = INDEX_TABLES[kind] as IndexTable;
-  const names = ['type', 'param', 'rid', 'grp', ...table.columns.map((c) => c.name)];
+  const names = ['project', 'type', 'param', 'rid', 'grp', ...table.columns.map((c) => c.name)];
   return `INSERT INTO ${table.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`;
 }
 
 /** The values of one row, in the order of indexInsertSql. */
-export function indexRowValues(kind: IndexKind, type: string, rid: number, row: Record<string, unknown>): unknown[] {
+export function indexRowValues(kind: IndexKind, project: string, type: string, rid: number, row: Record<string, unknown>): unknown[] {
   const table = INDEX_TABLES[kind] as IndexTable;
-  return [type, row.param, rid, row.grp, ...table.columns.map((c) => row[c.name] ?? null)];
+  return [project, type, row.param, rid, row.grp, ...table.columns.map((c) => row[c.name] ?? null)];
 }

@@ -42,12 +42,18 @@ export interface RepositoryTx {
   /** Creates each resource under its own id, which must be free, in one batch. */
   createMany(resources: Resource[]): Promise<StoredVersion[]>;
   readonly store: StoreTx;
+  readonly project: string;
 }
 
+/**
+ * The store, as one project sees it: every read, write and transaction is within the project. The
+ * server's Repository hands these out per project (a request's project comes from its caller).
+ */
 export class Repository {
   private readonly written: ((version: StoredVersion) => void)[] = [];
   private readonly index: (resource: Resource) => IndexRows | null;
   private readonly now: () => Date;
+  private readonly scopes = new Map<string, ProjectRepository>();
 
   constructor(
     readonly store: ResourceStore,
@@ -57,14 +63,40 @@ export class Repository {
     this.now = options.now ?? (() => new Date());
   }
 
-  /** Called with each version this repository has durably written (and a deletion's tombstone). */
+  /** Called with each version any project's repository has durably written (and a deletion's tombstone). */
   onWrite(listener: (version: StoredVersion) => void): void {
     this.written.push(listener);
   }
 
-  private committed(versions: StoredVersion[]): void {
-    for (const version of versions) for (const listener of this.written) listener(version);
+  /** The repository of one project. */
+  in(project: string): ProjectRepository {
+    let scoped = this.scopes.get(project);
+    if (!scoped) {
+      scoped = new ProjectRepository(this.store, project, {
+        index: this.index,
+        now: this.now,
+        committed: (versions) => {
+          for (const version of versions) for (const listener of this.written) listener(version);
+        },
+      });
+      if (this.scopes.size < 10_000) this.scopes.set(project, scoped);
+    }
+    return scoped;
   }
+}
+
+interface ScopeParts {
+  index: (resource: Resource) => IndexRows | null;
+  now: () => Date;
+  committed: (versions: StoredVersion[]) => void;
+}
+
+export class ProjectRepository {
+  constructor(
+    readonly store: ResourceStore,
+    readonly project: string,
+    private readonly parts: ScopeParts,
+  ) {}
 
   /** Creates with a new server id (or the id given, which must be free). */
   async create(type: string, resource: Resource, id?: string): Promise<Written> {
@@ -81,13 +113,13 @@ export class Repository {
   }
 
   async read(type: string, id: string): Promise<StoredVersion> {
-    return readLive(this.store, type, id);
+    return readLive(this.store, this.project, type, id);
   }
 
   async vread(type: string, id: string, versionId: number): Promise<StoredVersion> {
-    const version = await this.store.readVersion(type, id, versionId);
+    const version = await this.store.readVersion(this.project, type, id, versionId);
     if (!version) {
-      if (!(await this.store.read(type, id))) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
+      if (!(await this.store.read(this.project, type, id))) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
       throw fhirError('ERR_VERSION_NOT_FOUND', { type, id, vid: String(versionId) });
     }
     if (version.resource === null) throw fhirError('ERR_RESOURCE_DELETED', { type, id });
@@ -97,10 +129,10 @@ export class Repository {
   /** The current, live resources of a type with this canonical url (and version, when given). */
   async byCanonical(type: string, url: string, version?: string): Promise<StoredVersion[]> {
     const rows = await this.store.query<VersionRow>(
-      `SELECT v.type, v.id, v.version, v.last_updated, v.content FROM resources r
-        JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
-        WHERE r.type = ? AND r.url = ? AND r.deleted = FALSE${version !== undefined ? ' AND r.canonical_version = ?' : ''}`,
-      version !== undefined ? [type, url, version] : [type, url],
+      `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resources r
+        JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
+        WHERE r.project = ? AND r.type = ? AND r.url = ? AND r.deleted = FALSE${version !== undefined ? ' AND r.canonical_version = ?' : ''}`,
+      version !== undefined ? [this.project, type, url, version] : [this.project, type, url],
     );
     return rows.map((row) => versionFromRow(row));
   }
@@ -109,13 +141,13 @@ export class Repository {
   async referrers(type: string, id: string, limit: number): Promise<{ type: string; id: string; param: string }[]> {
     return this.store.query<{ type: string; id: string; param: string }>(
       `SELECT r.type, r.id, x.param FROM search_reference x JOIN resources r ON r.rid = x.rid
-        WHERE x.target_type = ? AND x.target_id = ? AND r.deleted = FALSE AND NOT (r.type = ? AND r.id = ?) ORDER BY r.rid LIMIT ?`,
-      [type, id, type, id, limit],
+        WHERE x.project = ? AND x.target_type = ? AND x.target_id = ? AND r.deleted = FALSE AND NOT (r.type = ? AND r.id = ?) ORDER BY r.rid LIMIT ?`,
+      [this.project, type, id, type, id, limit],
     );
   }
 
   async history(type: string, id: string): Promise<StoredVersion[]> {
-    const versions = await this.store.history(type, id);
+    const versions = await this.store.history(this.project, type, id);
     if (versions.length === 0) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
     return versions;
   }
@@ -131,7 +163,7 @@ export class Repository {
       writes.length = 0;
       return work(this.txOf(tx, writes));
     });
-    this.committed(writes);
+    this.parts.committed(writes);
     return result;
   }
 
@@ -143,7 +175,8 @@ export class Repository {
     };
     return {
       store: tx,
-      read: (type, id) => readLive(tx, type, id),
+      project: this.project,
+      read: (type, id) => readLive(tx, this.project, type, id),
       create: async (type, resource, id) => {
         // A server-assigned id is a fresh UUID: it cannot be taken, so no retry loop is needed.
         const newId = id ?? randomUUID();
@@ -177,7 +210,7 @@ export class Repository {
         });
       },
       delete: async (type, id, options = {}) => {
-        const result = await write({ type, id, resource: null, lastUpdated: this.now().toISOString(), ifMatch: options.ifMatch, index: null });
+        const result = await write({ project: this.project, type, id, resource: null, lastUpdated: this.parts.now().toISOString(), ifMatch: options.ifMatch, index: null });
         if (result.status === 'conflict') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return result.status === 'ok' ? result.version : undefined;
       },
@@ -187,27 +220,28 @@ export class Repository {
   private op(type: string, id: string, resource: Resource): WriteOp {
     const canonical = resource as Resource & { url?: unknown; version?: unknown };
     return {
+      project: this.project,
       type,
       id,
       resource,
-      lastUpdated: (resource.meta?.lastUpdated as string) ?? this.now().toISOString(),
+      lastUpdated: (resource.meta?.lastUpdated as string) ?? this.parts.now().toISOString(),
       url: typeof canonical.url === 'string' ? canonical.url : undefined,
       version: typeof canonical.version === 'string' ? canonical.version : undefined,
-      index: this.index(resource),
+      index: this.parts.index(resource),
     };
   }
 
   /** id and meta first, as FHIR servers conventionally write them; the store fills in meta.versionId. */
   private stamp(type: string, id: string, resource: Resource): Resource {
-    const lastUpdated = this.now().toISOString();
+    const lastUpdated = this.parts.now().toISOString();
     const meta = { versionId: '0', ...(resource.meta ?? {}), lastUpdated };
     meta.versionId = '0';
     return { resourceType: type, id, meta, ...withoutKeys(resource, ['resourceType', 'id', 'meta']) } as Resource;
   }
 }
 
-async function readLive(reader: StoreReader, type: string, id: string): Promise<StoredVersion> {
-  const current = await reader.read(type, id);
+async function readLive(reader: StoreReader, project: string, type: string, id: string): Promise<StoredVersion> {
+  const current = await reader.read(project, type, id);
   if (!current) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
   if (current.resource === null) throw fhirError('ERR_RESOURCE_DELETED', { type, id });
   return current;

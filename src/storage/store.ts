@@ -7,8 +7,17 @@ import type { IndexRows } from './index-schema';
  * decisions lives above them in `repository.ts`, written once.
  */
 
+/**
+ * The scope every stored resource belongs to: a project (tenant). Each project's resources, versions,
+ * index rows and change marks are its own; ids are unique within a project.
+ */
+export const SYSTEM_PROJECT = 'system';
+/** Data from before projects existed, and the project static-token callers act in. */
+export const DEFAULT_PROJECT = 'default';
+
 /** One version of one resource, as stored. `resource` is null for a deletion. */
 export interface StoredVersion {
+  project: string;
   type: string;
   id: string;
   versionId: number;
@@ -25,6 +34,7 @@ export interface CurrentState {
 
 /** A write of one resource: a new version, or a deletion. */
 export interface WriteOp {
+  project: string;
   type: string;
   id: string;
   /**
@@ -52,10 +62,10 @@ export type WriteResult =
 /** Reads, of committed state or (inside a transaction) of the transaction's own view. */
 export interface StoreReader {
   /** The newest version (which may be a deletion), or undefined when there is none. */
-  read(type: string, id: string): Promise<StoredVersion | undefined>;
-  readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined>;
+  read(project: string, type: string, id: string): Promise<StoredVersion | undefined>;
+  readVersion(project: string, type: string, id: string, versionId: number): Promise<StoredVersion | undefined>;
   /** All versions, newest first. */
-  history(type: string, id: string): Promise<StoredVersion[]>;
+  history(project: string, type: string, id: string): Promise<StoredVersion[]>;
   /**
    * Runs a read-only statement the search layer built (`?` placeholders, the SQL both backends
    * understand) and answers its rows.
@@ -69,7 +79,7 @@ export interface StoreTx extends StoreReader {
   /** Several writes, answered in order (as if written one after the other), in fewer round trips. */
   writeMany(ops: WriteOp[]): Promise<WriteResult[]>;
   /** Replaces the index rows of current resources (reindexing); their versions do not change. */
-  replaceIndex(entries: { type: string; rid: number; rows: IndexRows }[]): Promise<void>;
+  replaceIndex(entries: { project: string; type: string; rid: number; rows: IndexRows }[]): Promise<void>;
   /**
    * Serialises this transaction with any other taking the same key until both end (conditional
    * creates racing on the same criteria). SQLite serialises every write transaction anyway.
@@ -79,16 +89,16 @@ export interface StoreTx extends StoreReader {
 
 export interface ResourceStore extends StoreReader {
   readonly kind: 'sqlite' | 'postgres';
-  /** Runs pending schema migrations; called once at start-up. */
-  migrate(): Promise<void>;
+  /** Runs pending schema migrations (all, or up to `upTo`: tests of a migration start before it); called once at start-up. */
+  migrate(options?: { upTo?: number }): Promise<void>;
   /** One write in its own transaction. When the 'ok' promise settles the write is durable. */
   write(op: WriteOp): Promise<WriteResult>;
   /** Runs `work` in one database transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T>;
-  /** Per type, a number that grows with every write of that type. */
-  changeMarks(types: string[]): Promise<Map<string, number>>;
-  /** Current state of every resource of `type` written after mark `since`. */
-  changesSince(type: string, since: number): Promise<Change[]>;
+  /** Per type, a number that grows with every write of that type in the project. */
+  changeMarks(project: string, types: string[]): Promise<Map<string, number>>;
+  /** Current state of every resource of `type` in the project written after mark `since`. */
+  changesSince(project: string, type: string, since: number): Promise<Change[]>;
   /**
    * Refreshes the statistics the query planner chooses indexes by (after bulk loads; the server
    * also does it as data grows). Without them a planner may scan a whole type for a search that
@@ -108,6 +118,7 @@ export interface Change extends StoredVersion {
 
 /** A version row as both backends' SQL selects it. */
 export interface VersionRow {
+  project: string;
   type: string;
   id: string;
   version: number;
@@ -121,6 +132,7 @@ export function optionalVersion(row: VersionRow | undefined): StoredVersion | un
 
 export function versionFromRow(row: VersionRow): StoredVersion {
   return {
+    project: row.project,
     type: row.type,
     id: row.id,
     versionId: Number(row.version),
@@ -136,6 +148,7 @@ export function versionFromRow(row: VersionRow): StoredVersion {
 export function changeFromRow(row: VersionRow, seq: number): Change {
   let parsed: Resource | null | undefined;
   return {
+    project: row.project,
     type: row.type,
     id: row.id,
     versionId: Number(row.version),

@@ -1,6 +1,7 @@
 import type { Resource, ValueSet } from 'fhir/r4';
 import type { CanonicalIndex, TerminologyResource } from './canonical-index';
-import type { StoredTerminology } from './content/stored-terminology';
+import type { StoredTerminologies } from './content/stored-terminology';
+import { SYSTEM_PROJECT } from '../storage/store';
 import { ProviderRegistry } from './codesystem/registry';
 import { builtInTerminologies } from './providers';
 import { Resolver } from './resolver';
@@ -11,34 +12,51 @@ import { Resolver } from './resolver';
  */
 export class TerminologyService {
   private readonly providers: ProviderRegistry;
-  private base?: { generation: number; resolver: Resolver };
+  /** Per project: the resolver over its content, while the content stays as it was. */
+  private readonly bases = new Map<string, { token: string; resolver: Resolver }>();
 
   constructor(
     readonly core: CanonicalIndex,
-    readonly stored: StoredTerminology,
+    readonly stored: StoredTerminologies,
   ) {
     this.providers = new ProviderRegistry(builtInTerminologies((url) => core.find<ValueSet>('ValueSet', url)));
   }
 
-  /** A resolver that sees what is stored now, plus the request's own tx-resources in front. */
-  async resolver(requestResources: Resource[] = []): Promise<Resolver> {
-    await this.stored.refresh();
-    if (!this.base || this.base.generation !== this.stored.generation) {
-      this.base = { generation: this.stored.generation, resolver: new Resolver([this.stored.index, this.providers.index, this.core], this.providers) };
+  /**
+   * A resolver that sees what the project and the system scope have stored now, plus the
+   * request's own tx-resources in front.
+   */
+  async resolver(project: string, requestResources: Resource[] = []): Promise<Resolver> {
+    const token = await this.stateToken(project);
+    let base = this.bases.get(project);
+    if (!base || base.token !== token) {
+      const own = this.stored.of(project);
+      const indexes = project === SYSTEM_PROJECT ? [own.index] : [own.index, this.stored.system.index];
+      base = { token, resolver: new Resolver([...indexes, this.providers.index, this.core], this.providers) };
+      // Projects that stop asking give their resolvers back (built again in microseconds when asked).
+      if (this.bases.size >= 1000) this.bases.delete(this.bases.keys().next().value as string);
+      this.bases.set(project, base);
     }
     const own = requestResources.filter((r): r is TerminologyResource =>
       r.resourceType === 'CodeSystem' || r.resourceType === 'ValueSet' || r.resourceType === 'ConceptMap',
     );
-    return this.base.resolver.withRequestResources(own);
+    return base.resolver.withRequestResources(own);
   }
 
   /**
-   * Names the terminology content answers depend on now: it changes whenever stored content
-   * changes (here or in another process over the same database); the bundled content never does.
+   * Names the terminology content a project's answers depend on now: it changes whenever its stored
+   * content or the system scope's changes (here or in another process over the same database);
+   * the bundled content never does.
    */
-  async stateToken(): Promise<string> {
-    await this.stored.refresh();
-    return String(this.stored.generation);
+  async stateToken(project: string): Promise<string> {
+    const own = this.stored.of(project);
+    if (project === SYSTEM_PROJECT) {
+      await own.refresh();
+      return String(own.generation);
+    }
+    const system = this.stored.system;
+    await Promise.all([own.refresh(), system.refresh()]);
+    return `${own.generation}.${system.generation}`;
   }
 
   /**

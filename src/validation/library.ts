@@ -20,9 +20,12 @@ export interface StoredDefinition {
 /** The stored StructureDefinitions, as the application reaches them (no storage code here). */
 export interface StoredDefinitions {
   /** Changes whenever any stored StructureDefinition does; lookups are reused while it does not. */
-  generation(): Promise<string>;
-  /** The current StructureDefinition with this url (and version, when given); the newest when several. */
-  find(url: string, version?: string): Promise<StoredDefinition | undefined>;
+  generation(project: string): Promise<string>;
+  /**
+   * The current StructureDefinition of the project (or the system scope) with this url (and
+   * version, when given); the newest when several. Its stamp names the project too.
+   */
+  find(url: string, version: string | undefined, project: string): Promise<StoredDefinition | undefined>;
 }
 
 export const CORE_PREFIX = 'http://hl7.org/fhir/StructureDefinition/';
@@ -35,8 +38,8 @@ export class ProfileLibrary {
   /** Base definitions by type name: asked for at every element, so without building a url each time. */
   private readonly bases = new Map<string, CompiledProfile | undefined>();
   private readonly storedCompiled = new Map<string, CompiledProfile | ProfileError>();
-  private lookups = new Map<string, Promise<StoredDefinition | undefined>>();
-  private generation?: string;
+  /** Per project: lookups made while its stored definitions stayed as they were. */
+  private readonly lookups = new Map<string, { generation: string; found: Map<string, Promise<StoredDefinition | undefined>> }>();
 
   constructor(
     readonly bundled: BundledDefinitions,
@@ -69,30 +72,34 @@ export class ProfileLibrary {
   }
 
   /** A resolution scope for one validation: stored lookups are current as of its start. */
-  async session(): Promise<ProfileSession> {
+  async session(project: string): Promise<ProfileSession> {
     if (this.stored) {
-      const generation = await this.stored.generation();
-      if (generation !== this.generation) {
-        this.lookups = new Map();
-        this.generation = generation;
+      const generation = await this.stored.generation(project);
+      const known = this.lookups.get(project);
+      if (known?.generation !== generation) {
+        if (!known && this.lookups.size >= 100) this.lookups.delete(this.lookups.keys().next().value as string);
+        this.lookups.set(project, { generation, found: new Map() });
       }
     }
-    return new ProfileSession(this);
+    return new ProfileSession(this, project);
   }
 
   /** A session that sees the bundled definitions only (the structural check of writes). */
   sessionWithoutStore(): ProfileSession {
-    return new ProfileSession(this);
+    return new ProfileSession(this, undefined);
   }
 
-  findStored(canonical: string): Promise<StoredDefinition | undefined> {
-    if (!this.stored) return Promise.resolve(undefined);
-    let found = this.lookups.get(canonical);
+  findStored(canonical: string, project: string | undefined): Promise<StoredDefinition | undefined> {
+    if (!this.stored || project === undefined) return Promise.resolve(undefined);
+    const lookups = this.lookups.get(project)?.found;
+    let found = lookups?.get(canonical);
     if (!found) {
       const [url, version] = canonical.split('|');
-      found = this.stored.find(url, version);
-      this.lookups.set(canonical, found);
-      found.catch(() => this.lookups.delete(canonical));
+      found = this.stored.find(url, version, project);
+      if (lookups) {
+        lookups.set(canonical, found);
+        found.catch(() => lookups.delete(canonical));
+      }
     }
     return found;
   }
@@ -123,7 +130,11 @@ export type Resolved = CompiledProfile | ProfileError | undefined;
 export class ProfileSession {
   private readonly loaded = new Map<string, Resolved>();
 
-  constructor(readonly library: ProfileLibrary) {}
+  /** @param project whose stored profiles this session sees; none for a session of bundled definitions only */
+  constructor(
+    readonly library: ProfileLibrary,
+    readonly project: string | undefined,
+  ) {}
 
   base(type: string): CompiledProfile | undefined {
     return this.library.base(type);
@@ -144,7 +155,7 @@ export class ProfileSession {
   private async loadOne(canonical: string, chain: string[]): Promise<Resolved> {
     if (this.library.isBundled(canonical)) return this.library.bundledProfile(canonical);
     if (this.loaded.has(canonical)) return this.loaded.get(canonical);
-    const record = await this.library.findStored(canonical);
+    const record = await this.library.findStored(canonical, this.project);
     if (!record) {
       this.loaded.set(canonical, undefined);
       return undefined;
@@ -181,7 +192,7 @@ export class ProfileSession {
     if (this.library.isBundled(baseUrl)) {
       base = () => this.library.bundled.get(baseUrl);
     } else {
-      const stored = await this.library.findStored(baseUrl);
+      const stored = await this.library.findStored(baseUrl, this.project);
       if (stored) {
         const built = await this.withSnapshot(stored, [...chain, baseUrl]);
         base = built.definition;

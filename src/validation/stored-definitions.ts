@@ -16,25 +16,34 @@ interface StoredRow {
 
 /** What is needed of the repository (its shape, not its module: validation imports no storage). */
 export interface DefinitionReader {
-  search(type: string, query: { url?: string; version?: string }, page: { count: number; offset: number }): Promise<{ resources: StoredRow[] }>;
-  store: { changeMarks(types: string[]): Promise<Map<string, number>> };
+  /** The current resources of the project with this url (and version). */
+  search(type: string, query: { url: string; version?: string }, project: string): Promise<{ resources: StoredRow[] }>;
+  /** Per type, a number that grows with every write of that type in the project. */
+  changeMarks(project: string, types: string[]): Promise<Map<string, number>>;
+  /** The scope whose definitions every project sees besides its own. */
+  shared: string;
 }
 
 const TYPE = 'StructureDefinition';
 
 export function storedDefinitions(reader: DefinitionReader): StoredDefinitions {
   return {
-    async generation() {
-      const marks = await reader.store.changeMarks([TYPE]);
-      return String(marks.get(TYPE) ?? 0);
+    async generation(project) {
+      const own = (await reader.changeMarks(project, [TYPE])).get(TYPE) ?? 0;
+      if (project === reader.shared) return String(own);
+      return `${own}.${(await reader.changeMarks(reader.shared, [TYPE])).get(TYPE) ?? 0}`;
     },
-    async find(url, version) {
-      const { resources } = await reader.search(TYPE, version ? { url, version } : { url }, { count: 100, offset: 0 });
-      const rows = resources.filter((r) => (r.resource as StructureDefinition | null)?.resourceType === TYPE);
-      if (rows.length === 0) return undefined;
-      const newest = rows.reduce((a, b) => (newer(b, a) ? b : a));
-      const found: StoredDefinition = { definition: newest.resource as StructureDefinition, stamp: `${newest.id}/${newest.versionId}/${newest.lastUpdated}` };
-      return found;
+    async find(url, version, project) {
+      // The project's own definition wins over the shared scope's.
+      for (const scope of project === reader.shared ? [project] : [project, reader.shared]) {
+        const { resources } = await reader.search(TYPE, version ? { url, version } : { url }, scope);
+        const rows = resources.filter((r) => (r.resource as StructureDefinition | null)?.resourceType === TYPE);
+        if (rows.length === 0) continue;
+        const newest = rows.reduce((a, b) => (newer(b, a) ? b : a));
+        const found: StoredDefinition = { definition: newest.resource as StructureDefinition, stamp: `${scope}/${newest.id}/${newest.versionId}/${newest.lastUpdated}` };
+        return found;
+      }
+      return undefined;
     },
   };
 }

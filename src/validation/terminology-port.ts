@@ -26,32 +26,34 @@ export type BindingVerdict =
   | { status: 'unchecked'; message: string };
 
 export interface TerminologyPort {
-  check(checks: readonly BindingCheck[], options: { deadline: number }): Promise<BindingVerdict[]>;
+  check(checks: readonly BindingCheck[], options: { deadline: number; project: string }): Promise<BindingVerdict[]>;
 }
 
 /** Verdicts kept at most; past that the memo starts again (the engine's own caches stay). */
 const MAX_VERDICTS = 50_000;
 
 export function terminologyPort(service: TerminologyService): TerminologyPort {
-  let token: string | undefined;
-  const verdicts = new Map<string, BindingVerdict>();
-  const systems = new Map<string, Set<string>>();
+  // Per project: each sees its own terminology (and the system scope's).
+  const memos = new Map<string, { token: string; verdicts: Map<string, BindingVerdict>; systems: Map<string, Set<string>> }>();
   return {
     async check(checks, options) {
       if (checks.length === 0) return [];
-      const now = await service.stateToken();
-      if (now !== token || verdicts.size > MAX_VERDICTS) {
-        verdicts.clear();
-        systems.clear();
-        token = now;
+      const { project } = options;
+      const now = await service.stateToken(project);
+      let memo = memos.get(project);
+      if (!memo || memo.token !== now || memo.verdicts.size > MAX_VERDICTS) {
+        if (!memo && memos.size >= 100) memos.delete(memos.keys().next().value as string);
+        memo = { token: now, verdicts: new Map(), systems: new Map() };
+        memos.set(project, memo);
       }
+      const { verdicts, systems } = memo;
       let resolver: Resolver | undefined;
       const out: BindingVerdict[] = [];
       for (const check of checks) {
         const key = verdictKey(check);
         let verdict = verdicts.get(key);
         if (!verdict) {
-          resolver ??= await service.resolver();
+          resolver ??= await service.resolver(project);
           verdict = checkOne(check, resolver, systems, options.deadline);
           verdicts.set(key, verdict);
         }

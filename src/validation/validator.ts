@@ -29,6 +29,8 @@ export interface ValidateOptions {
   ignoreClaimedProfiles?: boolean;
   /** Epoch ms after which validation stops with too-costly. */
   deadline: number;
+  /** The project whose stored profiles and terminology apply (with the system scope's). */
+  project: string;
 }
 
 /** Rounds of loading stored definitions found while walking (a profile using an extension using...). */
@@ -49,7 +51,7 @@ export class ResourceValidator {
    * asked for that is unknown or cannot be used, or a time budget spent.
    */
   async validate(resource: unknown, options: ValidateOptions): Promise<ValidationIssue[]> {
-    const session = await this.library.session();
+    const session = await this.library.session(options.project);
     const profiles = await this.requestedProfiles(session, options.profiles ?? []);
     const walk = new Walk(
       session,
@@ -58,7 +60,7 @@ export class ResourceValidator {
     );
     walk.resource(resource, rootPath(resource), { profiles });
     await this.settle(walk, session);
-    if (this.terminology && walk.bindings.length > 0) await this.checkBindings(walk.bindings, walk.issues, options.deadline);
+    if (this.terminology && walk.bindings.length > 0) await this.checkBindings(walk.bindings, walk.issues, options.deadline, options.project);
     return walk.issues;
   }
 
@@ -104,8 +106,8 @@ export class ResourceValidator {
     }
   }
 
-  private async checkBindings(bindings: PendingBinding[], issues: ValidationIssue[], deadline: number): Promise<void> {
-    const verdicts = await (this.terminology as TerminologyPort).check(bindings, { deadline });
+  private async checkBindings(bindings: PendingBinding[], issues: ValidationIssue[], deadline: number, project: string): Promise<void> {
+    const verdicts = await (this.terminology as TerminologyPort).check(bindings, { deadline, project });
     verdicts.forEach((verdict, i) => {
       const b = bindings[i];
       if (verdict.status === 'valid') return;

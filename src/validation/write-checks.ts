@@ -53,8 +53,8 @@ export function validatesOnWrite(setting: boolean, header: string | string[] | u
  * there is no error; throws ERR_VALIDATION_FAILED (422) whose OperationOutcome is the one $validate
  * would answer. Warnings never refuse a write.
  */
-export async function validateBeforeWrite(validator: ResourceValidator, resource: Resource, options: { deadline: number }): Promise<void> {
-  const issues = await validator.validate(resource, { deadline: options.deadline });
+export async function validateBeforeWrite(validator: ResourceValidator, resource: Resource, options: { deadline: number; project: string }): Promise<void> {
+  const issues = await validator.validate(resource, { deadline: options.deadline, project: options.project });
   if (!hasErrors(issues)) return;
   const outcome = toOutcome(issues);
   const count = issues.filter((i) => i.severity === 'error' || i.severity === 'fatal').length;

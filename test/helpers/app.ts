@@ -53,7 +53,6 @@ export async function testApp(options: { config?: Partial<Config>; store?: Resou
   const app = await buildApp({
     config,
     rest: core.rest,
-    readInstance: async (type, id) => (await core.repository.read(type, id)).resource as Resource,
     schema: schema(),
     registry,
     services,

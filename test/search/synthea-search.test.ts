@@ -36,7 +36,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     beforeAll(async () => {
       ({ server, cleanup } = await open());
       for (let i = 0; i < resources.length; i += 500) {
-        await server.core.repository.transaction((tx) => tx.putMany(resources.slice(i, i + 500)));
+        await server.core.repository.in('default').transaction((tx) => tx.putMany(resources.slice(i, i + 500)));
       }
     }, 180_000);
     afterAll(() => cleanup?.());

@@ -90,7 +90,7 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
     };
     // Every tenth example: enough for every shape of invariant, quick enough for the fast suite.
     const sample = clinicalExamples().filter((e, i) => e.size < 1_000_000 && i % 10 === 0);
-    for (const { file } of sample) await validator.validate(readExample(file), { deadline: Date.now() + 60_000 });
+    for (const { file } of sample) await validator.validate(readExample(file), { deadline: Date.now() + 60_000, project: 'default' });
     expect(new Set(seen.map((s) => s.expression)).size).toBeGreaterThan(40);
     const disagreements = seen.filter((s) => !agrees(s.expression, s.base, s.focus, s.env));
     expect(disagreements.map((d) => `${d.base}: ${d.expression}`)).toEqual([]);

@@ -79,7 +79,7 @@ describe('validation on write', () => {
     const validator = new ResourceValidator();
     const deadline = Date.now() + 30_000;
     try {
-      await validateBeforeWrite(validator, { resourceType: 'Patient', contact: [{ gender: 'male' }] } as Resource, { deadline });
+      await validateBeforeWrite(validator, { resourceType: 'Patient', contact: [{ gender: 'male' }] } as Resource, { deadline, project: 'default' });
       expect.unreachable();
     } catch (err) {
       if (!isFhirError(err)) throw err;
@@ -89,7 +89,7 @@ describe('validation on write', () => {
       expect(err.outcome.issue.some((i) => i.severity === 'warning')).toBe(true);
     }
     // No narrative is a warning (dom-6): stored.
-    await expect(validateBeforeWrite(validator, { resourceType: 'Patient' } as Resource, { deadline })).resolves.toBeUndefined();
+    await expect(validateBeforeWrite(validator, { resourceType: 'Patient' } as Resource, { deadline, project: 'default' })).resolves.toBeUndefined();
   });
 });
 

@@ -1,18 +1,16 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parsePrefer, type RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
+import { DEFAULT_PROJECT } from '../../storage/store';
 import type { FhirMethod, FhirRequest, FhirResponse, RequestHeaders } from '../../rest/fhir-request';
 import type { RestService } from '../../rest/rest-service';
-import type { BaseUrlOf } from '../base-url';
 import { FormBody } from '../fhir-json';
 
 export interface ResourceRouteDeps {
   base: string;
   rest: RestService;
-  /** How long one request may work before long work stops with too-costly. */
-  timeoutMs: number;
-  /** The absolute base of every URL an answer carries (BASE_URL when configured). */
-  baseUrlOf: BaseUrlOf;
+  /** The context of a request: its project, deadline, base URL. */
+  contextOf: (request: FastifyRequest) => RequestContext;
 }
 
 const METHODS: FhirMethod[] = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'];
@@ -26,7 +24,7 @@ const HONOURED_HEADERS: (keyof RequestHeaders)[] = ['if-match', 'if-none-match',
 export function registerResourceRoutes(app: FastifyInstance, deps: ResourceRouteDeps): void {
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const fhirRequest = toFhirRequest(request, deps.base);
-    const response = await deps.rest.handle(fhirRequest, requestContext(request, deps.baseUrlOf(request), deps.timeoutMs));
+    const response = await deps.rest.handle(fhirRequest, deps.contextOf(request));
     return send(reply, response, fhirRequest.query._pretty?.[0] === 'true');
   };
   app.route({ method: METHODS, url: deps.base, handler });
@@ -72,6 +70,7 @@ export function requestContext(request: FastifyRequest, baseUrl: string, timeout
   const prefer = request.headers.prefer;
   return {
     requestId: request.id,
+    project: DEFAULT_PROJECT,
     log: request.log,
     deadline: Date.now() + timeoutMs,
     baseUrl,

@@ -42,6 +42,7 @@ export const resourceValidate = defineOperation<AppServices, ResourceValidateInp
       profiles: input.profile ? [input.profile] : [],
       ignoreClaimedProfiles: mode === 'profile',
       deadline: ctx.deadline,
+      project: ctx.request.project,
     });
     if (mode === 'update') issues.push(...updateRules(resource, ctx));
     return { return: toOutcome(issues) };
@@ -66,7 +67,7 @@ async function referrers(ctx: OperationContext<AppServices>): Promise<Validation
   const wanted = `${target.resourceType}/${target.id}`;
   // A reference is indexed under every parameter that reads it (subject and patient): one warning per resource.
   const byResource = new Map<string, string[]>();
-  for (const r of await ctx.services.repository.referrers(target.resourceType, target.id as string, 10 * (MAX_LISTED + 1))) {
+  for (const r of await ctx.services.repository.in(ctx.request.project).referrers(target.resourceType, target.id as string, 10 * (MAX_LISTED + 1))) {
     const key = `${r.type}/${r.id}`;
     byResource.set(key, [...(byResource.get(key) ?? []), r.param]);
   }

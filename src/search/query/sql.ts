@@ -31,7 +31,14 @@ export class SqlBuilder {
   private readonly values: unknown[] = [];
   private aliases = 0;
 
-  constructor(private readonly resolved: Map<Criterion, ResolvedCodes> = new Map()) {}
+  /**
+   * @param project every row the statement reads belongs to this project: each index and resources
+   * alias is filtered by it (the lookup indexes lead with the project, so this costs nothing).
+   */
+  constructor(
+    readonly project: string,
+    private readonly resolved: Map<Criterion, ResolvedCodes> = new Map(),
+  ) {}
 
   /**
    * A placeholder for a value. Pieces of SQL are built in whatever order is convenient, so the
@@ -63,6 +70,12 @@ export class SqlBuilder {
     return `${prefix}${++this.aliases}`;
   }
 
+  /** The rows of alias `x` in the builder's project, of one of `types` (all types when none). */
+  scoped(x: string, types: string[]): string {
+    const type = this.typeFilter(`${x}.type`, types);
+    return `${x}.project = ${this.bind(this.project)}${type === '1 = 1' ? '' : ` AND ${type}`}`;
+  }
+
   /** `r.type = ?`, or `IN` for several types; nothing for all types. */
   typeFilter(column: string, types: string[]): string {
     if (types.length === 0) return '1 = 1';
@@ -80,13 +93,13 @@ export class SqlBuilder {
         const x = this.alias('x');
         const negate = c.modifier === 'not';
         const matches = c.values.map((v) => this.value(x, v, c.modifier)).join(' OR ');
-        return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.typeFilter(`${x}.type`, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
+        return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
       }
       case 'missing': {
         const table = c.paramType === 'composite' ? undefined : TABLE_OF[c.paramType];
         if (!table) return '1 = 1';
         const x = this.alias('x');
-        return `${r}.rid ${c.missing ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.typeFilter(`${x}.type`, types)} AND ${x}.param = ${this.bind(c.index)})`;
+        return `${r}.rid ${c.missing ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)})`;
       }
       case 'terminology': {
         const codes = this.resolved.get(c);
@@ -98,7 +111,7 @@ export class SqlBuilder {
         const matches = [...bySystem]
           .map(([system, list]) => `(${system === null ? `${x}.system IS NULL` : `${x}.system = ${this.bind(system)}`} AND ${x}.code IN (${list.map((code) => this.bind(code)).join(', ')}))`)
           .join(' OR ');
-        return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM search_token ${x} WHERE ${this.typeFilter(`${x}.type`, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
+        return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM search_token ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
       }
       case 'composite': {
         const tuples = c.values.map((tuple) => {
@@ -106,7 +119,7 @@ export class SqlBuilder {
           const tables = c.components.map((t, i) => `${INDEX_TABLES[TABLE_OF[t]].name} ${aliases[i]}`);
           const joins = aliases.slice(1).map((a) => `${a}.rid = ${aliases[0]}.rid AND ${a}.grp = ${aliases[0]}.grp`);
           const conditions = tuple.map((v, i) => `${aliases[i]}.param = ${this.bind(`${c.index}#${i}`)} AND (${this.value(aliases[i], v, undefined)})`);
-          return `SELECT ${aliases[0]}.rid FROM ${tables.join(', ')} WHERE ${this.typeFilter(`${aliases[0]}.type`, types)} AND ${[...joins, ...conditions].join(' AND ')}`;
+          return `SELECT ${aliases[0]}.rid FROM ${tables.join(', ')} WHERE ${this.scoped(aliases[0], types)} AND ${[...joins, ...conditions].join(' AND ')}`;
         });
         return `${r}.rid IN (${tuples.join(' UNION ')})`;
       }
@@ -115,25 +128,25 @@ export class SqlBuilder {
         const t = this.alias('t');
         const inner = this.criterion(c.next, t, c.targetTypes);
         // Index rows exist only for live resources, so a criterion with index rows needs no deleted check.
-        const targets = restrictsType(c.next) ? inner : `${this.typeFilter(`${t}.type`, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
-        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${this.typeFilter(`${x}.type`, types)} AND ${x}.param = ${this.bind(c.index)}
+        const targets = restrictsType(c.next) ? `${t}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(t, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
+        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)}
           AND (${x}.target_type, ${x}.target_id) IN (SELECT ${t}.type, ${t}.id FROM resources ${t} WHERE ${targets}))`;
       }
       case 'has': {
         const x = this.alias('x');
         const o = this.alias('o');
         const inner = c.next ? this.criterion(c.next, o, [c.type]) : '1 = 1';
-        const sources = c.next && restrictsType(c.next) ? inner : `${o}.type = ${this.bind(c.type)} AND ${o}.deleted = FALSE AND ${inner}`;
+        const sources = c.next && restrictsType(c.next) ? `${o}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(o, [c.type])} AND ${o}.deleted = FALSE AND ${inner}`;
         // With one type searched the target type is a constant, and the subquery is not correlated.
         const targetType = types.length === 1 ? this.bind(types[0]) : `${r}.type`;
-        return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${x}.type = ${this.bind(c.type)} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
+        return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${this.scoped(x, [c.type])} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
           AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${sources}))`;
       }
       case 'compartment': {
         if (c.byType.length === 0) return '1 = 0';
         const x = this.alias('x');
         const byType = c.byType.map(([type, indexes]) => `(${x}.type = ${this.bind(type)} AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}))`);
-        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE (${byType.join(' OR ')})
+        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${x}.project = ${this.bind(this.project)} AND (${byType.join(' OR ')})
           AND ${x}.target_type = ${this.bind(c.targetType)} AND ${x}.target_id = ${this.bind(c.targetId)})`;
       }
       default:

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { fhirError } from '../../fhir/errors';
-import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, type IndexRows, type IndexTable } from '../index-schema';
+import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
   ifMatchHolds,
@@ -52,6 +52,30 @@ const MIGRATIONS: string[] = [
   // History: type- and system-level history read versions by time.
   `CREATE INDEX resource_versions_by_time ON resource_versions (last_updated);
    CREATE INDEX resource_versions_by_type_time ON resource_versions (type, last_updated);`,
+  // Projects: every row belongs to one (the rows of before to the default project), and a resource's
+  // key is (project, type, id).
+  `ALTER TABLE resources ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+   ALTER TABLE resources DROP CONSTRAINT resources_pkey;
+   ALTER TABLE resources ADD PRIMARY KEY (project, type, id);
+   DROP INDEX resources_by_url;
+   DROP INDEX resources_by_seq;
+   CREATE INDEX resources_by_url ON resources (project, type, url) WHERE url IS NOT NULL;
+   CREATE INDEX resources_by_seq ON resources (project, type, seq);
+   ALTER TABLE resource_versions ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+   ALTER TABLE resource_versions DROP CONSTRAINT resource_versions_pkey;
+   ALTER TABLE resource_versions ADD PRIMARY KEY (project, type, id, version);
+   DROP INDEX resource_versions_by_time;
+   DROP INDEX resource_versions_by_type_time;
+   CREATE INDEX resource_versions_by_time ON resource_versions (project, last_updated);
+   CREATE INDEX resource_versions_by_type_time ON resource_versions (project, type, last_updated);
+   ALTER TABLE change_marks ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+   ALTER TABLE change_marks DROP CONSTRAINT change_marks_pkey;
+   ALTER TABLE change_marks ADD PRIMARY KEY (project, type);
+   ${projectIndexMigration('postgres')}
+   ALTER TABLE resources ALTER COLUMN project DROP DEFAULT;
+   ALTER TABLE resource_versions ALTER COLUMN project DROP DEFAULT;
+   ALTER TABLE change_marks ALTER COLUMN project DROP DEFAULT;
+   ${INDEX_KINDS.map((kind) => `ALTER TABLE ${INDEX_TABLES[kind].name} ALTER COLUMN project DROP DEFAULT;`).join('\n')}`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */
@@ -59,8 +83,8 @@ const MIGRATION_LOCK = 7_364_221;
 /** How often a transaction that lost a race (deadlock, serialisation, a duplicate new id) runs again. */
 const MAX_ATTEMPTS = 8;
 
-const CURRENT = `SELECT v.type, v.id, v.version, v.last_updated, v.content
-  FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version`;
+const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
+  FROM resources r JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version`;
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
@@ -76,14 +100,14 @@ export class PostgresStore implements ResourceStore {
     this.pool.on('error', () => undefined);
   }
 
-  async migrate(): Promise<void> {
+  async migrate(options: { upTo?: number } = {}): Promise<void> {
     await this.transactionOnce(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)');
       const { rows } = await client.query<{ v: number }>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
       for (const [index, sql] of MIGRATIONS.entries()) {
         const version = index + 1;
-        if (version <= rows[0].v) continue;
+        if (version <= rows[0].v || version > (options.upTo ?? Infinity)) continue;
         await client.query(sql);
         await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())', [version]);
       }
@@ -94,16 +118,16 @@ export class PostgresStore implements ResourceStore {
     return readerOf(<R extends object>(sql: string, params: readonly unknown[]) => this.run<R>(this.pool, sql, params));
   }
 
-  read(type: string, id: string): Promise<StoredVersion | undefined> {
-    return this.reader().read(type, id);
+  read(project: string, type: string, id: string): Promise<StoredVersion | undefined> {
+    return this.reader().read(project, type, id);
   }
 
-  readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
-    return this.reader().readVersion(type, id, versionId);
+  readVersion(project: string, type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
+    return this.reader().readVersion(project, type, id, versionId);
   }
 
-  history(type: string, id: string): Promise<StoredVersion[]> {
-    return this.reader().history(type, id);
+  history(project: string, type: string, id: string): Promise<StoredVersion[]> {
+    return this.reader().history(project, type, id);
   }
 
   query<R extends object>(sql: string, params: readonly unknown[]): Promise<R[]> {
@@ -140,20 +164,18 @@ export class PostgresStore implements ResourceStore {
     };
   }
 
-  async changeMarks(types: string[]): Promise<Map<string, number>> {
+  async changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
     const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    const rows = await this.run<{ type: string; seq: string }>(this.pool, 'SELECT type, seq FROM change_marks WHERE type = ANY(?)', [types]);
+    const rows = await this.run<{ type: string; seq: string }>(this.pool, 'SELECT type, seq FROM change_marks WHERE project = ? AND type = ANY(?)', [project, types]);
     for (const row of rows) marks.set(row.type, Number(row.seq));
     return marks;
   }
 
-  async changesSince(type: string, since: number): Promise<Change[]> {
+  async changesSince(project: string, type: string, since: number): Promise<Change[]> {
     const rows = await this.run<VersionRow & { seq: string }>(
       this.pool,
-      `SELECT v.type, v.id, v.version, v.last_updated, v.content, r.seq
-         FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
-        WHERE r.type = ? AND r.seq > ? ORDER BY r.seq`,
-      [type, since],
+      `${CURRENT.replace('SELECT v.project', 'SELECT r.seq, v.project')} WHERE r.project = ? AND r.type = ? AND r.seq > ? ORDER BY r.seq`,
+      [project, type, since],
     );
     return rows.map((row) => changeFromRow(row, Number(row.seq)));
   }
@@ -228,8 +250,8 @@ export class PostgresStore implements ResourceStore {
 
 async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult> {
   const found = await client.query<{ rid: string; version: number; deleted: boolean }>(
-    'SELECT rid, version, deleted FROM resources WHERE type = $1 AND id = $2 FOR UPDATE',
-    [op.type, op.id],
+    'SELECT rid, version, deleted FROM resources WHERE project = $1 AND type = $2 AND id = $3 FOR UPDATE',
+    [op.project, op.type, op.id],
   );
   const row = found.rows[0];
   const current: CurrentState | undefined = row ? { versionId: row.version, deleted: row.deleted } : undefined;
@@ -239,26 +261,26 @@ async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult>
   const content = op.resource === null ? null : stampVersion(op.resource, versionId);
   // Two creates of one new id: the second blocks here until the first commits, then fails on the
   // primary key and its transaction is retried (and then sees the first one's row).
-  await client.query('INSERT INTO resource_versions (type, id, version, last_updated, content) VALUES ($1, $2, $3, $4, $5)', [
-    op.type, op.id, versionId, op.lastUpdated, content,
+  await client.query('INSERT INTO resource_versions (project, type, id, version, last_updated, content) VALUES ($1, $2, $3, $4, $5, $6)', [
+    op.project, op.type, op.id, versionId, op.lastUpdated, content,
   ]);
   // The row lock on the type's mark orders commits, so a reader never sees mark n+1 before n.
   const mark = await client.query<{ seq: string }>(
-    `INSERT INTO change_marks (type, seq) VALUES ($1, 1)
-     ON CONFLICT (type) DO UPDATE SET seq = change_marks.seq + 1 RETURNING seq`,
-    [op.type],
+    `INSERT INTO change_marks (project, type, seq) VALUES ($1, $2, 1)
+     ON CONFLICT (project, type) DO UPDATE SET seq = change_marks.seq + 1 RETURNING seq`,
+    [op.project, op.type],
   );
   const upserted = await client.query<{ rid: string }>(
-    `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq, rid)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, nextval('resource_rid_seq')))
-     ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
+    `INSERT INTO resources (project, type, id, version, deleted, url, canonical_version, seq, rid)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, nextval('resource_rid_seq')))
+     ON CONFLICT (project, type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
        url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq
      RETURNING rid`,
-    [op.type, op.id, versionId, op.resource === null, op.url ?? null, op.version ?? null, mark.rows[0].seq, row?.rid ?? null],
+    [op.project, op.type, op.id, versionId, op.resource === null, op.url ?? null, op.version ?? null, mark.rows[0].seq, row?.rid ?? null],
   );
   const rid = Number(upserted.rows[0].rid);
-  await writeIndex(client, { replace: row ? [rid] : [], rows: [{ type: op.type, rid, rows: op.index }] });
-  const version: StoredVersion = { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
+  await writeIndex(client, { replace: row ? [rid] : [], rows: [{ project: op.project, type: op.type, rid, rows: op.index }] });
+  const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
   return { status: 'ok', version, previous: current };
 }
 
@@ -268,14 +290,14 @@ const ARRAY_TYPE = { text: 'text[]', int: 'bigint[]', real: 'double precision[]'
 interface IndexBatch {
   /** Resources whose old rows are removed first. */
   replace: number[];
-  rows: { type: string; rid: number; rows: IndexRows | null }[];
+  rows: { project: string; type: string; rid: number; rows: IndexRows | null }[];
 }
 
 /**
  * One statement replaces the index rows of any number of resources in every table: the deletes
  * and the inserts are data-modifying CTEs (the inserts cannot see the rows the deletes remove:
  * one snapshot), and the rows travel as one array per column, so the statement's text never
- * changes. Parameters: $1 the row ids to clear, then per table type[], rid[], param[], grp[],
+ * changes. Parameters: $1 the row ids to clear, then per table project[], type[], rid[], param[], grp[],
  * then one array per value column.
  */
 const INDEX_WRITE_SQL = (() => {
@@ -284,12 +306,12 @@ const INDEX_WRITE_SQL = (() => {
   for (const kind of INDEX_KINDS) {
     const table = INDEX_TABLES[kind] as IndexTable;
     parts.push(`d_${kind} AS (DELETE FROM ${table.name} WHERE rid = ANY($1::bigint[]))`);
-    const arrays = [`$${++n}::text[]`, `$${++n}::bigint[]`, `$${++n}::text[]`, `$${++n}::int[]`, ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`)];
+    const arrays = [`$${++n}::text[]`, `$${++n}::text[]`, `$${++n}::bigint[]`, `$${++n}::text[]`, `$${++n}::int[]`, ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`)];
     const columns = table.columns.map((c) => c.name);
     const aliases = columns.map((_, i) => `c${i}`);
     parts.push(
-      `i_${kind} AS (INSERT INTO ${table.name} (type, rid, param, grp, ${columns.join(', ')})
-         SELECT t, r, p, g, ${aliases.join(', ')} FROM unnest(${arrays.join(', ')}) AS u(t, r, p, g, ${aliases.join(', ')}))`,
+      `i_${kind} AS (INSERT INTO ${table.name} (project, type, rid, param, grp, ${columns.join(', ')})
+         SELECT j, t, r, p, g, ${aliases.join(', ')} FROM unnest(${arrays.join(', ')}) AS u(j, t, r, p, g, ${aliases.join(', ')}))`,
     );
   }
   return `WITH ${parts.join(',\n')} SELECT 1`;
@@ -299,17 +321,19 @@ function indexWriteParams(batch: IndexBatch): unknown[] {
   const params: unknown[] = [batch.replace];
   for (const kind of INDEX_KINDS) {
     const table = INDEX_TABLES[kind] as IndexTable;
+    const projects: string[] = [];
     const types: string[] = [];
     const rids: number[] = [];
     const list: Record<string, unknown>[] = [];
     for (const entry of batch.rows) {
       for (const row of (entry.rows?.[kind] ?? []) as unknown as Record<string, unknown>[]) {
+        projects.push(entry.project);
         types.push(entry.type);
         rids.push(entry.rid);
         list.push(row);
       }
     }
-    params.push(types, rids, list.map((r) => r.param), list.map((r) => r.grp));
+    params.push(projects, types, rids, list.map((r) => r.param), list.map((r) => r.grp));
     for (const column of table.columns) params.push(list.map((r) => r[column.name] ?? null));
   }
   return params;
@@ -326,18 +350,18 @@ async function writeIndex(client: pg.PoolClient, batch: IndexBatch): Promise<voi
  * with its size. The same resource twice in one batch goes through the one-by-one path.
  */
 async function writeManyIn(client: pg.PoolClient, ops: WriteOp[]): Promise<WriteResult[]> {
-  const keys = ops.map((op) => `${op.type}\u0000${op.id}`);
+  const keys = ops.map((op) => `${op.project}\u0000${op.type}\u0000${op.id}`);
   if (new Set(keys).size !== keys.length || ops.length < 2) {
     const results: WriteResult[] = [];
     for (const op of ops) results.push(await writeIn(client, op));
     return results;
   }
-  const found = await client.query<{ type: string; id: string; rid: string; version: number; deleted: boolean }>(
-    `SELECT type, id, rid, version, deleted FROM resources WHERE (type, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-     ORDER BY type, id FOR UPDATE`,
-    [ops.map((o) => o.type), ops.map((o) => o.id)],
+  const found = await client.query<{ project: string; type: string; id: string; rid: string; version: number; deleted: boolean }>(
+    `SELECT project, type, id, rid, version, deleted FROM resources WHERE (project, type, id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+     ORDER BY project, type, id FOR UPDATE`,
+    [ops.map((o) => o.project), ops.map((o) => o.type), ops.map((o) => o.id)],
   );
-  const existing = new Map(found.rows.map((r) => [`${r.type}\u0000${r.id}`, r]));
+  const existing = new Map(found.rows.map((r) => [`${r.project}\u0000${r.type}\u0000${r.id}`, r]));
   const results: WriteResult[] = [];
   const writes: { op: WriteOp; versionId: number; content: string | null; row?: { rid: string } }[] = [];
   ops.forEach((op, i) => {
@@ -347,56 +371,58 @@ async function writeManyIn(client: pg.PoolClient, ops: WriteOp[]): Promise<Write
     if (op.resource === null && (!current || current.deleted)) return results.push({ status: 'unchanged', current });
     const versionId = (current?.versionId ?? 0) + 1;
     writes.push({ op, versionId, content: op.resource === null ? null : stampVersion(op.resource, versionId), row });
-    results.push({ status: 'ok', version: { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource }, previous: current });
+    results.push({ status: 'ok', version: { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource }, previous: current });
   });
   if (writes.length === 0) return results;
   await client.query(
-    `INSERT INTO resource_versions (type, id, version, last_updated, content)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::text[])`,
-    [writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.lastUpdated), writes.map((w) => w.content)],
+    `INSERT INTO resource_versions (project, type, id, version, last_updated, content)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[])`,
+    [writes.map((w) => w.op.project), writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.lastUpdated), writes.map((w) => w.content)],
   );
-  // One mark per type, moved on by the number of its writes; each write gets its own number.
+  // One mark per project and type, moved on by the number of its writes; each write gets its own number.
+  const markKey = (project: string, type: string) => `${project}\u0000${type}`;
   const perType = new Map<string, number>();
-  for (const w of writes) perType.set(w.op.type, (perType.get(w.op.type) ?? 0) + 1);
-  const types = [...perType.keys()].sort();
-  const marks = await client.query<{ type: string; seq: string }>(
-    `INSERT INTO change_marks (type, seq) SELECT * FROM unnest($1::text[], $2::bigint[])
-     ON CONFLICT (type) DO UPDATE SET seq = change_marks.seq + excluded.seq RETURNING type, seq`,
-    [types, types.map((t) => perType.get(t))],
+  for (const w of writes) perType.set(markKey(w.op.project, w.op.type), (perType.get(markKey(w.op.project, w.op.type)) ?? 0) + 1);
+  const markKeys = [...perType.keys()].sort();
+  const marks = await client.query<{ project: string; type: string; seq: string }>(
+    `INSERT INTO change_marks (project, type, seq) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+     ON CONFLICT (project, type) DO UPDATE SET seq = change_marks.seq + excluded.seq RETURNING project, type, seq`,
+    [markKeys.map((k) => k.split('\u0000')[0]), markKeys.map((k) => k.split('\u0000')[1]), markKeys.map((k) => perType.get(k))],
   );
-  const next = new Map(marks.rows.map((m) => [m.type, Number(m.seq) - (perType.get(m.type) as number)]));
+  const next = new Map(marks.rows.map((m) => [markKey(m.project, m.type), Number(m.seq) - (perType.get(markKey(m.project, m.type)) as number)]));
   const seqs = writes.map((w) => {
-    const seq = (next.get(w.op.type) as number) + 1;
-    next.set(w.op.type, seq);
+    const key = markKey(w.op.project, w.op.type);
+    const seq = (next.get(key) as number) + 1;
+    next.set(key, seq);
     return seq;
   });
-  const upserted = await client.query<{ type: string; id: string; rid: string }>(
-    `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq, rid)
-     SELECT t, i, v, d, u, cv, s, COALESCE(r, nextval('resource_rid_seq'))
-       FROM unnest($1::text[], $2::text[], $3::int[], $4::boolean[], $5::text[], $6::text[], $7::bigint[], $8::bigint[]) AS x(t, i, v, d, u, cv, s, r)
-     ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
+  const upserted = await client.query<{ project: string; type: string; id: string; rid: string }>(
+    `INSERT INTO resources (project, type, id, version, deleted, url, canonical_version, seq, rid)
+     SELECT j, t, i, v, d, u, cv, s, COALESCE(r, nextval('resource_rid_seq'))
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::boolean[], $6::text[], $7::text[], $8::bigint[], $9::bigint[]) AS x(j, t, i, v, d, u, cv, s, r)
+     ON CONFLICT (project, type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
        url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq
-     RETURNING type, id, rid`,
+     RETURNING project, type, id, rid`,
     [
-      writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.resource === null),
+      writes.map((w) => w.op.project), writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.resource === null),
       writes.map((w) => w.op.url ?? null), writes.map((w) => w.op.version ?? null), seqs, writes.map((w) => w.row?.rid ?? null),
     ],
   );
-  const rids = new Map(upserted.rows.map((r) => [`${r.type}\u0000${r.id}`, Number(r.rid)]));
+  const rids = new Map(upserted.rows.map((r) => [`${r.project}\u0000${r.type}\u0000${r.id}`, Number(r.rid)]));
   await writeIndex(client, {
     replace: writes.filter((w) => w.row).map((w) => Number(w.row?.rid)),
-    rows: writes.map((w) => ({ type: w.op.type, rid: rids.get(`${w.op.type}\u0000${w.op.id}`) as number, rows: w.op.index })),
+    rows: writes.map((w) => ({ project: w.op.project, type: w.op.type, rid: rids.get(`${w.op.project}\u0000${w.op.type}\u0000${w.op.id}`) as number, rows: w.op.index })),
   });
   return results;
 }
 
 function readerOf(run: <R extends object>(sql: string, params: readonly unknown[]) => Promise<R[]>): StoreReader {
   return {
-    read: async (type, id) => optionalVersion((await run<VersionRow>(`${CURRENT} WHERE r.type = ? AND r.id = ?`, [type, id]))[0]),
-    readVersion: async (type, id, versionId) =>
-      optionalVersion((await run<VersionRow>('SELECT * FROM resource_versions WHERE type = ? AND id = ? AND version = ?', [type, id, versionId]))[0]),
-    history: async (type, id) =>
-      (await run<VersionRow>('SELECT * FROM resource_versions WHERE type = ? AND id = ? ORDER BY version DESC', [type, id])).map((row) => versionFromRow(row)),
+    read: async (project, type, id) => optionalVersion((await run<VersionRow>(`${CURRENT} WHERE r.project = ? AND r.type = ? AND r.id = ?`, [project, type, id]))[0]),
+    readVersion: async (project, type, id, versionId) =>
+      optionalVersion((await run<VersionRow>('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?', [project, type, id, versionId]))[0]),
+    history: async (project, type, id) =>
+      (await run<VersionRow>('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC', [project, type, id])).map((row) => versionFromRow(row)),
     query: run,
   };
 }

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, type IndexRows } from '../index-schema';
+import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, projectIndexMigration, type IndexRows } from '../index-schema';
 import { Mutex } from '../mutex';
 import {
   changeFromRow,
@@ -56,10 +56,38 @@ const MIGRATIONS: string[] = [
   // History: type- and system-level history read versions by time.
   `CREATE INDEX resource_versions_by_time ON resource_versions (last_updated);
    CREATE INDEX resource_versions_by_type_time ON resource_versions (type, last_updated);`,
+  // Projects: every row belongs to one (the rows of before to the default project), and a resource's
+  // key is (project, type, id). The two WITHOUT ROWID tables are rebuilt with their new keys.
+  `CREATE TABLE resources_p (
+     project TEXT NOT NULL, type TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, deleted INTEGER NOT NULL,
+     url TEXT, canonical_version TEXT, seq INTEGER NOT NULL, rid INTEGER,
+     PRIMARY KEY (project, type, id)
+   ) WITHOUT ROWID;
+   INSERT INTO resources_p SELECT 'default', type, id, version, deleted, url, canonical_version, seq, rid FROM resources;
+   DROP TABLE resources;
+   ALTER TABLE resources_p RENAME TO resources;
+   CREATE UNIQUE INDEX resources_by_rid ON resources (rid);
+   CREATE INDEX resources_by_url ON resources (project, type, url) WHERE url IS NOT NULL;
+   CREATE INDEX resources_by_seq ON resources (project, type, seq);
+   CREATE TABLE resource_versions_p (
+     project TEXT NOT NULL, type TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
+     last_updated TEXT NOT NULL, content TEXT,
+     PRIMARY KEY (project, type, id, version)
+   ) WITHOUT ROWID;
+   INSERT INTO resource_versions_p SELECT 'default', type, id, version, last_updated, content FROM resource_versions;
+   DROP TABLE resource_versions;
+   ALTER TABLE resource_versions_p RENAME TO resource_versions;
+   CREATE INDEX resource_versions_by_time ON resource_versions (project, last_updated);
+   CREATE INDEX resource_versions_by_type_time ON resource_versions (project, type, last_updated);
+   CREATE TABLE change_marks_p (project TEXT NOT NULL, type TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (project, type)) WITHOUT ROWID;
+   INSERT INTO change_marks_p SELECT 'default', type, seq FROM change_marks;
+   DROP TABLE change_marks;
+   ALTER TABLE change_marks_p RENAME TO change_marks;
+   ${projectIndexMigration('sqlite')}`,
 ];
 
-const CURRENT = `SELECT v.type, v.id, v.version, v.last_updated, v.content
-  FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version`;
+const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
+  FROM resources r JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version`;
 
 type Statements = ReturnType<typeof readStatements>;
 
@@ -68,24 +96,24 @@ const OPTIMIZE_EVERY = 2000;
 
 function readStatements(db: Database.Database) {
   return {
-    read: db.prepare(`${CURRENT} WHERE r.type = ? AND r.id = ?`),
-    readVersion: db.prepare('SELECT * FROM resource_versions WHERE type = ? AND id = ? AND version = ?'),
-    history: db.prepare('SELECT * FROM resource_versions WHERE type = ? AND id = ? ORDER BY version DESC'),
+    read: db.prepare(`${CURRENT} WHERE r.project = ? AND r.type = ? AND r.id = ?`),
+    readVersion: db.prepare('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?'),
+    history: db.prepare('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC'),
   };
 }
 
 function writeStatements(db: Database.Database) {
   return {
-    current: db.prepare('SELECT rid, version, deleted FROM resources WHERE type = ? AND id = ?'),
+    current: db.prepare('SELECT rid, version, deleted FROM resources WHERE project = ? AND type = ? AND id = ?'),
     nextRid: db.prepare('SELECT COALESCE(MAX(rid), 0) + 1 AS rid FROM resources'),
-    insertVersion: db.prepare('INSERT INTO resource_versions (type, id, version, last_updated, content) VALUES (?, ?, ?, ?, ?)'),
+    insertVersion: db.prepare('INSERT INTO resource_versions (project, type, id, version, last_updated, content) VALUES (?, ?, ?, ?, ?, ?)'),
     bumpMark: db.prepare(
-      `INSERT INTO change_marks (type, seq) VALUES (?, 1)
-       ON CONFLICT (type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
+      `INSERT INTO change_marks (project, type, seq) VALUES (?, ?, 1)
+       ON CONFLICT (project, type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
     ),
     upsertCurrent: db.prepare(
-      `INSERT INTO resources (type, id, version, deleted, url, canonical_version, seq, rid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
+      `INSERT INTO resources (project, type, id, version, deleted, url, canonical_version, seq, rid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (project, type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
          url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq`,
     ),
     deleteIndex: INDEX_KINDS.map((kind) => db.prepare(`DELETE FROM ${INDEX_TABLES[kind].name} WHERE rid = ?`)),
@@ -120,19 +148,21 @@ export class SqliteStore implements ResourceStore {
     this.writer = open(this.file, this.temporaryDir === undefined);
   }
 
-  async migrate(): Promise<void> {
+  async migrate(options: { upTo?: number } = {}): Promise<void> {
     const db = this.writer;
     db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
     const apply = db.transaction(() => {
       const row = db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number };
       MIGRATIONS.forEach((sql, index) => {
         const version = index + 1;
-        if (version <= row.v) return;
+        if (version <= row.v || version > (options.upTo ?? Infinity)) return;
         db.exec(sql);
         db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, new Date().toISOString());
       });
     });
     apply.immediate();
+    // A store left at an older schema (a test of a migration) is only closed again.
+    if (options.upTo !== undefined && options.upTo < MIGRATIONS.length) return;
     // Statistics for tables that have none or grew a lot since (SQLite decides; cheap otherwise).
     db.exec('PRAGMA optimize=0x10002');
     this.reader = open(this.file, this.temporaryDir === undefined);
@@ -146,16 +176,16 @@ export class SqliteStore implements ResourceStore {
     return { reads: this.reads, txReads: this.txReads, writes: this.writes, reader: this.reader };
   }
 
-  read(type: string, id: string): Promise<StoredVersion | undefined> {
-    return readerOf(this.sql.reads, this.sql.reader).read(type, id);
+  read(project: string, type: string, id: string): Promise<StoredVersion | undefined> {
+    return readerOf(this.sql.reads, this.sql.reader).read(project, type, id);
   }
 
-  readVersion(type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
-    return readerOf(this.sql.reads, this.sql.reader).readVersion(type, id, versionId);
+  readVersion(project: string, type: string, id: string, versionId: number): Promise<StoredVersion | undefined> {
+    return readerOf(this.sql.reads, this.sql.reader).readVersion(project, type, id, versionId);
   }
 
-  history(type: string, id: string): Promise<StoredVersion[]> {
-    return readerOf(this.sql.reads, this.sql.reader).history(type, id);
+  history(project: string, type: string, id: string): Promise<StoredVersion[]> {
+    return readerOf(this.sql.reads, this.sql.reader).history(project, type, id);
   }
 
   query<R extends object>(sql: string, params: readonly unknown[]): Promise<R[]> {
@@ -192,7 +222,7 @@ export class SqliteStore implements ResourceStore {
         replaceIndex: async (entries) => {
           if (!active) throw new Error('transaction already ended');
           writes += entries.length;
-          for (const { type, rid, rows } of entries) this.writeIndex(type, rid, rows, true);
+          for (const { project, type, rid, rows } of entries) this.writeIndex(project, type, rid, rows, true);
         },
         lock: async () => undefined,
       };
@@ -213,47 +243,44 @@ export class SqliteStore implements ResourceStore {
   /** The body of a write; runs inside an immediate transaction on the writer connection. */
   private writeInTransaction(op: WriteOp): WriteResult {
     const { writes } = this.sql;
-    const row = writes.current.get(op.type, op.id) as { rid: number; version: number; deleted: number } | undefined;
+    const row = writes.current.get(op.project, op.type, op.id) as { rid: number; version: number; deleted: number } | undefined;
     const current: CurrentState | undefined = row ? { versionId: row.version, deleted: row.deleted === 1 } : undefined;
     if (op.ifMatch !== undefined && !ifMatchHolds(op.ifMatch, current)) return { status: 'conflict', current };
     if (op.resource === null && (!current || current.deleted)) return { status: 'unchanged', current };
     const versionId = (current?.versionId ?? 0) + 1;
     const content = op.resource === null ? null : stampVersion(op.resource, versionId);
-    writes.insertVersion.run(op.type, op.id, versionId, op.lastUpdated, content);
-    const { seq } = writes.bumpMark.get(op.type) as { seq: number };
+    writes.insertVersion.run(op.project, op.type, op.id, versionId, op.lastUpdated, content);
+    const { seq } = writes.bumpMark.get(op.project, op.type) as { seq: number };
     const rid = row?.rid ?? (writes.nextRid.get() as { rid: number }).rid;
-    writes.upsertCurrent.run(op.type, op.id, versionId, op.resource === null ? 1 : 0, op.url ?? null, op.version ?? null, seq, rid);
-    this.writeIndex(op.type, rid, op.index, row !== undefined);
-    const version: StoredVersion = { type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
+    writes.upsertCurrent.run(op.project, op.type, op.id, versionId, op.resource === null ? 1 : 0, op.url ?? null, op.version ?? null, seq, rid);
+    this.writeIndex(op.project, op.type, rid, op.index, row !== undefined);
+    const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
     return { status: 'ok', version, previous: current };
   }
 
-  private writeIndex(type: string, rid: number, rows: IndexRows | null, replace: boolean): void {
+  private writeIndex(project: string, type: string, rid: number, rows: IndexRows | null, replace: boolean): void {
     const { writes } = this.sql;
     if (replace) for (const statement of writes.deleteIndex) statement.run(rid);
     if (!rows) return;
     for (const kind of INDEX_KINDS) {
       const insert = writes.insertIndex[kind];
-      for (const r of rows[kind]) insert.run(...indexRowValues(kind, type, rid, r as unknown as Record<string, unknown>));
+      for (const r of rows[kind]) insert.run(...indexRowValues(kind, project, type, rid, r as unknown as Record<string, unknown>));
     }
   }
 
-  async changeMarks(types: string[]): Promise<Map<string, number>> {
+  async changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
     const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    for (const row of this.sql.reader.prepare('SELECT type, seq FROM change_marks').all() as { type: string; seq: number }[]) {
+    for (const row of cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[]) {
       if (marks.has(row.type)) marks.set(row.type, row.seq);
     }
     return marks;
   }
 
-  async changesSince(type: string, since: number): Promise<Change[]> {
-    const rows = this.sql.reader
-      .prepare(
-        `SELECT v.type, v.id, v.version, v.last_updated, v.content, r.seq
-           FROM resources r JOIN resource_versions v ON v.type = r.type AND v.id = r.id AND v.version = r.version
-          WHERE r.type = ? AND r.seq > ? ORDER BY r.seq`,
-      )
-      .all(type, since) as (VersionRow & { seq: number })[];
+  async changesSince(project: string, type: string, since: number): Promise<Change[]> {
+    const rows = cachedStatement(
+      this.sql.reader,
+      `${CURRENT.replace('SELECT v.project', 'SELECT r.seq, v.project')} WHERE r.project = ? AND r.type = ? AND r.seq > ? ORDER BY r.seq`,
+    ).all(project, type, since) as (VersionRow & { seq: number })[];
     return rows.map((row) => changeFromRow(row, row.seq));
   }
 
@@ -306,9 +333,9 @@ function open(file: string, durable: boolean): Database.Database {
 
 function readerOf(statements: Statements, db: Database.Database): StoreReader {
   return {
-    read: async (type, id) => optionalVersion(statements.read.get(type, id) as VersionRow | undefined),
-    readVersion: async (type, id, versionId) => optionalVersion(statements.readVersion.get(type, id, versionId) as VersionRow | undefined),
-    history: async (type, id) => (statements.history.all(type, id) as VersionRow[]).map((row) => versionFromRow(row)),
+    read: async (project, type, id) => optionalVersion(statements.read.get(project, type, id) as VersionRow | undefined),
+    readVersion: async (project, type, id, versionId) => optionalVersion(statements.readVersion.get(project, type, id, versionId) as VersionRow | undefined),
+    history: async (project, type, id) => (statements.history.all(project, type, id) as VersionRow[]).map((row) => versionFromRow(row)),
     query: async <R extends object>(sql: string, params: readonly unknown[]) => cachedStatement(db, sql).all(...params) as R[],
   };
 }

@@ -1,8 +1,37 @@
-import type { ResourceStore, StoredVersion } from '../../storage/store';
+import { SYSTEM_PROJECT, type ResourceStore, type StoredVersion } from '../../storage/store';
 import { CanonicalIndex, TERMINOLOGY_TYPES, type TerminologyResource } from '../canonical-index';
 
 /**
- * The CodeSystems, ValueSets and ConceptMaps users stored, held in memory and kept current.
+ * The stored terminology of every project, each held once it is asked for. A project resolves
+ * against its own and the system scope's (imported packages), never another project's.
+ */
+export class StoredTerminologies {
+  private readonly projects = new Map<string, StoredTerminology>();
+
+  constructor(private readonly store: ResourceStore) {}
+
+  of(project: string): StoredTerminology {
+    let stored = this.projects.get(project);
+    if (!stored) {
+      stored = new StoredTerminology(this.store, project);
+      this.projects.set(project, stored);
+    }
+    return stored;
+  }
+
+  /** The system scope, whose content every project sees. */
+  get system(): StoredTerminology {
+    return this.of(SYSTEM_PROJECT);
+  }
+
+  /** A version this process has just written (the repository says so after the commit). */
+  noteLocalWrite(version: StoredVersion): void {
+    this.projects.get(version.project)?.noteLocalWrite(version);
+  }
+}
+
+/**
+ * The CodeSystems, ValueSets and ConceptMaps one project stored, held in memory and kept current.
  * Before each terminology request the store's per-type change marks are read (one small query);
  * when another process (or this one) wrote since, only the changed resources are fetched. So an
  * update takes effect on the next request, in every process over the same database.
@@ -16,7 +45,10 @@ export class StoredTerminology {
   /** Versions this process wrote, by type/id: the refresh takes them as they are instead of parsing them again. */
   private readonly local = new Map<string, StoredVersion>();
 
-  constructor(private readonly store: ResourceStore) {}
+  constructor(
+    private readonly store: ResourceStore,
+    readonly project: string,
+  ) {}
 
   /**
    * Set by a refresh, cleared at the next turn of the event loop and by any write of this
@@ -44,14 +76,14 @@ export class StoredTerminology {
 
   private async doRefresh(): Promise<void> {
     const writesBefore = this.writes;
-    const current = await this.store.changeMarks(TERMINOLOGY_TYPES);
+    const current = await this.store.changeMarks(this.project, TERMINOLOGY_TYPES);
     let changed = false;
     for (const type of TERMINOLOGY_TYPES) {
       const known = this.marks.get(type) ?? 0;
       const now = current.get(type) ?? 0;
       if (now <= known) continue;
       let seen = now;
-      for (const change of await this.store.changesSince(type, known)) {
+      for (const change of await this.store.changesSince(this.project, type, known)) {
         const key = `${type}/${change.id}`;
         const mine = this.local.get(key);
         this.local.delete(key);
