@@ -32,6 +32,10 @@ export class ResourceSchema {
       const d = definition as { properties?: unknown; type?: unknown };
       if (d.properties && d.type === undefined) definitions[name] = { ...d, type: 'object' };
     }
+    for (const [name, definition] of Object.entries(definitions)) {
+      const d = definition as { pattern?: unknown };
+      if (typeof d.pattern === 'string') definitions[name] = { ...d, pattern: xmlWhitespace(d.pattern) };
+    }
     // The schema names two definitions it does not carry; give them their R4 meaning.
     definitions.Resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' } } };
     definitions.integer64 = { type: 'string', pattern: '^[0]|[-+]?[1-9][0-9]*$' };
@@ -64,6 +68,16 @@ export class ResourceSchema {
     }
     return validate;
   }
+}
+
+/**
+ * FHIR's regexes come from XML Schema, where `\s` is only space, tab, CR and LF. In JavaScript it
+ * also matches U+00A0 and the other Unicode spaces, so the string rule `[ \r\n\t\S]+` would refuse
+ * a definition holding a no-break space (two THO code systems have one). Read them as meant.
+ */
+function xmlWhitespace(pattern: string): string {
+  const meaning: Record<string, string> = { '[ \\r\\n\\t\\S]': '[\\s\\S]', '[^\\s]': '[^ \\t\\n\\r]', '\\S': '[^ \\t\\n\\r]', '\\s': '[ \\t\\n\\r]' };
+  return pattern.replace(/\[ \\r\\n\\t\\S\]|\[\^\\s\]|\\S|\\s/g, (found) => meaning[found]);
 }
 
 function describe(type: string, error: ErrorObject | undefined): { path: string; reason: string } {
