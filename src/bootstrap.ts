@@ -44,7 +44,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     // Stored search parameters first, so that a rebuild of the index includes them.
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
-    const services: AppServices = { config, repository, terminology };
+    const services: AppServices = { config, repository, terminology, checkResource: core.checkResource };
     // Instance-level operations may name built-in content (ValueSet/administrative-gender).
     const readInstance = async (type: string, id: string): Promise<Resource> => {
       try {

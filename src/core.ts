@@ -45,6 +45,8 @@ export interface Core {
   params: SearchParameterRegistry;
   /** Stored SearchParameters and their indexing. */
   custom: CustomSearchParameters;
+  /** The checks every write of a resource gets before it is stored (REST, package import); throws a FhirError. */
+  checkResource(type: string, resource: Resource): void;
 }
 
 /** Types served read-only from the server itself. */
@@ -80,14 +82,15 @@ export function buildCore(options: CoreOptions): Core {
     builtIn,
     extractor,
   });
+  const checkResource = (type: string, resource: Resource): void => {
+    options.schema.check(type, resource);
+    if (type === 'SearchParameter') custom.check(resource as SearchParameter);
+  };
   const rest = new RestService({
     repository,
     isResourceType: (type) => options.schema.isResourceType(type),
     readOnlyTypes: READ_ONLY_TYPES,
-    checkResource: (type, resource) => {
-      options.schema.check(type, resource);
-      if (type === 'SearchParameter') custom.check(resource as SearchParameter);
-    },
+    checkResource,
     beforeRequest: () => custom.refresh(),
     search,
     builtIn,
@@ -96,7 +99,7 @@ export function buildCore(options: CoreOptions): Core {
   repository.onWrite((version) => {
     if (version.type === 'SearchParameter') void custom.written();
   });
-  return { repository, search, rest, builtIn, indexer, extractor, params, custom };
+  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource };
 }
 
 const noCodes: CodeMatcher = {

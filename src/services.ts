@@ -1,3 +1,4 @@
+import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
 import type { Repository } from './storage/repository';
 import type { TerminologyService } from './terminology/service';
@@ -7,4 +8,6 @@ export interface AppServices {
   config: Config;
   repository: Repository;
   terminology: TerminologyService;
+  /** The checks every write of a resource gets before it is stored (package import uses them too). */
+  checkResource(type: string, resource: Resource): void;
 }

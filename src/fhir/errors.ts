@@ -108,6 +108,12 @@ export const ERRORS = {
   ERR_TX_NOTHING_TO_VALIDATE: spec(400, 'invalid', () =>
     'Unable to find code to validate (looked for coding | codeableConcept | code+system | code+inferSystem in parameters'),
   ERR_TX_REQUEST: spec<{ text: string }>(400, 'invalid', (p) => p.text),
+  // IG packages
+  ERR_PACKAGE_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The package cannot be imported (nothing was stored): ${p.reason}`),
+  ERR_PACKAGE_RESOURCE: spec<{ file: string; reason: string }>(
+    400, 'invalid', (p) => `The package cannot be imported (nothing was stored): ${p.file}: ${p.reason}`),
+  ERR_PACKAGE_TOO_LARGE: spec<{ limit: number }>(
+    413, 'too-costly', (p) => `The package cannot be imported (nothing was stored): it unpacks to more than ${p.limit} bytes`),
   // security
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),

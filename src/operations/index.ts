@@ -4,6 +4,7 @@ import { codeSystemLookup } from './codesystem/lookup';
 import { codeSystemSubsumes } from './codesystem/subsumes';
 import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
+import { importPackageOperation } from './system/import-package';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -22,4 +23,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   conceptMapTranslate,
   valueSetBatchValidateCode,
   valueSetCompare,
+  importPackageOperation,
 ];
