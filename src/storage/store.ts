@@ -104,6 +104,8 @@ export interface ResourceStore extends StoreReader {
 /** The current state of one resource after a change; null resource for a deletion. */
 export interface Change extends StoredVersion {
   seq: number;
+  /** The stored JSON text (null for a deletion), for a cache that holds it unparsed until used. */
+  json: string | null;
 }
 
 /** A version row as both backends' SQL selects it. */
@@ -141,6 +143,7 @@ export function changeFromRow(row: VersionRow, seq: number): Change {
     versionId: Number(row.version),
     lastUpdated: typeof row.last_updated === 'string' ? row.last_updated : row.last_updated.toISOString(),
     seq,
+    json: row.content,
     get resource(): Resource | null {
       if (parsed === undefined) parsed = row.content === null ? null : (JSON.parse(row.content) as Resource);
       return parsed;
