@@ -113,7 +113,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
       }
       // A Parameters given as a parameter is some operation's input: read and checked against that
       // operation's definition when it is used (with the same tolerance as a request body).
-      if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource);
+      if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource, { partial: true });
     },
     // Instance-level operations may name built-in content (ValueSet/administrative-gender).
     readInstance: (type, id, ctx) => parts.rest.readResource(type, id, ctx),

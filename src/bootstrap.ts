@@ -63,7 +63,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     // Stored search parameters first, so that a rebuild of the index includes them.
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
-    const services: AppServices = { config, repository, terminology, validator };
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource };
     const app = await buildApp({
       config,
       rest: core.rest,

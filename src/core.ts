@@ -49,6 +49,8 @@ export interface Core {
   params: SearchParameterRegistry;
   /** Stored SearchParameters and their indexing. */
   custom: CustomSearchParameters;
+  /** The checks every write of a resource gets before it is stored (REST, package import); throws a FhirError. */
+  checkResource(type: string, resource: Resource, project: string): void;
 }
 
 /** Types served read-only from the server itself. */
@@ -84,14 +86,15 @@ export function buildCore(options: CoreOptions): Core {
     builtIn,
     extractor,
   });
+  const checkResource = (type: string, resource: Resource, project: string): void => {
+    options.schema.check(type, resource);
+    if (type === 'SearchParameter') custom.check(resource as SearchParameter, project);
+  };
   const rest = new RestService({
     repository,
     isResourceType: (type) => options.schema.isResourceType(type),
     readOnlyTypes: READ_ONLY_TYPES,
-    checkResource: (type, resource, ctx) => {
-      options.schema.check(type, resource);
-      if (type === 'SearchParameter') custom.check(resource as SearchParameter, ctx.project);
-    },
+    checkResource: (type, resource, ctx) => checkResource(type, resource, ctx.project),
     beforeRequest: () => custom.refresh(),
     validate: options.validate,
     search,
@@ -103,7 +106,7 @@ export function buildCore(options: CoreOptions): Core {
   repository.onWrite((version) => {
     if (version.type === 'SearchParameter') void custom.written();
   });
-  return { repository, search, rest, builtIn, indexer, extractor, params, custom };
+  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource };
 }
 
 const noCodes: CodeMatcher = {

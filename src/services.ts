@@ -1,3 +1,4 @@
+import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
 import type { Repository } from './storage/repository';
 import type { TerminologyService } from './terminology/service';
@@ -10,4 +11,6 @@ export interface AppServices {
   terminology: TerminologyService;
   /** Resource validation ($validate, and validation on write). */
   validator: ResourceValidator;
+  /** The checks every write of a resource gets before it is stored (package import uses them too). */
+  checkResource(type: string, resource: Resource, project: string): void;
 }

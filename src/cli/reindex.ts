@@ -3,26 +3,18 @@
  * types named) from the storage the configuration names (DATA_DIR or DATABASE_URL), with the
  * server's extraction of today. Safe while servers run: each batch is one transaction.
  */
-import { ConfigError, loadConfig, readEnv } from '../config';
 import { buildCore } from '../core';
 import { ResourceValidator } from '../validation/validator';
 import { StructuralCheck } from '../validation/write-checks';
+import { commandConfig } from './configuration';
 import { buildRegistry, loadDefinitions } from '../operations/registry';
 import { operationModules } from '../operations/index';
 import { DEFINITIONS_DIR } from '../project';
 import { openStore } from '../storage/open-store';
 
 async function main(): Promise<number> {
-  let config;
-  try {
-    config = loadConfig(readEnv());
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
+  const config = commandConfig();
+  if (!config) return 2;
   const types = process.argv.slice(2);
   const store = await openStore(config);
   try {

@@ -24,7 +24,9 @@ const PRIMITIVE_PATTERNS: Record<string, RegExp> = {
   uri: /^\S*$/,
   url: /^\S*$/,
   canonical: /^\S*$/,
-  base64Binary: /^(\s*([0-9a-zA-Z+/=]){4}\s*)+$/,
+  // Groups of four base64 characters, whitespace allowed between (the count is checked apart): a
+  // nested pattern would overflow the regex engine's stack on a value of a few megabytes.
+  base64Binary: /^[\s0-9a-zA-Z+/=]+$/,
   // R4: no characters below U+0020 except tab, line feed and carriage return.
   markdown: /^[^\x00-\x08\x0b\x0c\x0e-\x1f]+$/,
   string: /^[^\x00-\x08\x0b\x0c\x0e-\x1f]+$/,
@@ -46,8 +48,7 @@ export function isSimpleTypeName(type: string | undefined): boolean {
 
 /** Parses a query-string value by its declared type; undefined when it does not parse. */
 export function parsePrimitive(type: string, raw: string): PrimitiveValue | undefined {
-  const pattern = PRIMITIVE_PATTERNS[type];
-  if (pattern === undefined || !pattern.test(raw)) return undefined;
+  if (!(type in PRIMITIVE_PATTERNS) || !matches(type, raw)) return undefined;
   switch (type) {
     case 'boolean':
       return raw === 'true';
@@ -84,10 +85,24 @@ export function isValidPrimitive(type: string, value: unknown): boolean {
       return typeof value === 'number' && Number.isFinite(value);
     default: {
       if (typeof value !== 'string') return false;
-      const pattern = PRIMITIVE_PATTERNS[type];
-      return pattern === undefined || pattern.test(value);
+      return matches(type, value);
     }
   }
+}
+
+/** The type's pattern (none: any text); base64 also comes in whole groups of four characters. */
+function matches(type: string, text: string): boolean {
+  const pattern = PRIMITIVE_PATTERNS[type];
+  if (pattern !== undefined && !pattern.test(text)) return false;
+  if (type !== 'base64Binary') return true;
+  // The pattern let through only whitespace and base64 characters; the latter are all between
+  // '+' and 'z', whitespace never is.
+  let characters = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x2b && c <= 0x7a) characters++;
+  }
+  return characters > 0 && characters % 4 === 0;
 }
 
 /**

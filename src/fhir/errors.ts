@@ -132,6 +132,12 @@ export const ERRORS = {
   ERR_VALIDATION_PROFILE_INVALID: spec<{ url: string; reason: string }>(400, 'processing', (p) => p.reason),
   ERR_VALIDATION_FAILED: spec<{ type: string; count: number }>(
     422, 'processing', (p) => `The ${p.type} was not stored: validation found ${p.count} error(s)`),
+  // IG packages
+  ERR_PACKAGE_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The package cannot be imported (nothing was stored): ${p.reason}`),
+  ERR_PACKAGE_RESOURCE: spec<{ file: string; reason: string }>(
+    400, 'invalid', (p) => `The package cannot be imported (nothing was stored): ${p.file}: ${p.reason}`),
+  ERR_PACKAGE_TOO_LARGE: spec<{ limit: number }>(
+    413, 'too-costly', (p) => `The package cannot be imported (nothing was stored): it unpacks to more than ${p.limit} bytes`),
   // security
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),

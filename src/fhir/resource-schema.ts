@@ -8,6 +8,10 @@ import type { Resource } from 'fhir/r4';
 export interface ResourceSchema {
   readonly resourceTypes: ReadonlySet<string>;
   isResourceType(type: string): boolean;
-  /** Throws ERR_RESOURCE_INVALID naming the first problem's FHIRPath. */
-  check(type: string, resource: Resource): void;
+  /**
+   * Throws ERR_RESOURCE_INVALID naming the first problem's FHIRPath. `partial`: missing required
+   * elements are let through (a resource given to an operation, like the HL7 terminology suite's
+   * code systems without a status); the shape of what is there is still checked.
+   */
+  check(type: string, resource: Resource, options?: { partial?: boolean }): void;
 }

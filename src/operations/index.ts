@@ -5,6 +5,7 @@ import { codeSystemSubsumes } from './codesystem/subsumes';
 import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
+import { importPackageOperation } from './system/import-package';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -24,4 +25,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   valueSetBatchValidateCode,
   valueSetCompare,
   resourceValidate,
+  importPackageOperation,
 ];

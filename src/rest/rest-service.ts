@@ -3,7 +3,7 @@ import type { RequestContext } from '../context/request-context';
 import { fhirError, type FhirError } from '../fhir/errors';
 import { builtInVersion, type SearchHandler } from '../search/search-service';
 import { ID_PATTERN, type Repository } from '../storage/repository';
-import type { StoredVersion } from '../storage/store';
+import { SHARED_TYPES, SYSTEM_PROJECT, type StoredVersion } from '../storage/store';
 import { parsePath, type FhirRequest, type FhirResponse, type Target } from './fhir-request';
 import type { ElementModel } from '../search/model/model';
 import { processBundle, type BundleDeps } from './bundle';
@@ -193,6 +193,10 @@ export class RestService {
     try {
       return await this.deps.repository.in(project).read(type, id);
     } catch (err) {
+      // Definitions the system scope holds (imported packages) are every project's to read.
+      if (SHARED_TYPES.includes(type) && project !== SYSTEM_PROJECT && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND') {
+        return this.readVersion(type, id, SYSTEM_PROJECT);
+      }
       const builtIn = this.deps.builtIn?.read(type, id);
       if (builtIn && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND') return builtInVersion(builtIn, project);
       throw err;
@@ -202,7 +206,14 @@ export class RestService {
   private async vread(target: Extract<Target, { kind: 'version' }>, ctx: RequestContext): Promise<FhirResponse> {
     const { type, id, vid } = target;
     if (!/^[1-9][0-9]{0,9}$/.test(vid)) throw fhirError('ERR_VERSION_NOT_FOUND', { type, id, vid: clip(vid) });
-    const version = await this.deps.repository.in(ctx.project).vread(type, id, Number(vid));
+    const version = await this.deps.repository
+      .in(ctx.project)
+      .vread(type, id, Number(vid))
+      .catch((err: unknown) => {
+        const shared = SHARED_TYPES.includes(type) && ctx.project !== SYSTEM_PROJECT && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND';
+        if (shared) return this.deps.repository.in(SYSTEM_PROJECT).vread(type, id, Number(vid));
+        throw err;
+      });
     return versionResponse(ctx, version, 200);
   }
 }

@@ -1,7 +1,7 @@
 import type { SearchParameter } from 'fhir/r4';
 import type { ContextLog } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
-import { DEFAULT_PROJECT, type ResourceStore } from '../storage/store';
+import { DEFAULT_PROJECT, SYSTEM_PROJECT, type ResourceStore } from '../storage/store';
 import type { SearchIndexer } from './indexer';
 import type { SearchParameterRegistry } from './registry';
 
@@ -12,11 +12,13 @@ import type { SearchParameterRegistry } from './registry';
  * starts finds unfinished indexing and finishes it. Every process learns of new or changed
  * parameters from the store's change marks before it searches or writes.
  *
- * A parameter shapes the index of the whole server, so it is defined in one place for all: the
- * default project, where the operators act (as partitioned HAPI servers keep theirs in the
- * default partition). Other projects see no SearchParameter resource but theirs and the built-in
- * ones, and cannot write any.
+ * A parameter shapes the index of the whole server, so it is defined where only operators write:
+ * the default project, where they act (as partitioned HAPI servers keep theirs in the default
+ * partition), and the system scope (imported packages). Other projects cannot write any.
  */
+
+/** The scopes whose SearchParameters apply to the whole server. */
+const DEFINING = [DEFAULT_PROJECT, SYSTEM_PROJECT];
 
 const TYPES = ['SearchParameter'];
 const STATE_PREFIX = 'search.param:';
@@ -27,7 +29,8 @@ interface ParamState {
 }
 
 export class CustomSearchParameters {
-  private mark = 0;
+  /** Per defining scope, the change mark last read. */
+  private readonly marks = new Map<string, number>(DEFINING.map((p) => [p, 0]));
   private fresh = false;
   private pending?: Promise<void>;
   /** url -> state, as last read. */
@@ -46,7 +49,7 @@ export class CustomSearchParameters {
   /** Refuses a SearchParameter the server could not evaluate (400), before it is stored. */
   check(resource: SearchParameter, project: string): void {
     const bad = (reason: string) => fhirError('ERR_RESOURCE_INVALID', { type: 'SearchParameter', path: 'SearchParameter', reason });
-    if (project !== DEFAULT_PROJECT) throw bad(`search parameters apply to the whole server and are defined in the '${DEFAULT_PROJECT}' project, by its operators`);
+    if (!DEFINING.includes(project)) throw bad(`search parameters apply to the whole server and are defined in the '${DEFAULT_PROJECT}' project, by its operators`);
     if (!/^[A-Za-z_][A-Za-z0-9_\-]*$/.test(resource.code ?? '')) throw bad(`'${String(resource.code).slice(0, 50)}' is not a usable code`);
     if (!resource.base?.length) throw bad('it names no base type');
     if (resource.type !== 'special' && resource.type !== 'composite' && !resource.expression) throw bad('it has no expression');
@@ -85,20 +88,23 @@ export class CustomSearchParameters {
   }
 
   private async doRefresh(): Promise<void> {
-    const marks = await this.store.changeMarks(DEFAULT_PROJECT, TYPES);
-    const now = marks.get('SearchParameter') ?? 0;
-    const changed = now > this.mark;
-    if (changed) {
-      for (const change of await this.store.changesSince(DEFAULT_PROJECT, 'SearchParameter', this.mark)) {
+    let changed = false;
+    for (const project of DEFINING) {
+      const known = this.marks.get(project) ?? 0;
+      const now = (await this.store.changeMarks(project, TYPES)).get('SearchParameter') ?? 0;
+      if (now <= known) continue;
+      changed = true;
+      for (const change of await this.store.changesSince(project, 'SearchParameter', known)) {
         const resource = change.resource as SearchParameter | null;
-        this.registry.undefine(change.id);
+        // Ids are unique within a scope only.
+        const key = `${project}/${change.id}`;
+        this.registry.undefine(key);
         if (resource?.url) {
-          const types = this.registry.define(resource, change.id);
+          const types = this.registry.define(resource, key);
           await this.startIndexing(resource.url, types);
         }
-        this.mark = Math.max(this.mark, change.seq);
       }
-      this.mark = now;
+      this.marks.set(project, now);
     }
     // States are read again when parameters changed, or while some are being indexed (by any process).
     if (changed || this.indexingCodes.size > 0) await this.readStates();

@@ -67,6 +67,7 @@ interface PageItem {
 
 interface PageRow {
   rid: number;
+  project: string;
   type: string;
   id: string;
   version: number;
@@ -229,7 +230,8 @@ export class SearchService implements SearchHandler {
     const parsed = parseSearch([type], query, this.deps.registry, { strict: true, localBases: [ctx.baseUrl], indexing: this.deps.indexing });
     if (parsed.criteria.length === 0) throw fhirError('ERR_CONDITIONAL_EMPTY', { type });
     const resolved = await this.resolveTerminology(ctx.project, parsed.criteria, [type], []);
-    const b = new SqlBuilder(ctx.project, resolved);
+    // Conditional writes change the project's own resources only.
+    const b = new SqlBuilder(ctx.project, resolved, true);
     const rows = await b.run<{ id: string; rid: number | string }>(reader, `SELECT r.id, r.rid FROM resources r WHERE ${this.where(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`);
     return rows.map((row) => ({ id: row.id, rid: Number(row.rid) }));
   }
@@ -308,7 +310,7 @@ export class SearchService implements SearchHandler {
   private async page(project: string, query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>, cursor: Cursor | undefined, offset: number | undefined, count: number) {
     const b = new SqlBuilder(project, resolved);
     const keys = query.sort.map((key, i) => `${b.sortExpression(key, 'r')} AS k${i}`);
-    const inner = `SELECT r.rid, r.type, r.id, r.version${keys.map((k) => `, ${k}`).join('')} FROM resources r WHERE ${this.where(b, query, types)}`;
+    const inner = `SELECT r.rid, r.project, r.type, r.id, r.version${keys.map((k) => `, ${k}`).join('')} FROM resources r WHERE ${this.where(b, query, types)}`;
     const backwards = cursor?.direction === 'previous';
     const ascending = query.sort.map((key) => key.descending === backwards);
     let keyset = '';
@@ -327,6 +329,7 @@ export class SearchService implements SearchHandler {
     const hasMore = raw.length > count;
     const rows: PageRow[] = raw.slice(0, count).map((row) => ({
       rid: Number(row.rid),
+      project: String(row.project),
       type: String(row.type),
       id: String(row.id),
       version: Number(row.version),
@@ -340,10 +343,10 @@ export class SearchService implements SearchHandler {
   private async contents(project: string, rows: PageRow[]): Promise<(StoredVersion | undefined)[]> {
     if (rows.length === 0) return [];
     const b = new SqlBuilder(project);
-    const keys = rows.map((row) => `(${b.bind(row.type)}, ${b.bind(row.id)}, CAST(${b.bind(row.version)} AS INTEGER))`).join(', ');
-    const found = await b.run<VersionRow>(this.deps.store, `SELECT project, type, id, version, last_updated, content FROM resource_versions WHERE project = ${b.bind(project)} AND (type, id, version) IN (VALUES ${keys})`);
-    const byKey = new Map(found.map((row) => [`${row.type}/${row.id}`, versionFromRow(row)]));
-    return rows.map((row) => byKey.get(`${row.type}/${row.id}`) as StoredVersion);
+    const keys = rows.map((row) => `(${b.bind(row.project)}, ${b.bind(row.type)}, ${b.bind(row.id)}, CAST(${b.bind(row.version)} AS INTEGER))`).join(', ');
+    const found = await b.run<VersionRow>(this.deps.store, `SELECT project, type, id, version, last_updated, content FROM resource_versions WHERE (project, type, id, version) IN (VALUES ${keys})`);
+    const byKey = new Map(found.map((row) => [`${row.project}/${row.type}/${row.id}`, versionFromRow(row)]));
+    return rows.map((row) => byKey.get(`${row.project}/${row.type}/${row.id}`) as StoredVersion);
   }
 }
 

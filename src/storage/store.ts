@@ -15,6 +15,13 @@ export const SYSTEM_PROJECT = 'system';
 /** Data from before projects existed, and the project static-token callers act in. */
 export const DEFAULT_PROJECT = 'default';
 
+/**
+ * Definitions, never data: of these types, what the system scope holds (imported packages) is
+ * read and searched by every project, as it reads the bundled R4 content. A project's own
+ * resource of the same id stands beside it; writes only ever go to the project's own.
+ */
+export const SHARED_TYPES: readonly string[] = ['CodeSystem', 'ValueSet', 'ConceptMap', 'StructureDefinition', 'SearchParameter'];
+
 /** One version of one resource, as stored. `resource` is null for a deletion. */
 export interface StoredVersion {
   project: string;
@@ -114,6 +121,8 @@ export interface ResourceStore extends StoreReader {
 /** The current state of one resource after a change; null resource for a deletion. */
 export interface Change extends StoredVersion {
   seq: number;
+  /** The stored JSON text (null for a deletion), for a cache that holds it unparsed until used. */
+  json: string | null;
 }
 
 /** A version row as both backends' SQL selects it. */
@@ -154,6 +163,7 @@ export function changeFromRow(row: VersionRow, seq: number): Change {
     versionId: Number(row.version),
     lastUpdated: typeof row.last_updated === 'string' ? row.last_updated : row.last_updated.toISOString(),
     seq,
+    json: row.content,
     get resource(): Resource | null {
       if (parsed === undefined) parsed = row.content === null ? null : (JSON.parse(row.content) as Resource);
       return parsed;

@@ -5,11 +5,24 @@ export type TerminologyResource = CodeSystem | ValueSet | ConceptMap;
 export type TerminologyType = TerminologyResource['resourceType'];
 export const TERMINOLOGY_TYPES: TerminologyType[] = ['CodeSystem', 'ValueSet', 'ConceptMap'];
 
+/** What the resolver asks of one source of terminology resources. */
+export interface CanonicalSource {
+  /** Every version of the resource with this type and url. */
+  all<T extends TerminologyResource>(type: T['resourceType'], url: string): T[];
+  /** The code system whose `valueSet` element names this canonical. */
+  codeSystemForValueSet(url: string): CodeSystem | undefined;
+  /** The urls of every resource of a type. */
+  urls(type: TerminologyType): Iterable<string>;
+  conceptMaps(): Iterable<ConceptMap>;
+  /** The language packs for a code system (`url`, without version). */
+  languagePacks(url: string): CodeSystem[];
+}
+
 /**
  * Terminology resources of one source (bundled content, stored resources, or those a request
  * carries), found by canonical URL and version.
  */
-export class CanonicalIndex {
+export class CanonicalIndex implements CanonicalSource {
   private readonly byKey = new Map<string, TerminologyResource[]>();
   private readonly byId = new Map<string, TerminologyResource>();
   /** Code systems by the canonical of their implicit "all codes" value set. */
@@ -114,7 +127,7 @@ export class CanonicalIndex {
 const SUPPLEMENT_TYPE = 'http://hl7.org/fhir/StructureDefinition/codesystem-supplement-type';
 
 /** A language pack applies whenever its code system is used, without being asked for. */
-function languagePackTarget(resource: TerminologyResource): string | undefined {
+export function languagePackTarget(resource: TerminologyResource): string | undefined {
   if (resource.resourceType !== 'CodeSystem' || resource.content !== 'supplement' || !resource.supplements) return undefined;
   const type = resource.extension?.find((e) => e.url === SUPPLEMENT_TYPE)?.valueCode;
   return type === 'lang-pack' ? resource.supplements.split('|')[0] : undefined;

@@ -1,5 +1,5 @@
 import type { CodeSystem, ConceptMap, ValueSet } from 'fhir/r4';
-import { CanonicalIndex, selectVersion, type TerminologyResource } from './canonical-index';
+import { CanonicalIndex, selectVersion, type CanonicalSource, type TerminologyResource } from './canonical-index';
 import type { CodeSystemProvider } from './codesystem/provider';
 import type { ProviderRegistry } from './codesystem/registry';
 import { ContentMemo } from './content-memo';
@@ -18,7 +18,7 @@ export class Resolver {
   readonly memo = new ContentMemo();
 
   constructor(
-    readonly sources: CanonicalIndex[],
+    readonly sources: CanonicalSource[],
     private readonly providers: ProviderRegistry,
   ) {}
 

@@ -25,8 +25,10 @@ export class StructuralCheck implements ResourceSchema {
   }
 
   /** Throws ERR_RESOURCE_INVALID naming the first error's FHIRPath (and listing up to 20 more). */
-  check(type: string, resource: Resource): void {
-    const errors = this.validator.checkStructure(resource).filter((i) => i.severity === 'error' || i.severity === 'fatal');
+  check(type: string, resource: Resource, options: { partial?: boolean } = {}): void {
+    const errors = this.validator
+      .checkStructure(resource)
+      .filter((i) => (i.severity === 'error' || i.severity === 'fatal') && !(options.partial && i.code === 'required'));
     if (errors.length === 0) return;
     const [first, ...rest] = errors;
     const error = fhirError('ERR_RESOURCE_INVALID', { type, path: first.expression, reason: first.message }, { expression: [first.expression] });

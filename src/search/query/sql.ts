@@ -1,5 +1,5 @@
 import { INDEX_TABLES, type IndexKind } from '../../storage/index-schema';
-import type { StoreReader } from '../../storage/store';
+import { SHARED_TYPES, SYSTEM_PROJECT, type StoreReader } from '../../storage/store';
 import { MAX_INSTANT, MIN_INSTANT } from '../values';
 import type { Criterion, DateValue, NumberValue, QuantityValue, ReferenceValue, ScalarType, SortKey, StringValue, TokenValue, TypedValue, UriValue } from './criteria';
 
@@ -33,11 +33,13 @@ export class SqlBuilder {
 
   /**
    * @param project every row the statement reads belongs to this project: each index and resources
-   * alias is filtered by it (the lookup indexes lead with the project, so this costs nothing).
+   * alias is filtered by it (the lookup indexes lead with the project, so this costs nothing);
+   * rows of the shared definition types may also be the system scope's, unless `ownOnly`.
    */
   constructor(
     readonly project: string,
     private readonly resolved: Map<Criterion, ResolvedCodes> = new Map(),
+    private readonly ownOnly = false,
   ) {}
 
   /**
@@ -73,7 +75,17 @@ export class SqlBuilder {
   /** The rows of alias `x` in the builder's project, of one of `types` (all types when none). */
   scoped(x: string, types: string[]): string {
     const type = this.typeFilter(`${x}.type`, types);
-    return `${x}.project = ${this.bind(this.project)}${type === '1 = 1' ? '' : ` AND ${type}`}`;
+    return `${this.projectFilter(x, types)}${type === '1 = 1' ? '' : ` AND ${type}`}`;
+  }
+
+  /** The project's rows, and the system scope's of the shared definition types among `types` (all when none). */
+  private projectFilter(x: string, types: string[]): string {
+    const own = `${x}.project = ${this.bind(this.project)}`;
+    if (this.ownOnly || this.project === SYSTEM_PROJECT) return own;
+    const shared = types.length === 0 ? SHARED_TYPES : types.filter((t) => SHARED_TYPES.includes(t));
+    if (shared.length === 0) return own;
+    if (shared.length === types.length) return `${x}.project IN (${this.bind(this.project)}, ${this.bind(SYSTEM_PROJECT)})`;
+    return `(${own} OR (${x}.project = ${this.bind(SYSTEM_PROJECT)} AND ${x}.type IN (${shared.map((t) => this.bind(t)).join(', ')})))`;
   }
 
   /** `r.type = ?`, or `IN` for several types; nothing for all types. */

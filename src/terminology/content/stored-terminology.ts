@@ -1,5 +1,6 @@
 import { SYSTEM_PROJECT, type ResourceStore, type StoredVersion } from '../../storage/store';
-import { CanonicalIndex, TERMINOLOGY_TYPES, type TerminologyResource } from '../canonical-index';
+import { TERMINOLOGY_TYPES, type TerminologyResource } from '../canonical-index';
+import { StoredIndex } from './stored-index';
 
 /**
  * The stored terminology of every project, each held once it is asked for. A project resolves
@@ -37,7 +38,8 @@ export class StoredTerminologies {
  * update takes effect on the next request, in every process over the same database.
  */
 export class StoredTerminology {
-  readonly index = new CanonicalIndex();
+  /** Held as stored JSON and parsed per resource on first use (see StoredIndex). */
+  readonly index = new StoredIndex();
   /** Grows whenever the stored content changes; caches built on it compare generations. */
   generation = 0;
   private readonly marks = new Map<string, number>(TERMINOLOGY_TYPES.map((t) => [t, 0]));
@@ -88,9 +90,12 @@ export class StoredTerminology {
         const mine = this.local.get(key);
         this.local.delete(key);
         // The store decides which version is current; ours stands in only for that very version.
-        const resource = mine && mine.versionId === change.versionId ? mine.resource : change.resource;
         this.index.removeById(type, change.id);
-        if (resource) this.index.add(resource as TerminologyResource);
+        if (mine && mine.versionId === change.versionId) {
+          if (mine.resource) this.index.putResource(mine.resource as TerminologyResource & { id: string });
+        } else if (change.json !== null) {
+          this.index.putJson(type, change.id, change.json);
+        }
         seen = Math.max(seen, change.seq);
       }
       this.marks.set(type, seen);
