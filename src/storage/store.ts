@@ -1,4 +1,5 @@
 import type { Resource } from 'fhir/r4';
+import type { EphemeralStore } from './ephemeral';
 import type { IndexRows } from './index-schema';
 
 /**
@@ -112,6 +113,8 @@ export interface ResourceStore extends StoreReader {
    * names a handful of rows.
    */
   optimize(): Promise<void>;
+  /** Short-lived state shared by every process (authorization codes, replay marks, keys). */
+  readonly ephemeral: EphemeralStore;
   /** A small key/value of the server's own (index versions and the like). */
   getSetting(key: string): Promise<string | undefined>;
   setSetting(key: string, value: string): Promise<void>;

@@ -13,7 +13,8 @@ import type { StructureDefinition } from 'fhir/r4';
  * Patient reads the Patient definition and the data types it uses, not 35 MB of resources.
  */
 
-const FILES = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json'];
+// With Medplum's, for the administrative types the server serves (Project, User, ...).
+const FILES = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json', 'profiles-medplum.json'];
 
 interface Entry {
   file: string;

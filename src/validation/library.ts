@@ -1,4 +1,5 @@
 import type { StructureDefinition } from 'fhir/r4';
+import { MEDPLUM_DEFINITION_PREFIX } from '../fhir/admin-types';
 import type { BundledDefinitions } from './bundled-definitions';
 import { compileProfile, ProfileError } from './compile';
 import type { CompiledProfile } from './model';
@@ -50,7 +51,7 @@ export class ProfileLibrary {
   base(type: string): CompiledProfile | undefined {
     let base = this.bases.get(type);
     if (base === undefined && !this.bases.has(type)) {
-      base = this.bundledProfile(CORE_PREFIX + type);
+      base = this.bundledProfile(CORE_PREFIX + type) ?? this.bundledProfile(MEDPLUM_DEFINITION_PREFIX + type);
       this.bases.set(type, base);
     }
     return base;
@@ -206,7 +207,7 @@ export class ProfileSession {
       if (generated) return generated;
       const baseDefinition = readBase();
       if (!baseDefinition) throw new ProfileError(url, `its base definition '${baseUrl}' is not known`);
-      const element = generateSnapshot(definition, baseDefinition, { typeDefinition: (type) => this.library.bundled.get(CORE_PREFIX + type) });
+      const element = generateSnapshot(definition, baseDefinition, { typeDefinition: (type) => this.library.bundled.get(CORE_PREFIX + type) ?? this.library.bundled.get(MEDPLUM_DEFINITION_PREFIX + type) });
       generated = { ...definition, snapshot: { element } };
       return generated;
     };

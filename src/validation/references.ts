@@ -1,8 +1,8 @@
-import { R4_RESOURCE_TYPES } from '../fhir/r4-resource-types';
+import { SERVED_RESOURCE_TYPES } from '../fhir/admin-types';
 
 /** Reading references: what type a reference points to, within a resource and within a Bundle. */
 
-export const RESOURCE_TYPES: ReadonlySet<string> = new Set(R4_RESOURCE_TYPES);
+export const RESOURCE_TYPES: ReadonlySet<string> = new Set(SERVED_RESOURCE_TYPES);
 
 /** The resource types of a Bundle's entries by fullUrl, so `urn:uuid:` references can be typed. */
 export type BundleIndex = Map<string, string>;

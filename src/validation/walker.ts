@@ -263,7 +263,8 @@ export class Walk implements Report {
     let choice: ElementNode | undefined;
     let choices: ElementNode[] | undefined;
     for (const key in obj) {
-      if (key === 'resourceType') {
+      // A resource's type marker; below the root, only an element of that name (AccessPolicy.resource.resourceType).
+      if (key === 'resourceType' && (isResourceRoot || !index.keys.has(key))) {
         if (!isResourceRoot) this.error('structure', `${path}.resourceType`, `'resourceType' is not an element of ${provider.path}`);
         continue;
       }

@@ -1,6 +1,6 @@
 import type { OperationOutcomeIssue, Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
-import { R4_RESOURCE_TYPES } from '../fhir/r4-resource-types';
+import { SERVED_RESOURCE_TYPES } from '../fhir/admin-types';
 import type { ResourceSchema } from '../fhir/resource-schema';
 import { hasErrors, toOutcome } from './issues';
 import type { ResourceValidator } from './validator';
@@ -16,7 +16,7 @@ const MAX_LISTED = 20;
 
 /** The structural check of writes, in the shape the app and the REST layer use. */
 export class StructuralCheck implements ResourceSchema {
-  readonly resourceTypes: ReadonlySet<string> = new Set(R4_RESOURCE_TYPES);
+  readonly resourceTypes: ReadonlySet<string> = new Set(SERVED_RESOURCE_TYPES);
 
   constructor(private readonly validator: ResourceValidator) {}
 

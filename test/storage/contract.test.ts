@@ -317,4 +317,30 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
     const rids = await store.query<{ rid: number | string }>('SELECT rid FROM resources ORDER BY rid', []);
     expect(rids.map((r) => Number(r.rid))).toEqual([1, 2]);
   });
+
+  test('ephemeral state: a claim or a take succeeds once, an expired entry is absent, counters count per window', async () => {
+    const { store } = await open();
+    const e = store.ephemeral;
+    const later = Date.now() + 60_000;
+    expect(await Promise.all(Array.from({ length: 10 }, () => e.claim('jti', 'client:1', 'x', later)))).toEqual([true, ...Array(9).fill(false)]);
+    expect(await e.claim('jti', 'client:2', 'x', later)).toBe(true);
+    // An expired entry may be claimed again.
+    expect(await e.claim('jti', 'old', 'x', Date.now() - 1)).toBe(true);
+    expect(await e.peek('jti', 'old')).toBeUndefined();
+    expect(await e.claim('jti', 'old', 'y', later)).toBe(true);
+    await e.put('code', 'c1', '{"user":"u"}', later);
+    const takers = await Promise.all(Array.from({ length: 5 }, () => e.take('code', 'c1')));
+    expect(takers.filter((t) => t !== undefined)).toEqual(['{"user":"u"}']);
+    expect(await e.take('code', 'c1')).toBeUndefined();
+    expect(await e.count('login', 'a@b', 60_000)).toBe(1);
+    expect(await e.count('login', 'a@b', 60_000)).toBe(2);
+    expect(await e.count('login', 'c@d', 60_000)).toBe(1);
+    await e.put('key', 'k2', 'two', later);
+    await e.put('key', 'k1', 'one', later);
+    await e.put('key', 'k0', 'gone', Date.now() - 1);
+    expect((await e.list('key')).map((k) => [k.key, k.value])).toEqual([['k1', 'one'], ['k2', 'two']]);
+    await e.remove('key', 'k1');
+    expect(await e.peek('key', 'k1')).toBeUndefined();
+    expect(await e.peek('key', 'k2')).toBe('two');
+  });
 });

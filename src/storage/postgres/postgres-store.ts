@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { fhirError } from '../../fhir/errors';
+import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -76,6 +77,9 @@ const MIGRATIONS: string[] = [
    ALTER TABLE resource_versions ALTER COLUMN project DROP DEFAULT;
    ALTER TABLE change_marks ALTER COLUMN project DROP DEFAULT;
    ${INDEX_KINDS.map((kind) => `ALTER TABLE ${INDEX_TABLES[kind].name} ALTER COLUMN project DROP DEFAULT;`).join('\n')}`,
+  // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
+  `${EPHEMERAL_DDL};
+   CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */
@@ -91,6 +95,7 @@ type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 export class PostgresStore implements ResourceStore {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
+  readonly ephemeral: EphemeralStore = new SqlEphemeralStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
 
   constructor(connectionString: string, options: { max?: number } = {}) {
     // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);

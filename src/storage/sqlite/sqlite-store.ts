@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, projectIndexMigration, type IndexRows } from '../index-schema';
 import { Mutex } from '../mutex';
+import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import {
   changeFromRow,
   ifMatchHolds,
@@ -84,6 +85,9 @@ const MIGRATIONS: string[] = [
    DROP TABLE change_marks;
    ALTER TABLE change_marks_p RENAME TO change_marks;
    ${projectIndexMigration('sqlite')}`,
+  // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
+  `${EPHEMERAL_DDL} WITHOUT ROWID;
+   CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
@@ -136,6 +140,15 @@ export class SqliteStore implements ResourceStore {
   private reads?: Statements;
   private txReads?: Statements;
   private writes?: ReturnType<typeof writeStatements>;
+  /** Writes on the writer connection, in turn with the store's other writes; reads on the reader. */
+  readonly ephemeral: EphemeralStore = new SqlEphemeralStore(
+    (sql, params) =>
+      this.mutex.run(() => {
+        const statement = cachedStatement(this.writer, sql);
+        return statement.reader ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
+      }),
+    async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
+  );
 
   constructor(dataDir: string) {
     if (dataDir === ':memory:') {

