@@ -1,3 +1,4 @@
+import { operatorIn, type Principal } from '../auth/principal';
 import { DEFAULT_PROJECT } from '../storage/store';
 /**
  * What every service call below the HTTP layer is given about the request it serves: who asks
@@ -25,6 +26,8 @@ export interface RequestContext {
   requestId: string;
   /** The project (tenant) the request acts in: everything it reads and writes is within it. */
   project: string;
+  /** Who the request acts for: what it may read and write (src/auth/guard.ts). */
+  principal: Principal;
   log: ContextLog;
   /** Epoch milliseconds after which long work stops with too-costly. */
   deadline: number;
@@ -57,6 +60,7 @@ export function internalContext(options: { baseUrl?: string; budgetMs?: number; 
   return {
     requestId: 'internal',
     project: options.project ?? DEFAULT_PROJECT,
+    principal: operatorIn(options.project ?? DEFAULT_PROJECT),
     log: options.log ?? SILENT,
     deadline: Date.now() + (options.budgetMs ?? 3_600_000),
     baseUrl: options.baseUrl ?? 'http://localhost/fhir/R4',

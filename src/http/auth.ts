@@ -3,6 +3,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { fhirError } from '../fhir/errors';
 import { sendError } from './errors';
 import { isCapabilityStatementMode } from './routes/metadata';
+import type { Principal } from '../auth/principal';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Who is calling, set by the auth hook; absent means the operator of the default project. */
+    principal?: Principal;
+  }
+}
 
 /**
  * Bearer tokens from AUTH_TOKENS. Every request needs one except reading the

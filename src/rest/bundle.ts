@@ -253,6 +253,7 @@ async function rewriteReferences(entry: Entry, ids: Map<string, string>, w: writ
 }
 
 async function createMany(entries: Entry[], ids: Map<string, string>, w: writes.Writes): Promise<FhirResponse[]> {
+  for (const entry of entries) await atEntry(entry.index, () => writes.permit(w, 'create', entry.type as string, entry.resource as Resource));
   const resources = entries.map((entry) => {
     checkAt(entry.index, () => w.deps.checkResource(entry.type as string, entry.resource as Resource, w.ctx));
     const assigned = entry.fullUrl ? ids.get(entry.fullUrl) : undefined;

@@ -7,6 +7,7 @@ import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';
 import { applyPatch } from './patch';
 import { versionResponse } from './responses';
+import type { AccessGuard } from '../auth/guard';
 
 /**
  * The write interactions, each inside a repository transaction it is given: on its own for a
@@ -27,6 +28,8 @@ export interface WriteDeps {
   model: ElementModel;
   /** Most resources one conditional delete may remove. */
   maxConditionalDeletes: number;
+  /** Who may write what (the request's principal): none, no limits. */
+  guard?: Pick<AccessGuard, 'allow' | 'covers'>;
 }
 
 export interface Writes {
@@ -65,7 +68,31 @@ async function check(w: Writes, type: string, resource: Resource): Promise<void>
   await w.deps.validate?.(resource, w.ctx);
 }
 
+/**
+ * Whether the request's principal may write: the interaction on the type (403), and, when its grant
+ * is limited (a patient's compartment), the resource as it is now (404 when outside: whether it
+ * exists is not told) and as it would be (403). `id` names a resource that may exist already
+ * (an update: a create when it does not).
+ */
+export async function permit(w: Writes, interaction: 'create' | 'update' | 'delete', type: string, after: Resource | undefined, id?: string): Promise<void> {
+  const { guard } = w.deps;
+  if (!guard || !w.ctx.principal || w.ctx.principal.operator) return;
+  let current: StoredVersion | undefined;
+  if (id !== undefined) {
+    current = await w.tx.store.read(w.tx.project, type, id);
+    if (!current?.resource) {
+      current = undefined;
+      if (interaction === 'update') interaction = 'create';
+    }
+  }
+  const grant = guard.allow(w.ctx.principal, interaction, type);
+  if (grant.patient === undefined && grant.ids === undefined) return;
+  if (current && !guard.covers(grant, current.resource as Resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: id as string });
+  if (after && !guard.covers(grant, after)) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${type} would be outside what the token may write (the patient's compartment)` });
+}
+
 export async function create(w: Writes, type: string, resource: Resource, options: { ifNoneExist?: string; id?: string } = {}): Promise<FhirResponse> {
+  await permit(w, 'create', type, resource);
   await check(w, type, resource);
   if (options.ifNoneExist !== undefined) {
     const existing = one(await matching(w, type, options.ifNoneExist), type, options.ifNoneExist);
@@ -79,6 +106,7 @@ export async function create(w: Writes, type: string, resource: Resource, option
 export async function update(w: Writes, type: string, id: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
   if (resource.id === undefined) throw fhirError('ERR_RESOURCE_ID_MISSING', {});
   if (resource.id !== id) throw fhirError('ERR_RESOURCE_ID_MISMATCH', { url: id, body: clip(String(resource.id)) });
+  await permit(w, 'update', type, resource, id);
   await check(w, type, resource);
   const { version, created } = await w.tx.update(type, id, resource, { ifMatch });
   return versionResponse(w.ctx, version, created ? 201 : 200, { write: true });
@@ -91,6 +119,7 @@ export async function update(w: Writes, type: string, id: string, resource: Reso
 export async function conditionalUpdate(w: Writes, type: string, criteria: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
   const id = one(await matching(w, type, criteria), type, criteria);
   if (id === undefined) {
+    await permit(w, 'create', type, resource);
     await check(w, type, resource);
     const { version } = await w.tx.create(type, resource, resource.id);
     return versionResponse(w.ctx, version, 201, { write: true });
@@ -101,6 +130,7 @@ export async function conditionalUpdate(w: Writes, type: string, criteria: strin
 
 /** DELETE [type]/[id]; under Prefer: handling=strict a resource others point at is kept (409). */
 export async function remove(w: Writes, type: string, id: string, ifMatch?: number): Promise<FhirResponse> {
+  await permit(w, 'delete', type, undefined, id);
   if (w.ctx.prefer.handling === 'strict') await refuseIfReferenced(w, type, id);
   const deleted = await w.tx.delete(type, id, { ifMatch });
   return deletedResponse(deleted);
@@ -113,6 +143,7 @@ export async function conditionalDelete(w: Writes, type: string, criteria: strin
   if (ids.length > limit) throw fhirError('ERR_CONDITIONAL_TOO_MANY', { type, criteria: clip(criteria), limit });
   let last: StoredVersion | undefined;
   for (const id of ids) {
+    await permit(w, 'delete', type, undefined, id);
     if (w.ctx.prefer.handling === 'strict') await refuseIfReferenced(w, type, id);
     last = (await w.tx.delete(type, id)) ?? last;
   }
@@ -141,6 +172,7 @@ export async function patch(w: Writes, type: string, id: string, body: unknown, 
     throw fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(ifMatch), current: `at version ${current.versionId}` });
   }
   const patched = applyPatch(current.resource as Resource, body, contentType, w.deps.model);
+  await permit(w, 'update', type, patched, id);
   await check(w, type, patched);
   // The version patched must still be current when the result is written.
   const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId });

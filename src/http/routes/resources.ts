@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parsePrefer, type RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
 import { DEFAULT_PROJECT } from '../../storage/store';
+import { operatorIn } from '../../auth/principal';
 import type { FhirMethod, FhirRequest, FhirResponse, RequestHeaders } from '../../rest/fhir-request';
 import type { RestService } from '../../rest/rest-service';
 import { FormBody } from '../fhir-json';
@@ -68,9 +69,12 @@ export function queryOf(query: Record<string, string | string[] | undefined>): R
 
 export function requestContext(request: FastifyRequest, baseUrl: string, timeoutMs: number): RequestContext {
   const prefer = request.headers.prefer;
+  // Set by the authentication hook; a server without authentication serves everyone as an operator of the default project.
+  const principal = request.principal ?? operatorIn(DEFAULT_PROJECT);
   return {
     requestId: request.id,
-    project: DEFAULT_PROJECT,
+    project: principal.project,
+    principal,
     log: request.log,
     deadline: Date.now() + timeoutMs,
     baseUrl,

@@ -1,0 +1,133 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose';
+import type { EphemeralStore } from '../storage/ephemeral';
+import type { PolicyRule, Principal } from './principal';
+import { parseScopes } from './scopes';
+import type { SigningKeys } from './signing-keys';
+
+/**
+ * Access tokens are JWTs this server signs (ES256, key by `kid`), carrying what a request needs
+ * to know of its caller: project, membership, profile, scopes, the launch patient, the admin flag
+ * and the access policy's rules. Verifying one needs no storage read; verified tokens are kept
+ * until they expire, so the hot path pays one map lookup. Refresh tokens are opaque, stored
+ * hashed, and replaced at each use.
+ */
+
+export const ACCESS_TOKEN_SECONDS = 3600;
+export const REFRESH_TOKEN_MS = 14 * 24 * 3600 * 1000;
+
+/** What an access token says, beyond the registered claims. */
+export interface TokenGrant {
+  project: string;
+  membership?: string;
+  user?: string;
+  client?: string;
+  profile?: string;
+  patient?: string;
+  admin: boolean;
+  scope?: string;
+  policy?: PolicyRule[];
+}
+
+interface Claims extends JWTPayload {
+  project: string;
+  membership?: string;
+  user?: string;
+  client_id?: string;
+  profile?: string;
+  patient?: string;
+  admin?: boolean;
+  scope?: string;
+  pol?: [string, 0 | 1][];
+}
+
+const VERIFIED_KEPT = 10_000;
+
+export class TokenService {
+  private readonly verified = new Map<string, { principal: Principal; exp: number }>();
+
+  constructor(
+    private readonly keys: SigningKeys,
+    private readonly store: EphemeralStore,
+    /** The `iss` of every token, and the `aud` of tokens for no particular client. */
+    readonly issuer: string,
+  ) {}
+
+  async accessToken(grant: TokenGrant): Promise<string> {
+    const { kid, key, alg } = await this.keys.current();
+    const claims: Claims = {
+      project: grant.project,
+      membership: grant.membership,
+      user: grant.user,
+      client_id: grant.client,
+      profile: grant.profile,
+      patient: grant.patient,
+      admin: grant.admin || undefined,
+      scope: grant.scope,
+      pol: grant.policy?.map((r) => [r.type, r.readonly ? 1 : 0]),
+    };
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg, kid, typ: 'at+jwt' })
+      .setIssuer(this.issuer)
+      .setSubject(grant.user ?? grant.client ?? grant.membership ?? grant.project)
+      .setAudience(grant.client ?? this.issuer)
+      .setIssuedAt()
+      .setExpirationTime(`${ACCESS_TOKEN_SECONDS}s`)
+      .setJti(randomBytes(12).toString('base64url'))
+      .sign(key);
+  }
+
+  /** The principal of a valid access token of ours; undefined for anything else (401). */
+  async verify(token: string): Promise<Principal | undefined> {
+    const now = Date.now() / 1000;
+    const known = this.verified.get(token);
+    if (known) {
+      if (known.exp > now) return known.principal;
+      this.verified.delete(token);
+    }
+    let payload: Claims;
+    try {
+      const { kid } = decodeProtectedHeader(token);
+      if (typeof kid !== 'string') return undefined;
+      const key = await this.keys.publicKey(kid);
+      if (!key) return undefined;
+      payload = (await jwtVerify(token, key, { issuer: this.issuer, typ: 'at+jwt' })).payload as Claims;
+    } catch {
+      return undefined;
+    }
+    if (typeof payload.project !== 'string' || typeof payload.exp !== 'number') return undefined;
+    const principal: Principal = {
+      operator: false,
+      project: payload.project,
+      admin: payload.admin === true,
+      membership: payload.membership,
+      user: payload.user,
+      client: payload.client_id,
+      profile: payload.profile,
+      patient: payload.patient,
+      scopes: payload.scope !== undefined ? parseScopes(payload.scope) : undefined,
+      policy: payload.pol?.map(([type, readonly]) => ({ type, readonly: readonly === 1 })),
+    };
+    if (this.verified.size >= VERIFIED_KEPT) this.verified.delete(this.verified.keys().next().value as string);
+    this.verified.set(token, { principal, exp: payload.exp });
+    return principal;
+  }
+
+  /** A new refresh token standing for this grant (the grant is what its use gives again). */
+  async refreshToken(grant: TokenGrant): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    await this.store.put('refresh-token', digest(token), JSON.stringify(grant), Date.now() + REFRESH_TOKEN_MS);
+    return token;
+  }
+
+  /** The grant of a refresh token, which is used up by this (at most one caller gets it). */
+  async useRefreshToken(token: string): Promise<TokenGrant | undefined> {
+    const stored = await this.store.take('refresh-token', digest(token));
+    return stored === undefined ? undefined : (JSON.parse(stored) as TokenGrant);
+  }
+}
+
+/** Secrets are stored as their SHA-256: a database dump gives nothing usable. */
+export function digest(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('base64url');
+}

@@ -1,0 +1,94 @@
+import { lookup } from 'node:dns';
+import { isIP } from 'node:net';
+import { Agent, request } from 'undici';
+
+/**
+ * Requests the server makes to addresses users give it (a client's jwksUri; later, webhooks):
+ * never to loopback, link-local or private addresses (where the server's own neighbours live)
+ * unless OUTBOUND_ALLOW_PRIVATE=true, checked on the address actually connected to (a name that
+ * resolves to 127.0.0.1 is refused too); bounded in time and in size.
+ */
+
+export interface OutboundOptions {
+  allowPrivate: boolean;
+  timeoutMs?: number;
+  maxBytes?: number;
+}
+
+export class OutboundError extends Error {}
+
+export interface FetchedText {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+export class Outbound {
+  private readonly agent: Agent;
+  private readonly timeoutMs: number;
+  private readonly maxBytes: number;
+
+  constructor(private readonly options: OutboundOptions) {
+    this.timeoutMs = options.timeoutMs ?? 5000;
+    this.maxBytes = options.maxBytes ?? 256 * 1024;
+    this.agent = new Agent({
+      connect: {
+        timeout: this.timeoutMs,
+        lookup: (hostname, lookupOptions, callback) => {
+          lookup(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
+            if (err) return callback(err, '', 4);
+            const list = Array.isArray(addresses) ? addresses : [{ address: String(addresses), family: 4 }];
+            const refused = list.find((a) => !this.options.allowPrivate && isPrivateAddress(a.address));
+            if (refused) return callback(new OutboundError(`${hostname} is a private address (${refused.address}); set OUTBOUND_ALLOW_PRIVATE=true to allow it`), '', 4);
+            if (lookupOptions.all) return callback(null, list as never, 4);
+            return callback(null, list[0].address, list[0].family);
+          });
+        },
+      },
+    });
+  }
+
+  async getText(url: string): Promise<FetchedText> {
+    const parsed = new URL(url);
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new OutboundError(`only http(s) URLs are fetched, not ${parsed.protocol}`);
+    // A literal address never goes through the lookup: check it here.
+    const host = parsed.hostname.replace(/^\[|\]$/g, '');
+    if (isIP(host) && !this.options.allowPrivate && isPrivateAddress(host)) {
+      throw new OutboundError(`${host} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
+    }
+    const response = await request(url, {
+      dispatcher: this.agent,
+      method: 'GET',
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+      // Redirects are not followed (undici's request never does): a 3xx is an answer like any other.
+      signal: AbortSignal.timeout(this.timeoutMs * 2),
+    });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of response.body) {
+      size += (chunk as Buffer).length;
+      if (size > this.maxBytes) {
+        response.body.destroy();
+        throw new OutboundError(`the answer of ${url} is larger than ${this.maxBytes} bytes`);
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return { status: response.statusCode, headers: response.headers, body: Buffer.concat(chunks).toString('utf8') };
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+/** Loopback, private (RFC 1918, unique local), link-local, unspecified, CGNAT and mapped forms of them. */
+export function isPrivateAddress(address: string): boolean {
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  if (isIP(v4) === 4) {
+    const [a, b] = v4.split('.').map(Number);
+    return a === 0 || a === 10 || a === 127 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127);
+  }
+  const v6 = address.toLowerCase();
+  return v6 === '::' || v6 === '::1' || v6.startsWith('fc') || v6.startsWith('fd') || v6.startsWith('fe80');
+}
