@@ -1,4 +1,5 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { CapabilityStatementRestSecurity } from 'fhir/r4';
 import pino from 'pino';
 import type { Config } from './config';
 import { READ_ONLY_TYPES } from './core';
@@ -19,6 +20,11 @@ import { OperationInvoker } from './operations/invoke';
 import type { OperationRegistry } from './operations/registry';
 import type { RestService } from './rest/rest-service';
 import type { SearchParam } from './search/registry';
+import type { AccessGuard } from './auth/guard';
+import type { AuthService } from './auth/oauth';
+import type { Principal } from './auth/principal';
+import type { SigningKeys } from './auth/signing-keys';
+import { oauthUris, registerOAuthRoutes } from './http/routes/oauth';
 
 export const FHIR_BASE = '/fhir/R4';
 
@@ -37,12 +43,28 @@ export interface AppParts<S> {
   metadataModes?: MetadataOptions<S>['modes'];
   /** Where log lines go; stdout when not given. */
   logStream?: NodeJS.WritableStream;
+  /** What each principal may do (operations are checked against it). */
+  guard: AccessGuard;
+  /** OAuth 2 / SMART sign-in and the tokens it issues (absent: AUTH_TOKENS only). */
+  oauth?: {
+    auth: AuthService;
+    keys: SigningKeys;
+    verify: (token: string) => Promise<Principal | undefined>;
+    projectExists: (id: string) => Promise<boolean>;
+  };
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
-const routeTables = new WeakMap<FastifyInstance, { method: string; url: string }[]>();
+const routeTables = new WeakMap<FastifyInstance, AppRoute[]>();
 
-export function routesOf(app: FastifyInstance): readonly { method: string; url: string }[] {
+export interface AppRoute {
+  method: string;
+  url: string;
+  /** Served without a token (discovery, sign-in). */
+  public: boolean;
+}
+
+export function routesOf(app: FastifyInstance): readonly AppRoute[] {
   return routeTables.get(app) ?? [];
 }
 
@@ -71,17 +93,19 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     forceCloseConnections: 'idle',
   });
 
-  const routes: { method: string; url: string }[] = [];
+  const routes: AppRoute[] = [];
   routeTables.set(app, routes);
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url, public: route.config?.public === true });
   });
   registerErrorHandling(app, { bodyLimit: config.bodyLimit });
   registerRequestId(app);
   registerEarlyAnswerClose(app);
   registerUrlGuard(app);
-  registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
+  registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE, verify: parts.oauth?.verify, projectExists: parts.oauth?.projectExists });
   app.addHook('onRequest', (request, reply, done) => {
+    // Pages for people (the sign-in form) are HTML whatever the browser accepts.
+    if (request.routeOptions.config?.html === true) return done();
     const format = (request.query as { _format?: string } | undefined)?._format;
     const accept = request.headers.accept;
     if (acceptsJson(accept, format)) return done();
@@ -91,7 +115,11 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   registerFormBodies(app);
 
   const resourceTypes = [...parts.schema.resourceTypes].sort();
+  // Every absolute URL the app writes starts here (BASE_URL when configured).
+  const baseUrlOf = baseUrlResolver({ baseUrl: config.baseUrl, basePath: FHIR_BASE });
   registerMetadataRoute(app, {
+    baseUrlOf,
+    security: (base) => securityOf(base, parts.oauth !== undefined),
     base: FHIR_BASE,
     registry,
     resourceTypes,
@@ -102,8 +130,6 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,
   });
-  // Every absolute URL the app writes starts here (BASE_URL when configured).
-  const baseUrlOf = baseUrlResolver({ baseUrl: config.baseUrl, basePath: FHIR_BASE });
   const invoker = new OperationInvoker<S>({
     registry,
     services: parts.services,
@@ -117,6 +143,15 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     },
     // Instance-level operations may name built-in content (ValueSet/administrative-gender).
     readInstance: (type, id, ctx) => parts.rest.readResource(type, id, ctx),
+    authorize: (op, call, ctx) => {
+      const principal = ctx.principal;
+      if (principal.operator) return;
+      if (op.operatorsOnly || (call.level === 'system' && op.spec.affectsState)) {
+        throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `$${op.spec.code} is for the server's operators` });
+      }
+      // An operation on a type reads it, or changes it when it affects state.
+      if (call.type) parts.guard.allow(principal, op.spec.affectsState ? 'update' : 'read', call.type);
+    },
   });
   // Bundle entries that name an operation run it through the same invoker.
   parts.rest.useOperations((call, ctx) => invoker.invoke({ ...call, level: call.id !== undefined ? 'instance' : call.type ? 'type' : 'system', headers: {} }, ctx));
@@ -129,8 +164,29 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     contextOf,
   });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
+  if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
   await app.ready();
   return app;
+}
+
+/** The CapabilityStatement's security: SMART on FHIR with its OAuth URIs when sign-in is on. */
+function securityOf(base: string, oauth: boolean): CapabilityStatementRestSecurity {
+  if (!oauth) return { cors: false, description: 'Bearer tokens (Authorization: Bearer <token>) when AUTH_TOKENS is configured' };
+  const uris = oauthUris(base, FHIR_BASE);
+  return {
+    cors: false,
+    service: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' }], text: 'OAuth2 using SMART-on-FHIR profile (see http://docs.smarthealthit.org)' }],
+    description: 'Bearer tokens: access tokens from the token endpoint (SMART App Launch, Backend Services), or the operators\' AUTH_TOKENS',
+    extension: [
+      {
+        url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+        extension: [
+          { url: 'authorize', valueUri: uris.authorize },
+          { url: 'token', valueUri: uris.token },
+        ],
+      },
+    ],
+  };
 }
 
 function rewriteDollar(url: string): string {

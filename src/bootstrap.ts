@@ -20,6 +20,15 @@ import { storedDefinitions } from './validation/stored-definitions';
 import { terminologyPort } from './validation/terminology-port';
 import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
+import { Accounts } from './auth/accounts';
+import { ClientAssertions } from './auth/client-assertion';
+import { AuthService } from './auth/oauth';
+import { SigningKeys } from './auth/signing-keys';
+import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
+import { Outbound } from './net/outbound';
+
+/** The issuer of access tokens when no BASE_URL says where the server is. */
+const TOKEN_ISSUER = 'urn:fhir-tx-server';
 
 export interface ServerApp {
   app: FastifyInstance;
@@ -63,7 +72,16 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     // Stored search parameters first, so that a rebuild of the index includes them.
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource };
+    const keys = new SigningKeys(store.ephemeral, ACCESS_TOKEN_SECONDS * 1000);
+    const tokens = new TokenService(keys, store.ephemeral, config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER);
+    const accounts = new Accounts(repository, store.ephemeral);
+    const auth = new AuthService({
+      accounts,
+      ephemeral: store.ephemeral,
+      tokens,
+      assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
+    });
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts };
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -78,6 +96,13 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         terminology: async () => terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), { name: pkg.name, version: pkg.version }),
       },
       logStream: options.logStream,
+      guard: core.guard,
+      oauth: {
+        auth,
+        keys,
+        verify: (token) => tokens.verify(token),
+        projectExists: async (id) => (await store.read(SYSTEM_PROJECT, 'Project', id))?.resource != null,
+      },
     });
     return {
       app,

@@ -29,6 +29,8 @@ export interface Config {
   baseUrl?: string;
   /** Validate creates and updates fully (profiles, invariants, terminology) and refuse those with errors (422). */
   validateOnWrite: boolean;
+  /** Let outbound requests (a client's jwksUri) reach loopback and private addresses (tests, closed networks). */
+  outboundAllowPrivate: boolean;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -88,6 +90,7 @@ export function loadConfig(env: Env): Config {
     answerCacheBytes: size(env, 'ANSWER_CACHE_BYTES', 64 * 1024 * 1024),
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
+    outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
   };
 }
 

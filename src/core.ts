@@ -1,4 +1,5 @@
 import type { Resource, SearchParameter } from 'fhir/r4';
+import { fhirError } from './fhir/errors';
 import type { ContextLog, RequestContext } from './context/request-context';
 import { CustomSearchParameters } from './search/custom-params';
 import type { ResourceSchema } from './fhir/resource-schema';
@@ -13,6 +14,7 @@ import { loadR4SearchParameters, SearchParameterRegistry } from './search/regist
 import { SearchService } from './search/search-service';
 import type { CodeMatcher } from './search/terminology';
 import { Repository } from './storage/repository';
+import { AccessGuard } from './auth/guard';
 import type { ResourceStore } from './storage/store';
 
 /**
@@ -51,6 +53,8 @@ export interface Core {
   custom: CustomSearchParameters;
   /** The checks every write of a resource gets before it is stored (REST, package import); throws a FhirError. */
   checkResource(type: string, resource: Resource, project: string): void;
+  /** What each principal may read and write. */
+  guard: AccessGuard;
 }
 
 /** Types served read-only from the server itself. */
@@ -75,6 +79,11 @@ export function buildCore(options: CoreOptions): Core {
     searchParameters: () => r4Params ?? [],
   });
   const indexer = new SearchIndexer(options.store, extractor);
+  const patientCompartment = r4Model().compartment('Patient') ?? {};
+  const guard = new AccessGuard({
+    patientCompartment: (type) => patientCompartment[type],
+    references: (resource) => extractor.extract(resource).reference.map((r) => ({ param: r.param, type: r.target_type, id: r.target_id })),
+  });
   const custom = new CustomSearchParameters(options.store, params, indexer, options.log);
   const search = new SearchService({
     store: options.store,
@@ -85,9 +94,11 @@ export function buildCore(options: CoreOptions): Core {
     isResourceType: (type) => options.schema.isResourceType(type),
     builtIn,
     extractor,
+    guard,
   });
   const checkResource = (type: string, resource: Resource, project: string): void => {
     options.schema.check(type, resource);
+    refuseSecrets(type, resource);
     if (type === 'SearchParameter') custom.check(resource as SearchParameter, project);
   };
   const rest = new RestService({
@@ -100,13 +111,24 @@ export function buildCore(options: CoreOptions): Core {
     search,
     model: r4Model(),
     builtIn,
+    guard,
     unknownOperation: (code, level, type) => registry.unknown(code, level, type),
     limits: { conditionalDeletes: options.limits?.conditionalDeletes ?? 100, bundleEntries: options.limits?.bundleEntries ?? 100_000 },
   });
   repository.onWrite((version) => {
     if (version.type === 'SearchParameter') void custom.written();
   });
-  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource };
+  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource, guard };
+}
+
+/** Password hashes and MFA secrets live outside resources (src/auth/passwords.ts); a write carrying one is refused. */
+function refuseSecrets(type: string, resource: Resource): void {
+  if (type !== 'User') return;
+  for (const element of ['passwordHash', 'mfaSecret']) {
+    if (element in resource) {
+      throw fhirError('ERR_RESOURCE_INVALID', { type, path: `User.${element}`, reason: 'passwords and secrets are never stored in the User resource (the owner password is set by Project/$init)' }, { expression: [`User.${element}`] });
+    }
+  }
 }
 
 const noCodes: CodeMatcher = {

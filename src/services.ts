@@ -1,5 +1,7 @@
 import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
+import type { Accounts } from './auth/accounts';
+import type { AuthService } from './auth/oauth';
 import type { Repository } from './storage/repository';
 import type { TerminologyService } from './terminology/service';
 import type { ResourceValidator } from './validation/validator';
@@ -13,4 +15,7 @@ export interface AppServices {
   validator: ResourceValidator;
   /** The checks every write of a resource gets before it is stored (package import uses them too). */
   checkResource(type: string, resource: Resource, project: string): void;
+  /** Sign-in and tokens; the accounts behind them. */
+  auth: AuthService;
+  accounts: Accounts;
 }

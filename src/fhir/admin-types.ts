@@ -1,3 +1,4 @@
+import type { Reference, Resource } from 'fhir/r4';
 import { R4_RESOURCE_TYPES } from './r4-resource-types';
 
 /**
@@ -18,3 +19,45 @@ export const MEDPLUM_DEFINITION_PREFIX = 'https://medplum.com/fhir/StructureDefi
 
 /** Every resource type the server serves: R4's and the administrative ones. */
 export const SERVED_RESOURCE_TYPES: readonly string[] = [...R4_RESOURCE_TYPES, ...ADMIN_RESOURCE_TYPES].sort();
+
+/** The elements of Medplum's administrative resources this server reads (their definitions have more). */
+export interface ProjectResource extends Resource {
+  resourceType: 'Project';
+  name?: string;
+  owner?: Reference;
+}
+
+export interface UserResource extends Resource {
+  resourceType: 'User';
+  email?: string;
+  firstName?: string;
+  lastName?: string;
+}
+
+export interface ProjectMembershipResource extends Resource {
+  resourceType: 'ProjectMembership';
+  active?: boolean;
+  project?: Reference;
+  user?: Reference;
+  profile?: Reference;
+  accessPolicy?: Reference;
+  access?: { policy?: Reference }[];
+  admin?: boolean;
+}
+
+export interface ClientApplicationResource extends Resource {
+  resourceType: 'ClientApplication';
+  status?: string;
+  name?: string;
+  secret?: string;
+  jwksUri?: string;
+  redirectUri?: string;
+  redirectUris?: string[];
+  defaultScope?: string[];
+}
+
+export interface AccessPolicyResource extends Resource {
+  resourceType: 'AccessPolicy';
+  name?: string;
+  resource?: { resourceType?: string; readonly?: boolean }[];
+}

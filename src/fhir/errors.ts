@@ -142,7 +142,7 @@ export const ERRORS = {
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),
   ERR_AUTH_FORBIDDEN: spec<{ reason: string }>(403, 'forbidden', (p) => `Not allowed: ${p.reason}`),
-  ERR_PROJECT_HEADER: spec<{ project: string }>(400, 'invalid', (p) => `X-Project '${p.project}' names no project (operators only may name one)`),
+  ERR_PROJECT_HEADER: spec<{ project: string }>(400, 'invalid', (p) => `X-Project '${p.project}' names no project this request may act in`),
   ERR_INIT_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The project was not created: ${p.reason}`),
   // infrastructure
   ERR_STORAGE_UNAVAILABLE: spec(503, 'transient', () => 'The storage is not available right now; try again shortly'),

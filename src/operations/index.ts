@@ -6,6 +6,7 @@ import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
 import { importPackageOperation } from './system/import-package';
+import { projectInit } from './project/init';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -26,4 +27,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   valueSetCompare,
   resourceValidate,
   importPackageOperation,
+  projectInit,
 ];

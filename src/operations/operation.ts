@@ -63,6 +63,10 @@ export interface OperationModule<S> {
    * other operation's resource inputs get: the handler's job is to judge them ($validate).
    */
   judgesResources?: boolean;
+  /** Only the server's operators may run it (it acts beyond one project: a new project, the system scope). */
+  operatorsOnly?: boolean;
+  /** Its answer is a resource it created: 201, with Location. */
+  created?: boolean;
 }
 
 /**
@@ -74,6 +78,8 @@ export function defineOperation<S, I extends object, O extends object>(module: {
   handle: OperationHandler<S, I, O>;
   answerToken?: AnswerToken<S>;
   judgesResources?: boolean;
+  operatorsOnly?: boolean;
+  created?: boolean;
 }): OperationModule<S> {
   return module as unknown as OperationModule<S>;
 }

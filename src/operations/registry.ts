@@ -19,6 +19,8 @@ export interface BoundOperation<S> {
   handle: OperationHandler<S>;
   answerToken?: AnswerToken<S>;
   judgesResources?: boolean;
+  operatorsOnly?: boolean;
+  created?: boolean;
 }
 
 export class OperationRegistry<S> {
@@ -101,7 +103,7 @@ export function buildRegistry<S>(definitions: OperationDefinition[], modules: Op
     const module = handlers.get(spec.url);
     if (!module) throw new RegistryError(`definition ${spec.url} ($${spec.code}) has no handler`);
     if (module.answerToken && spec.affectsState) throw new RegistryError(`${spec.url} affects state, so its answers cannot be reused`);
-    bound.push({ spec, handle: module.handle, answerToken: module.answerToken, judgesResources: module.judgesResources });
+    bound.push({ spec, handle: module.handle, answerToken: module.answerToken, judgesResources: module.judgesResources, operatorsOnly: module.operatorsOnly, created: module.created });
   }
   for (const url of handlers.keys()) {
     if (!seen.has(url)) throw new RegistryError(`handler for ${url} has no definition in definitions/`);

@@ -1,3 +1,4 @@
+import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import { randomUUID } from 'node:crypto';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
@@ -97,6 +98,8 @@ function readEntry(raw: BundleEntry, index: number, deps: BundleDeps): Entry {
   }
   if (!deps.isResourceType(entry.type)) throw fail(`'${clip(entry.type)}' is not a resource type`);
   if (deps.readOnlyTypes.has(entry.type)) throw fail(`${entry.type} resources are read-only on this server`);
+  // They live in the system scope, not in the project a Bundle writes to.
+  if (SYSTEM_SCOPE_TYPES.has(entry.type)) throw fail(`${entry.type} resources are not written in a Bundle (Project/$init creates projects and their owners)`);
   if (method === 'POST' || method === 'PUT') {
     if (!entry.resource || typeof entry.resource !== 'object') throw fail(`${method} needs a resource`);
     if (entry.resource.resourceType !== entry.type) throw fail(`the resource is a ${clip(String(entry.resource.resourceType))}, but request.url is for ${entry.type}`);

@@ -10,6 +10,8 @@ import { processBundle, type BundleDeps } from './bundle';
 import { history } from './history';
 import { bundleResponse, versionResponse } from './responses';
 import * as writes from './writes';
+import type { AccessGuard } from '../auth/guard';
+import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import type { Matcher } from './writes';
 
 /**
@@ -42,6 +44,8 @@ export interface RestDeps {
   unknownOperation(code: string, level: 'system' | 'type' | 'instance', type?: string): FhirError;
   /** Most resources one conditional delete removes; most entries in one Bundle. */
   limits: { conditionalDeletes: number; bundleEntries: number };
+  /** What the request's principal may read and write. */
+  guard: AccessGuard;
 }
 
 /** Runs an operation named in a Bundle entry (the operation routes run them for HTTP requests). */
@@ -61,6 +65,8 @@ export class RestService {
     await this.deps.beforeRequest?.();
     const target = parsePath(request.path);
     const method = request.method === 'HEAD' ? 'GET' : request.method;
+    // Projects and users are kept in the system scope, whichever project the request acts in.
+    if ('type' in target && target.kind !== 'compartment' && target.kind !== 'operation' && SYSTEM_SCOPE_TYPES.has(target.type)) ctx = { ...ctx, project: SYSTEM_PROJECT };
     const query = request.query;
     switch (target.kind) {
       case 'operation':
@@ -73,6 +79,7 @@ export class RestService {
         if (method === 'POST') return bundleResponse(await this.deps.search.search({ level: 'system' }, query, ctx));
         throw notAllowed(request, 'POST');
       case 'system-history':
+        this.deps.guard.allowAll(ctx.principal, 'history');
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, {}, query, ctx));
         throw notAllowed(request, 'GET');
       case 'type': {
@@ -98,6 +105,7 @@ export class RestService {
         throw notAllowed(request, 'POST');
       case 'type-history':
         this.knownType(target.type);
+        this.unlimited(ctx, 'history', target.type);
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type }, query, ctx));
         throw notAllowed(request, 'GET');
       case 'instance': {
@@ -114,6 +122,7 @@ export class RestService {
       case 'instance-history':
         this.knownType(target.type);
         checkId(target.id);
+        await this.readable(target.type, target.id, ctx, 'history');
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type, id: target.id }, query, ctx));
         throw notAllowed(request, 'GET');
       case 'version':
@@ -132,6 +141,23 @@ export class RestService {
     }
   }
 
+  /**
+   * 403 when the principal may not do this to the type; 404 when the resource is outside what it
+   * may see (a member's own Project, a patient's compartment): whether it exists is not told.
+   */
+  private async readable(type: string, id: string, ctx: RequestContext, interaction: 'read' | 'history'): Promise<void> {
+    const grant = this.deps.guard.allow(ctx.principal, interaction, type);
+    if (grant.ids === undefined && grant.patient === undefined) return;
+    const current = await this.readVersion(type, id, ctx.project).catch(() => undefined);
+    if (!current?.resource || !this.deps.guard.covers(grant, current.resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
+  }
+
+  /** Interactions over a whole type need the type without limits (a patient's compartment cannot be cut out of a type's history). */
+  private unlimited(ctx: RequestContext, interaction: 'history', type: string): void {
+    const grant = this.deps.guard.allow(ctx.principal, interaction, type);
+    if (grant.ids !== undefined || grant.patient !== undefined) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${interaction} of every ${type} is beyond what the token may see` });
+  }
+
   private write(ctx: RequestContext, work: (w: writes.Writes) => Promise<FhirResponse>): Promise<FhirResponse> {
     return this.deps.repository.in(ctx.project).transaction((tx) => work({ tx, ctx, deps: this.writeDeps() }));
   }
@@ -143,6 +169,7 @@ export class RestService {
       search: this.deps.search,
       model: this.deps.model,
       maxConditionalDeletes: this.deps.limits.conditionalDeletes,
+      guard: this.deps.guard,
     };
   }
 
@@ -176,11 +203,19 @@ export class RestService {
   /** The current content of a resource in the request's project (or built-in content), for operations on an instance. */
   async readResource(type: string, id: string, ctx: RequestContext): Promise<Resource> {
     this.knownType(type);
-    return (await this.readVersion(type, id, ctx.project)).resource as Resource;
+    const project = SYSTEM_SCOPE_TYPES.has(type) ? SYSTEM_PROJECT : ctx.project;
+    return (await this.guardedRead(type, id, { ...ctx, project })).resource as Resource;
+  }
+
+  private async guardedRead(type: string, id: string, ctx: RequestContext): Promise<StoredVersion> {
+    const grant = this.deps.guard.allow(ctx.principal, 'read', type);
+    const version = await this.readVersion(type, id, ctx.project);
+    if (version.resource && !this.deps.guard.covers(grant, version.resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
+    return version;
   }
 
   private async read(type: string, id: string, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
-    const version = await this.readVersion(type, id, ctx.project);
+    const version = await this.guardedRead(type, id, ctx);
     if (notModified(request, version)) {
       const response = versionResponse(ctx, version, 304);
       return { status: 304, headers: response.headers };
@@ -206,6 +241,7 @@ export class RestService {
   private async vread(target: Extract<Target, { kind: 'version' }>, ctx: RequestContext): Promise<FhirResponse> {
     const { type, id, vid } = target;
     if (!/^[1-9][0-9]{0,9}$/.test(vid)) throw fhirError('ERR_VERSION_NOT_FOUND', { type, id, vid: clip(vid) });
+    await this.readable(type, id, ctx, 'read');
     const version = await this.deps.repository
       .in(ctx.project)
       .vread(type, id, Number(vid))

@@ -15,6 +15,7 @@ import { isTextSort, restrictsType, SqlBuilder, type ResolvedCodes } from './que
 import type { SearchParameterRegistry } from './registry';
 import { subset } from './summary';
 import type { CodeMatcher } from './terminology';
+import type { AccessGuard, Grant } from '../auth/guard';
 
 /**
  * FHIR search over the index: a query string becomes criteria, the criteria SQL, and the rows a
@@ -34,7 +35,12 @@ export interface SearchServiceDeps {
   builtIn?: BuiltInContent;
   /** Index rows for built-in resources, matched in memory. */
   extractor?: IndexExtractor;
+  /** What the request's principal may search (every search is limited to it). */
+  guard?: AccessGuard;
 }
+
+/** An id no resource can have (ids have no spaces): a criterion that matches nothing. */
+const NO_ID = ' ';
 
 /** How many resources `_include`/`_revinclude` add to one page at most; beyond it an outcome says so. */
 export const MAX_INCLUDED = 1000;
@@ -85,6 +91,8 @@ export class SearchService implements SearchHandler {
       indexing: this.deps.indexing,
     });
     if (target.level === 'compartment') parsed.criteria.push(this.compartmentCriterion(target, types));
+    const grants = this.grants(target, types, ctx);
+    parsed.criteria.push(...grantCriteria(grants, this.deps.model));
     const builtInCandidates = target.level === 'type' ? this.builtInEntries(target.type) : [];
     const project = ctx.project;
     const resolved = await this.resolveTerminology(project, parsed.criteria, types, builtInCandidates);
@@ -128,7 +136,7 @@ export class SearchService implements SearchHandler {
     const entries: BundleEntry[] = versions.map((v) => this.entry(ctx, v, parsed, 'match'));
     if (parsed.include.length > 0 || parsed.revinclude.length > 0) {
       const included = await includeEntries({ project, store: this.deps.store, registry: this.deps.registry, matches: versions, query: parsed, limit: MAX_INCLUDED });
-      for (const v of included.versions) entries.push(this.entry(ctx, v, parsed, 'include'));
+      for (const v of included.versions) if (this.visible(v, ctx)) entries.push(this.entry(ctx, v, parsed, 'include'));
       if (included.truncated) {
         const outcome: OperationOutcome = {
           resourceType: 'OperationOutcome',
@@ -241,6 +249,45 @@ export class SearchService implements SearchHandler {
     return { fullUrl: `${ctx.baseUrl}/${version.type}/${version.id}`, resource, search: { mode } };
   }
 
+  /**
+   * What the principal may search, per type: 403 for a type it may not search at all; a limit
+   * (a patient's compartment, its own ids) becomes a criterion. A search of every type needs every
+   * type without limits.
+   */
+  private grants(target: SearchTarget, types: string[], ctx: RequestContext): Map<string, Grant> {
+    const grants = new Map<string, Grant>();
+    const guard = this.deps.guard;
+    if (!guard || ctx.principal.operator) return grants;
+    if (types.length === 0) {
+      guard.allowAll(ctx.principal, 'search');
+      return grants;
+    }
+    for (const type of types) grants.set(type, guard.allow(ctx.principal, 'search', type));
+    if (target.level === 'compartment' && [...grants.values()].every((g) => g.ids === undefined)) {
+      // A patient's own compartment is within a patient/ grant as it is; another's is outside it.
+      const patients = new Set([...grants.values()].map((g) => g.patient));
+      const patient = [...patients][0];
+      if (patients.size === 1 && (patient === undefined || (target.compartment === 'Patient' && target.id === patient))) return new Map();
+      if (!patients.has(undefined)) return new Map([['*', { ids: [NO_ID] }]]);
+    }
+    const limited = [...grants.values()].some((g) => g.ids !== undefined || g.patient !== undefined);
+    if (limited && types.length > 1 && target.level !== 'compartment') {
+      throw fhirError('ERR_AUTH_FORBIDDEN', { reason: "the token's limits (a patient's compartment) apply one type at a time; search each type" });
+    }
+    return grants;
+  }
+
+  /** An included resource is shown only when the principal may read it. */
+  private visible(version: StoredVersion, ctx: RequestContext): boolean {
+    const guard = this.deps.guard;
+    if (!guard || ctx.principal.operator || !version.resource) return true;
+    try {
+      return guard.covers(guard.allow(ctx.principal, 'read', version.type), version.resource);
+    } catch {
+      return false;
+    }
+  }
+
   private typesOf(target: SearchTarget, query: Record<string, string[]>): string[] {
     if (target.level === 'type') return [target.type];
     if (target.level === 'compartment') {
@@ -348,6 +395,20 @@ export class SearchService implements SearchHandler {
     const byKey = new Map(found.map((row) => [`${row.project}/${row.type}/${row.id}`, versionFromRow(row)]));
     return rows.map((row) => byKey.get(`${row.project}/${row.type}/${row.id}`) as StoredVersion);
   }
+}
+
+/** The criteria that keep a search within each type's grant (all types searched have the same limit kind). */
+function grantCriteria(grants: Map<string, Grant>, model: ElementModel): Criterion[] {
+  const criteria: Criterion[] = [];
+  const compartment = model.compartment('Patient') ?? {};
+  const patientLimited = [...grants].filter(([, g]) => g.patient !== undefined);
+  for (const [type, grant] of patientLimited) {
+    const patient = grant.patient as string;
+    if (type === 'Patient') criteria.push({ kind: 'id', ids: [patient], not: false });
+    else criteria.push({ kind: 'compartment', byType: [[type, compartment[type] ?? []]], targetType: 'Patient', targetId: patient });
+  }
+  for (const grant of grants.values()) if (grant.ids !== undefined) criteria.push({ kind: 'id', ids: grant.ids, not: false });
+  return criteria;
 }
 
 /** The parameters of the self link: the criteria understood, then the result parameters asked for. */

@@ -43,6 +43,8 @@ export interface RepositoryTx {
   createMany(resources: Resource[]): Promise<StoredVersion[]>;
   readonly store: StoreTx;
   readonly project: string;
+  /** The same transaction, writing in another project (a new project's first resources, with its entry in the system scope). */
+  in(project: string): RepositoryTx;
 }
 
 /**
@@ -176,6 +178,7 @@ export class ProjectRepository {
     return {
       store: tx,
       project: this.project,
+      in: (project) => (project === this.project ? this.txOf(tx, writes) : new ProjectRepository(this.store, project, this.parts).txOf(tx, writes)),
       read: (type, id) => readLive(tx, this.project, type, id),
       create: async (type, resource, id) => {
         // A server-assigned id is a fresh UUID: it cannot be taken, so no retry loop is needed.

@@ -29,6 +29,7 @@ describe('auth applies to every route', () => {
     const routes = routesOf(app);
     expect(routes.length).toBeGreaterThan(40);
     let checked = 0;
+    const publicRoutes = new Set<string>();
     for (const route of routes) {
       const types = route.url.includes(':type') ? ['Patient', 'ValueSet', 'OperationDefinition'] : [''];
       for (const url of types.flatMap((type) => concreteAll(route.url, type))) {
@@ -39,6 +40,13 @@ describe('auth applies to every route', () => {
           expect(res.statusCode, `${route.method} ${url}`).toBe(200);
           continue;
         }
+        if (route.public) {
+          // Discovery and sign-in: answered without a token, and never with a failure of the server.
+          expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
+          expect(res.statusCode, `${route.method} ${url}`).not.toBe(401);
+          publicRoutes.add(`${route.method} ${route.url}`);
+          continue;
+        }
         expect(res.statusCode, `${route.method} ${url}`).toBe(401);
         expect(res.headers['www-authenticate'], `${route.method} ${url}`).toMatch(/^Bearer/);
         if (route.method !== 'HEAD') expect(res.json().resourceType).toBe('OperationOutcome');
@@ -46,6 +54,19 @@ describe('auth applies to every route', () => {
       }
     }
     expect(checked).toBeGreaterThan(100);
+    expect([...publicRoutes].sort()).toEqual([
+      'GET /.well-known/jwks.json',
+      'GET /.well-known/smart-configuration',
+      'GET /fhir/R4/.well-known/smart-configuration',
+      'GET /oauth2/authorize',
+      'HEAD /.well-known/jwks.json',
+      'HEAD /.well-known/smart-configuration',
+      'HEAD /fhir/R4/.well-known/smart-configuration',
+      'HEAD /oauth2/authorize',
+      'POST /auth/login',
+      'POST /oauth2/authorize',
+      'POST /oauth2/token',
+    ]);
   });
 
   test('with the token the same walk never answers 401', async () => {

@@ -58,6 +58,7 @@ export async function testApp(options: { config?: Partial<Config>; store?: Resou
     services,
     software: { name: 'test-server', version: '0.0.1' },
     logStream,
+    guard: core.guard,
   });
   return {
     app,

@@ -1,6 +1,7 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type {
   CapabilityStatement,
+  CapabilityStatementRestSecurity,
   CapabilityStatementRestResource,
   CapabilityStatementRestResourceOperation,
   Resource,
@@ -24,18 +25,36 @@ export interface MetadataOptions<S> {
   decorate?: (statement: CapabilityStatement) => void;
   /** Other `metadata?mode=` answers, e.g. `terminology`. */
   modes?: Record<string, () => Resource | Promise<Resource>>;
+  /** How clients authenticate, at the base they address (the OAuth URIs are absolute). */
+  security?: (baseUrl: string) => CapabilityStatementRestSecurity;
+  /** The FHIR base as the request addresses it. */
+  baseUrlOf?: (request: FastifyRequest) => string;
 }
 
+/** Statements with their security, by base URL (a few: one per name the server is reached by). */
+const MAX_BASES = 20;
+
 export function registerMetadataRoute<S>(app: FastifyInstance, options: MetadataOptions<S>): void {
-  let built = { revision: options.searchParamsRevision?.() ?? 0, statement: buildCapabilityStatement(options) };
+  const build = () => ({ revision: options.searchParamsRevision?.() ?? 0, statement: buildCapabilityStatement(options), byBase: new Map<string, string>() });
+  let built = build();
   app.get(`${options.base}/metadata`, async (request, reply) => {
     const mode = (request.query as { mode?: string }).mode;
     const revision = options.searchParamsRevision?.() ?? 0;
-    if (revision !== built.revision) built = { revision, statement: buildCapabilityStatement(options) };
-    if (isCapabilityStatementMode(mode)) return reply.type(FHIR_JSON).send(built.statement);
-    const build = options.modes?.[mode];
-    if (!build) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
-    return reply.type(FHIR_JSON).send(await build());
+    if (revision !== built.revision) built = build();
+    if (isCapabilityStatementMode(mode)) {
+      if (!options.security || !options.baseUrlOf) return reply.type(FHIR_JSON).send(built.statement);
+      const base = options.baseUrlOf(request);
+      let text = built.byBase.get(base);
+      if (text === undefined) {
+        const statement = { ...built.statement, rest: built.statement.rest?.map((rest) => ({ ...rest, security: options.security?.(base) })) };
+        text = JSON.stringify(statement);
+        if (built.byBase.size < MAX_BASES) built.byBase.set(base, text);
+      }
+      return reply.type(FHIR_JSON).send(text);
+    }
+    const answer = options.modes?.[mode];
+    if (!answer) throw fhirError('ERR_SEARCH_PARAM', { name: 'mode', value: mode });
+    return reply.type(FHIR_JSON).send(await answer());
   });
 }
 

@@ -52,6 +52,7 @@ function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOp
         if (known !== undefined) return reply.type(FHIR_JSON).send(known);
       }
       const body = await deps.invoker.invoke(call, ctx, op);
+      if (op.created && body.id) reply.code(201).header('location', `${ctx.baseUrl}/${body.resourceType}/${body.id}/_history/${body.meta?.versionId ?? 1}`);
       if (key === undefined) return reply.type(FHIR_JSON).send(body);
       const text = JSON.stringify(body);
       deps.answers.set(key, token as string, text);

@@ -26,6 +26,8 @@ export const UNPACKED_PER_BODY_BYTE = 32;
 
 export const importPackageOperation = defineOperation<AppServices, ImportPackageInput, ImportPackageOutput>({
   definition: 'urn:fhir-tx-server:OperationDefinition:import-package',
+  // It writes the system scope, which every project reads.
+  operatorsOnly: true,
   handle: async (input, ctx) => {
     const { config, repository, checkResource } = ctx.services;
     const pkg = await unpackPackage(Buffer.from(input.package, 'base64'), { maxUnpackedBytes: config.bodyLimit * UNPACKED_PER_BODY_BYTE });

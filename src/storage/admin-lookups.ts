@@ -1,0 +1,28 @@
+import type { StoreReader } from './store';
+
+/**
+ * The few reads that cross projects, for signing in: a person's memberships (one per project they
+ * belong to) and a client application by its id (its project is not known before). Everything
+ * else any request reads is within one project.
+ */
+
+export interface MembershipKey {
+  project: string;
+  id: string;
+}
+
+/** The live memberships, in any project, whose `user` is this User or ClientApplication. */
+export async function membershipsOf(reader: StoreReader, member: { type: 'User' | 'ClientApplication'; id: string }): Promise<MembershipKey[]> {
+  return reader.query<MembershipKey>(
+    `SELECT r.project, r.id FROM search_reference x JOIN resources r ON r.rid = x.rid
+      WHERE x.param = ? AND x.target_type = ? AND x.target_id = ? AND r.type = 'ProjectMembership' AND r.deleted = FALSE
+      ORDER BY r.project, r.id`,
+    ['user', member.type, member.id],
+  );
+}
+
+/** The projects holding a live resource of this type and id (ids are UUIDs: one, normally). */
+export async function projectsHolding(reader: StoreReader, type: string, id: string): Promise<string[]> {
+  const rows = await reader.query<{ project: string }>('SELECT project FROM resources WHERE type = ? AND id = ? AND deleted = FALSE ORDER BY project', [type, id]);
+  return rows.map((r) => r.project);
+}
