@@ -26,6 +26,8 @@ import { AuthService } from './auth/oauth';
 import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
 import { Outbound } from './net/outbound';
+import { GraphQLService } from './graphql/service';
+import { r4Model } from './search/model/model';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
@@ -81,7 +83,16 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       tokens,
       assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
     });
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts };
+    const graphql = new GraphQLService({
+      model: r4Model(),
+      resourceTypes: [...schema.resourceTypes],
+      search: core.search,
+      handle: (request, ctx) => core.rest.handle(request, ctx),
+      read: (type, id, ctx) => core.rest.readResource(type, id, ctx),
+      searchParams: (type) => [...core.params.forType(type).keys()],
+      revision: () => core.params.revision,
+    });
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql };
     const app = await buildApp({
       config,
       rest: core.rest,

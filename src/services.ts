@@ -2,6 +2,7 @@ import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
 import type { Accounts } from './auth/accounts';
 import type { AuthService } from './auth/oauth';
+import type { GraphQLService } from './graphql/service';
 import type { Repository } from './storage/repository';
 import type { TerminologyService } from './terminology/service';
 import type { ResourceValidator } from './validation/validator';
@@ -18,4 +19,6 @@ export interface AppServices {
   /** Sign-in and tokens; the accounts behind them. */
   auth: AuthService;
   accounts: Accounts;
+  /** FHIR GraphQL ($graphql). */
+  graphql: GraphQLService;
 }

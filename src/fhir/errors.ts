@@ -141,6 +141,7 @@ export const ERRORS = {
   // security
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),
+  ERR_OP_RAW: spec<{ code: string }>(400, 'not-supported', (p) => `$${p.code} takes its own request body and cannot run in a Bundle entry`),
   ERR_AUTH_FORBIDDEN: spec<{ reason: string }>(403, 'forbidden', (p) => `Not allowed: ${p.reason}`),
   ERR_PROJECT_HEADER: spec<{ project: string }>(400, 'invalid', (p) => `X-Project '${p.project}' names no project this request may act in`),
   ERR_INIT_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The project was not created: ${p.reason}`),

@@ -86,10 +86,13 @@ export class FormBody {
   constructor(readonly params: URLSearchParams) {}
 }
 
-/** `application/x-www-form-urlencoded`, which FHIR search accepts by POST. */
+/** `application/x-www-form-urlencoded`, which FHIR search accepts by POST; `application/graphql`, a GraphQL query as text. */
 export function registerFormBodies(app: FastifyInstance): void {
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
     done(null, new FormBody(new URLSearchParams(body as string)));
+  });
+  app.addContentTypeParser('application/graphql', { parseAs: 'string' }, (_req, body, done) => {
+    done(null, body);
   });
 }
 

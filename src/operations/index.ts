@@ -7,6 +7,7 @@ import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
+import { graphqlOperation } from './system/graphql';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -28,4 +29,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   resourceValidate,
   importPackageOperation,
   projectInit,
+  graphqlOperation,
 ];

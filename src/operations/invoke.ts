@@ -3,7 +3,7 @@ import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
 import { OutputError, readParameters, readQuery, writeOutput, type OperationInput } from '../fhir/parameters';
 import { ID_PATTERN } from '../storage/repository';
-import type { Level, OperationContext } from './operation';
+import type { Level, OperationContext, RawHandler, RawOutput } from './operation';
 import type { BoundOperation, OperationRegistry } from './registry';
 
 /**
@@ -60,17 +60,35 @@ export class OperationInvoker<S> {
   async invoke(call: OperationCall, ctx: RequestContext, bound?: BoundOperation<S>): Promise<Resource> {
     const op = bound ?? this.find(call.code, call.level, call.type);
     const { spec } = op;
+    if (op.raw) throw fhirError('ERR_OP_RAW', { code: spec.code });
     this.deps.authorize?.(op, call, ctx);
     const strict = ctx.prefer.handling === 'strict';
-    const check = (other: BoundOperation<S>) => (other.judgesResources ? undefined : this.deps.checkResource);
     let input: OperationInput;
     if (call.method === 'GET') {
       if (spec.affectsState) throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: spec.code }, { headers: { allow: 'POST' } });
       input = readQuery(call.query, spec, { strict });
     } else {
       if (call.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
-      input = readParameters(call.body, spec, { strict, checkResource: check(op), query: call.query });
+      input = readParameters(call.body, spec, { strict, checkResource: this.checkerFor(op), query: call.query });
     }
+    const context = await this.context(call, ctx);
+    return run(op, input, context, ctx);
+  }
+
+  /** Runs a raw operation: its handler reads the request body and writes the answer itself. */
+  async invokeRaw(call: OperationCall & { contentType?: string }, ctx: RequestContext, op: BoundOperation<S>): Promise<RawOutput> {
+    this.deps.authorize?.(op, call, ctx);
+    const context = await this.context(call, ctx);
+    return (op.raw as RawHandler<S>)({ method: call.method, query: call.query, body: call.body, contentType: call.contentType }, context);
+  }
+
+  private checkerFor(op: BoundOperation<S>) {
+    return op.judgesResources ? undefined : this.deps.checkResource;
+  }
+
+  /** What a handler knows of its call (the instance it is about is read first). */
+  private async context(call: OperationCall, ctx: RequestContext): Promise<OperationContext<S>> {
+    const strict = ctx.prefer.handling === 'strict';
     let target: Resource | undefined;
     if (call.level === 'instance') {
       const id = call.id ?? '';
@@ -81,7 +99,7 @@ export class OperationInvoker<S> {
       invoke: async (code, body, defaults = {}) => {
         const other = this.find(code, call.level, call.type);
         this.deps.authorize?.(other, { ...call, code }, ctx);
-        const otherInput = readParameters(body, other.spec, { strict, checkResource: check(other) });
+        const otherInput = readParameters(body, other.spec, { strict, checkResource: this.checkerFor(other) });
         for (const [name, value] of Object.entries(defaults)) {
           if (!(name in otherInput) && other.spec.inputs.some((p) => p.name === name)) otherInput[name] = value;
         }
@@ -98,7 +116,7 @@ export class OperationInvoker<S> {
       headers: call.headers,
       deadline: ctx.deadline,
     };
-    return run(op, input, context, ctx);
+    return context;
   }
 }
 

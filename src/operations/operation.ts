@@ -53,10 +53,31 @@ export type OperationHandler<S, I = OperationInput, O = OperationOutput> = (
  */
 export type AnswerToken<S> = (services: S, request: RequestContext) => Promise<string | undefined>;
 
+/**
+ * What a raw operation is given: the request's body as sent (parsed when JSON, text otherwise) and
+ * its query. For operations whose protocol is not Parameters in, Parameters out (GraphQL).
+ */
+export interface RawInput {
+  method: 'GET' | 'POST';
+  query: Record<string, string | string[]>;
+  body: unknown;
+  contentType?: string;
+}
+
+export interface RawOutput {
+  status: number;
+  contentType: string;
+  body: unknown;
+}
+
+export type RawHandler<S> = (input: RawInput, ctx: OperationContext<S>) => Promise<RawOutput>;
+
 /** An operation's code, bound to its OperationDefinition by canonical URL. */
 export interface OperationModule<S> {
   definition: string;
   handle: OperationHandler<S>;
+  /** Takes and answers bodies of its own kind (the definition still gives its routes and levels). */
+  raw?: RawHandler<S>;
   answerToken?: AnswerToken<S>;
   /**
    * Resources given as parameters reach the handler as sent, without the structural check every
@@ -67,6 +88,16 @@ export interface OperationModule<S> {
   operatorsOnly?: boolean;
   /** Its answer is a resource it created: 201, with Location. */
   created?: boolean;
+}
+
+/** Declares a raw operation (see RawInput): the route is the definition's, the protocol the handler's. */
+export function defineRawOperation<S>(module: { definition: string; raw: RawHandler<S>; operatorsOnly?: boolean }): OperationModule<S> {
+  return {
+    ...module,
+    handle: () => {
+      throw new Error(`${module.definition} is a raw operation: it runs through invokeRaw`);
+    },
+  };
 }
 
 /**

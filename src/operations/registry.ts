@@ -4,7 +4,7 @@ import { Ajv } from 'ajv';
 import type { OperationDefinition } from 'fhir/r4';
 import { fhirError, type FhirError } from '../fhir/errors';
 import { levelsOf, toOperationSpec, type OperationSpec } from '../fhir/operation-definition';
-import type { AnswerToken, Level, OperationHandler, OperationModule } from './operation';
+import type { AnswerToken, Level, OperationHandler, OperationModule, RawHandler } from './operation';
 
 /**
  * Definitions and handlers, bound at boot. Every check happens here, once: a definition
@@ -21,6 +21,7 @@ export interface BoundOperation<S> {
   judgesResources?: boolean;
   operatorsOnly?: boolean;
   created?: boolean;
+  raw?: RawHandler<S>;
 }
 
 export class OperationRegistry<S> {
@@ -103,7 +104,7 @@ export function buildRegistry<S>(definitions: OperationDefinition[], modules: Op
     const module = handlers.get(spec.url);
     if (!module) throw new RegistryError(`definition ${spec.url} ($${spec.code}) has no handler`);
     if (module.answerToken && spec.affectsState) throw new RegistryError(`${spec.url} affects state, so its answers cannot be reused`);
-    bound.push({ spec, handle: module.handle, answerToken: module.answerToken, judgesResources: module.judgesResources, operatorsOnly: module.operatorsOnly, created: module.created });
+    bound.push({ spec, handle: module.handle, answerToken: module.answerToken, judgesResources: module.judgesResources, operatorsOnly: module.operatorsOnly, created: module.created, raw: module.raw });
   }
   for (const url of handlers.keys()) {
     if (!seen.has(url)) throw new RegistryError(`handler for ${url} has no definition in definitions/`);

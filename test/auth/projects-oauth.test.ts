@@ -6,8 +6,7 @@ import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'j
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { routesOf } from '../../src/app';
 import type { ServerApp } from '../../src/bootstrap';
-import { freshSchema, hasPostgres, type TestSchema } from '../helpers/postgres';
-import { FHIR_JSON, serverApp } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, type OpenServer } from '../helpers/server-app';
 
 /**
  * Projects and OAuth end to end, on both backends: Project/$init, a person's sign-in with PKCE,
@@ -23,7 +22,7 @@ function pkcePair() {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 }
 
-function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: () => Promise<void> }>) {
+function suite(name: string, open: () => Promise<OpenServer>) {
   describe(`projects and OAuth (${name})`, () => {
     let server: ServerApp;
     let cleanup: () => Promise<void>;
@@ -404,21 +403,4 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
   });
 }
 
-suite('SQLite', async () => {
-  const server = await serverApp({ authTokens: [OPERATOR], outboundAllowPrivate: true });
-  return { server, cleanup: () => server.close() };
-});
-
-if (hasPostgres) {
-  suite('PostgreSQL', async () => {
-    const schema: TestSchema = await freshSchema();
-    const server = await serverApp({ databaseUrl: schema.url, authTokens: [OPERATOR], outboundAllowPrivate: true });
-    return {
-      server,
-      cleanup: async () => {
-        await server.close();
-        await schema.drop();
-      },
-    };
-  });
-}
+onBothBackends(suite, { authTokens: [OPERATOR], outboundAllowPrivate: true });

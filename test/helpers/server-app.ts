@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../src/config';
 import { createServerApp, type ServerApp } from '../../src/bootstrap';
 import { testConfig } from './app';
+import { freshSchema, hasPostgres } from './postgres';
 
 /** The production app (every operation, bundled terminology) over in-memory SQLite, or a given store. */
 export async function serverApp(config: Partial<Config> = {}): Promise<ServerApp> {
@@ -54,4 +55,32 @@ export function partsOf(body: { parameter?: readonly object[] }, name: string): 
   return ((body.parameter ?? []) as { name: string; part?: object[] }[])
     .filter((p) => p.name === name)
     .map((p) => outputs({ parameter: p.part ?? [] }));
+}
+
+export interface OpenServer {
+  server: ServerApp;
+  cleanup: () => Promise<void>;
+}
+
+/**
+ * Declares a suite once per backend: SQLite in memory, and PostgreSQL in a fresh schema of its
+ * own when TEST_DATABASE_URL is set (CI requires it).
+ */
+export function onBothBackends(suite: (name: string, open: () => Promise<OpenServer>) => void, config: Partial<Config> = {}): void {
+  suite('SQLite', async () => {
+    const server = await serverApp(config);
+    return { server, cleanup: () => server.close() };
+  });
+  if (!hasPostgres) return;
+  suite('PostgreSQL', async () => {
+    const schema = await freshSchema();
+    const server = await serverApp({ ...config, databaseUrl: schema.url });
+    return {
+      server,
+      cleanup: async () => {
+        await server.close();
+        await schema.drop();
+      },
+    };
+  });
 }

@@ -43,6 +43,10 @@ function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOp
     handler: async (request, reply) => {
       const ctx = deps.contextOf(request);
       const call = callOf(request, op, level, type);
+      if (op.raw) {
+        const out = await deps.invoker.invokeRaw({ ...call, contentType: headerValue(request, 'content-type') }, ctx, op);
+        return reply.code(out.status).type(out.contentType).send(out.body);
+      }
       // A reused answer is still only for callers allowed to ask.
       deps.invoker.authorize(op, call, ctx);
       const token = op.answerToken ? await deps.invoker.answerToken(op, ctx) : undefined;

@@ -31,6 +31,11 @@ export class ElementModel {
     return Object.entries(this.model.elements[type] ?? {}).filter(([path]) => !path.includes('.'));
   }
 
+  /** Every element path of a type, with its info. */
+  paths(type: string): [string, ElementInfo][] {
+    return Object.entries(this.model.elements[type] ?? {});
+  }
+
   /** compartment type -> resource type -> the parameters that put a resource in the compartment. */
   compartment(type: string): Record<string, string[]> | undefined {
     return this.model.compartments[type];

@@ -1,0 +1,249 @@
+import DataLoader from 'dataloader';
+import { createRequire } from 'node:module';
+import type * as FhirPath from 'fhirpath';
+import { GraphQLError, type GraphQLFieldResolver } from 'graphql';
+import type { Bundle, Reference, Resource } from 'fhir/r4';
+import type { RequestContext } from '../context/request-context';
+import { isFhirError } from '../fhir/errors';
+import type { FhirRequest } from '../rest/fhir-request';
+import type { SearchHandler } from '../search/search-service';
+import { argName } from './schema';
+
+/**
+ * What each field of the generated schema does: elements read from the resource as stored (with
+ * graphql.html's list filters), references followed through one batched search per type and level,
+ * reverse references and lists as searches, mutations through the REST core. Every read goes
+ * through the same services as REST, with the request's context: the same project, scopes and
+ * policies, and the same 404s.
+ */
+
+export interface GraphQLDataDeps {
+  search: SearchHandler;
+  /** A RESTful interaction (mutations). */
+  handle(request: FhirRequest, ctx: RequestContext): Promise<{ status: number; body?: Resource }>;
+  read(type: string, id: string, ctx: RequestContext): Promise<Resource>;
+  /** The search parameter codes of a type (to map GraphQL argument names back). */
+  searchParams(type: string): string[];
+}
+
+export interface GraphQLLimits {
+  /** Searches (lists, connections, reverse references, reference batches) one query may run. */
+  searches: number;
+  /** Largest `_count` of one list. */
+  maxCount: number;
+}
+
+/** Per request: its context, the batch loader of references, and what it has spent. */
+export interface GraphQLRequestState {
+  ctx: RequestContext;
+  references: DataLoader<string, Resource | null>;
+  searches: number;
+}
+
+type Resolver = GraphQLFieldResolver<unknown, GraphQLRequestState, Record<string, unknown>>;
+
+export interface FieldResolvers {
+  element(name: string, array: boolean): Resolver;
+  reference: Resolver;
+  read(type: string): Resolver;
+  list(type: string): Resolver;
+  connection(type: string): Resolver;
+  reverse(type: string): Resolver;
+  create(type: string): Resolver;
+  update(type: string): Resolver;
+  remove(type: string): Resolver;
+}
+
+const require = createRequire(import.meta.url);
+let engine: { fhirpath: typeof FhirPath; model: FhirPath.Model } | undefined;
+
+/** The FHIRPath engine, loaded on the first `fhirpath:` argument. */
+function fhirpathEngine() {
+  engine ??= { fhirpath: require('fhirpath') as typeof FhirPath, model: require('fhirpath/fhir-context/r4') as FhirPath.Model };
+  return engine;
+}
+
+/** Names an element list may be filtered by (graphql.html "field arguments"), besides fhirpath, _count and _offset. */
+const LIST_CONTROLS = new Set(['fhirpath', '_count', '_offset']);
+
+export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): FieldResolvers {
+  const search = async (state: GraphQLRequestState, type: string, query: Record<string, string[]>): Promise<Bundle> => {
+    checkBudget(state);
+    if (++state.searches > limits.searches) throw tooCostly(`more than ${limits.searches} searches in one query`);
+    return deps.search.search({ level: 'type', type }, query, state.ctx);
+  };
+  const queryOf = (type: string, args: Record<string, unknown>, skip: string[] = []): Record<string, string[]> => {
+    const codes = new Map(deps.searchParams(type).map((code) => [argName(code), code]));
+    const query: Record<string, string[]> = {};
+    for (const [name, value] of Object.entries(args)) {
+      if (value === undefined || value === null || skip.includes(name)) continue;
+      if (name === '_cursor') continue;
+      const code = codes.get(name) ?? name;
+      query[code] = [String(value)];
+    }
+    if (query._count) query._count = [String(Math.min(Number(query._count[0]), limits.maxCount))];
+    if (typeof args._cursor === 'string') Object.assign(query, decodeCursor(args._cursor));
+    return query;
+  };
+  const matches = (bundle: Bundle) => (bundle.entry ?? []).filter((e) => e.search?.mode !== 'include' && e.search?.mode !== 'outcome').map((e) => e.resource as Resource);
+  const write = async (state: GraphQLRequestState, request: FhirRequest) => {
+    checkBudget(state);
+    try {
+      return (await deps.handle(request, state.ctx)).body ?? null;
+    } catch (err) {
+      throw asGraphQLError(err);
+    }
+  };
+
+  return {
+    element: (name, array) => (source, args) => {
+      const value = (source as Record<string, unknown>)[name];
+      if (!array || !Array.isArray(value)) return value;
+      return filterList(value, args);
+    },
+    reference: async (source, args, state) => {
+      const target = referenceKey((source as Reference).reference);
+      if (!target || (typeof args.type === 'string' && !target.startsWith(`${args.type}/`))) return null;
+      const found = await state.references.load(target);
+      if (!found && args.optional !== true) throw new GraphQLError(`The reference ${target} cannot be resolved`);
+      return found;
+    },
+    read: (type) => async (_source, args, state) => {
+      checkBudget(state);
+      try {
+        return await deps.read(type, String(args.id), state.ctx);
+      } catch (err) {
+        throw asGraphQLError(err);
+      }
+    },
+    list: (type) => async (_source, args, state) => matches(await search(state, type, queryOf(type, args)).catch(rethrow)),
+    connection: (type) => async (_source, args, state) => {
+      const query = queryOf(type, args);
+      query._total = ['accurate'];
+      const bundle = await search(state, type, query).catch(rethrow);
+      const link = (relation: string) => {
+        const url = bundle.link?.find((l) => l.relation === relation)?.url;
+        return url ? encodeCursor(url) : undefined;
+      };
+      const count = Number(query._count?.[0] ?? 0) || undefined;
+      return {
+        count: bundle.total,
+        offset: Number(query._offset?.[0] ?? 0),
+        pagesize: count ?? bundle.entry?.length ?? 0,
+        first: link('first') ?? link('self'),
+        previous: link('previous'),
+        next: link('next'),
+        last: link('last'),
+        edges: (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome').map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: e.resource })),
+      };
+    },
+    reverse: (type) => async (source, args, state) => {
+      const resource = source as Resource;
+      const param = String(args._reference);
+      const known = deps.searchParams(type);
+      const code = known.find((c) => argName(c) === param) ?? param;
+      if (!known.includes(code)) throw new GraphQLError(`${type} has no search parameter '${param}' to follow back to a ${resource.resourceType}`);
+      const query = queryOf(type, args, ['_reference']);
+      query[code] = [`${resource.resourceType}/${resource.id}`];
+      return matches(await search(state, type, query).catch(rethrow));
+    },
+    create: (type) => async (_source, args, state) => write(state, { method: 'POST', path: type, query: {}, headers: {}, body: args.res }),
+    update: (type) => async (_source, args, state) => write(state, { method: 'PUT', path: `${type}/${String(args.id)}`, query: {}, headers: {}, body: args.res }),
+    remove: (type) => async (_source, args, state) => {
+      await write(state, { method: 'DELETE', path: `${type}/${String(args.id)}`, query: {}, headers: {} });
+      return null;
+    },
+  };
+}
+
+/** A loader of `Type/id` references for one request: one search per type per batch (a level of the query). */
+export function referenceLoader(deps: GraphQLDataDeps, stateOf: () => GraphQLRequestState, limits: GraphQLLimits): DataLoader<string, Resource | null> {
+  return new DataLoader<string, Resource | null>(async (keys) => {
+    const state = stateOf();
+    const byType = new Map<string, string[]>();
+    for (const key of keys) {
+      const [type, id] = key.split('/');
+      byType.set(type, [...(byType.get(type) ?? []), id]);
+    }
+    const found = new Map<string, Resource>();
+    for (const [type, ids] of byType) {
+      checkBudget(state);
+      if (++state.searches > limits.searches) throw tooCostly(`more than ${limits.searches} searches in one query`);
+      let bundle: Bundle;
+      try {
+        bundle = await deps.search.search({ level: 'type', type }, { _id: [ids.join(',')], _count: [String(ids.length)] }, state.ctx);
+      } catch (err) {
+        // A type the caller may not read resolves to nothing, as a missing resource does.
+        if (isFhirError(err) && (err.status === 403 || err.status === 404)) continue;
+        throw err;
+      }
+      for (const entry of bundle.entry ?? []) if (entry.resource) found.set(`${type}/${entry.resource.id}`, entry.resource);
+    }
+    return keys.map((key) => found.get(key) ?? null);
+  });
+}
+
+/** `Patient/1`, `http://base/Patient/1`, `Patient/1/_history/2` -> `Patient/1`; contained and other forms -> undefined. */
+function referenceKey(reference: string | undefined): string | undefined {
+  const match = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(reference ?? '');
+  return match ? `${match[1]}/${match[2]}` : undefined;
+}
+
+function filterList(items: unknown[], args: Record<string, unknown>): unknown[] {
+  let out = items;
+  for (const [name, wanted] of Object.entries(args)) {
+    if (wanted === undefined || wanted === null || LIST_CONTROLS.has(name)) continue;
+    out = out.filter((item) => {
+      const value = (item as Record<string, unknown>)?.[name];
+      return Array.isArray(value) ? value.map(String).includes(String(wanted)) : value !== undefined && String(value) === String(wanted);
+    });
+  }
+  if (typeof args.fhirpath === 'string') {
+    const expression = args.fhirpath;
+    out = out.filter((item) => {
+      try {
+        const { fhirpath, model } = fhirpathEngine();
+        const result = fhirpath.evaluate(item as object, expression, undefined, model) as unknown[];
+        return result.length > 0 && result.every((r: unknown) => r !== false);
+      } catch {
+        throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
+      }
+    });
+  }
+  const offset = typeof args._offset === 'number' ? args._offset : 0;
+  const count = typeof args._count === 'number' ? args._count : undefined;
+  return out.slice(offset, count === undefined ? undefined : offset + count);
+}
+
+/** A connection's cursor: the search link it stands for, opaque to the client. */
+function encodeCursor(url: string): string {
+  const q = url.indexOf('?');
+  return Buffer.from(q < 0 ? '' : url.slice(q + 1), 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): Record<string, string[]> {
+  const params = new URLSearchParams(Buffer.from(cursor, 'base64url').toString('utf8'));
+  const query: Record<string, string[]> = {};
+  for (const [name, value] of params) (query[name] ??= []).push(value);
+  return query;
+}
+
+function checkBudget(state: GraphQLRequestState): void {
+  if (Date.now() > state.ctx.deadline) throw tooCostly('the time budget of the request is spent');
+}
+
+function tooCostly(reason: string): GraphQLError {
+  return new GraphQLError(`The query is too costly: ${reason}`, { extensions: { outcome: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'too-costly', details: { text: reason } }] } } });
+}
+
+function rethrow(err: unknown): never {
+  throw asGraphQLError(err);
+}
+
+/** A FhirError as a GraphQL error carrying its OperationOutcome. */
+export function asGraphQLError(err: unknown): GraphQLError {
+  if (err instanceof GraphQLError) return err;
+  if (isFhirError(err)) return new GraphQLError(err.outcome.issue[0]?.details?.text ?? err.message, { extensions: { outcome: err.outcome, status: err.status } });
+  throw err;
+}
+

@@ -1,0 +1,308 @@
+import {
+  GraphQLBoolean,
+  GraphQLFloat,
+  GraphQLID,
+  GraphQLInt,
+  GraphQLList,
+  GraphQLNonNull,
+  GraphQLObjectType,
+  GraphQLScalarType,
+  GraphQLSchema,
+  GraphQLString,
+  GraphQLUnionType,
+  GraphQLDirective,
+  DirectiveLocation,
+  specifiedDirectives,
+  type GraphQLFieldConfig,
+  type GraphQLFieldConfigArgumentMap,
+  type GraphQLFieldConfigMap,
+  type GraphQLOutputType,
+} from 'graphql';
+import type { ElementInfo, ElementModel } from '../search/model/model';
+import type { FieldResolvers, GraphQLRequestState } from './resolvers';
+
+/**
+ * The GraphQL schema of R4 `graphql.html`, generated from the element model (the R4
+ * StructureDefinitions and our own resource types): an object type per resource, datatype and
+ * backbone element, primitives with their `_name` extension form, choice elements as one field per
+ * type (`valueQuantity`), `Reference.resource`, reverse references (`ObservationList(_reference:
+ * patient)`) on every resource, and at the root `Patient(id)`, `PatientList(<search parameters>)`,
+ * `PatientConnection(...)` and the mutations `PatientCreate`, `PatientUpdate`, `PatientDelete`.
+ * Built once per set of search parameters.
+ */
+
+export interface SchemaSources {
+  model: ElementModel;
+  resourceTypes: readonly string[];
+  /** The search parameter codes of a type. */
+  searchParams(type: string): string[];
+  resolvers: FieldResolvers;
+}
+
+/** The child elements a list of elements may be filtered by (graphql.html field arguments). */
+const LIST_FILTERS = ['url', 'use', 'system', 'code', 'type', 'status', 'value', 'family', 'given', 'rank', 'text', 'display'];
+
+const INTEGER_TYPES = new Set(['integer', 'positiveInt', 'unsignedInt']);
+
+/** Any JSON value (a resource given to a mutation; the content of an element without a known type). */
+export const JsonScalar = new GraphQLScalarType({
+  name: 'JSON',
+  description: 'Any JSON value',
+  serialize: (value) => value,
+  parseValue: (value) => value,
+  parseLiteral: (ast) => literalValue(ast),
+});
+
+type Literal = Parameters<NonNullable<GraphQLScalarType['parseLiteral']>>[0];
+
+function literalValue(ast: Literal): unknown {
+  switch (ast.kind) {
+    case 'StringValue':
+    case 'EnumValue':
+      return ast.value;
+    case 'BooleanValue':
+      return ast.value;
+    case 'IntValue':
+    case 'FloatValue':
+      return Number(ast.value);
+    case 'NullValue':
+      return null;
+    case 'ListValue':
+      return ast.values.map((v) => literalValue(v));
+    case 'ObjectValue':
+      return Object.fromEntries(ast.fields.map((f) => [f.name.value, literalValue(f.value)]));
+    default:
+      return undefined;
+  }
+}
+
+/** A search or filter value: a string, or a bare name as graphql.html writes them (`name(use: official)`). */
+export const TokenScalar = new GraphQLScalarType({
+  name: 'Token',
+  description: 'A string; a bare name is taken as a string too',
+  serialize: (value) => value,
+  parseValue: (value) => (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : undefined),
+  parseLiteral: (ast) => (ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined),
+});
+
+/** The FHIR directives of graphql.html, declared so that queries using them validate. */
+const FHIR_DIRECTIVES = [
+  new GraphQLDirective({ name: 'flatten', locations: [DirectiveLocation.FIELD] }),
+  new GraphQLDirective({ name: 'first', locations: [DirectiveLocation.FIELD] }),
+  new GraphQLDirective({ name: 'singleton', locations: [DirectiveLocation.FIELD] }),
+  new GraphQLDirective({ name: 'slice', locations: [DirectiveLocation.FIELD], args: { path: { type: new GraphQLNonNull(GraphQLString) } } }),
+];
+
+/** Search parameter names as GraphQL names: `-` becomes `_` (graphql.html). */
+export function argName(code: string): string {
+  return code.replace(/-/g, '_');
+}
+
+export function buildSchema(sources: SchemaSources): FhirSchemas {
+  const { model, resolvers } = sources;
+  const resourceTypes = [...sources.resourceTypes].sort();
+  const objects = new Map<string, GraphQLObjectType>();
+  const elementBase = new GraphQLObjectType({
+    name: 'ElementBase',
+    description: 'The id and extensions of a primitive value (its `_name` form)',
+    fields: () => ({ id: { type: GraphQLString }, extension: { type: new GraphQLList(objectType('Extension')) } }),
+  });
+
+  const searchArgs = (type: string, extra: GraphQLFieldConfigArgumentMap = {}): GraphQLFieldConfigArgumentMap => {
+    const args: GraphQLFieldConfigArgumentMap = { ...extra };
+    for (const code of sources.searchParams(type)) args[argName(code)] = { type: TokenScalar };
+    for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
+    for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile', '_security', '_has', '_filter']) args[name] ??= { type: TokenScalar };
+    args._cursor = { type: GraphQLString };
+    return args;
+  };
+
+  // Reverse references take `_reference` and the result parameters (_count, _sort, ...), not every
+  // search parameter of the type: a full set on every pair of resource types would make a schema
+  // of half a million arguments, built in seconds. Other criteria go in a list's own search.
+  const reverseArgCache = new Map<string, GraphQLFieldConfigArgumentMap>();
+  const reverseArgs = (type: string): GraphQLFieldConfigArgumentMap => {
+    let args = reverseArgCache.get(type);
+    if (!args) {
+      args = { _reference: { type: new GraphQLNonNull(TokenScalar) } };
+      for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
+      for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile']) args[name] = { type: TokenScalar };
+      reverseArgCache.set(type, args);
+    }
+    return args;
+  };
+
+  const primitive = (code: string): GraphQLOutputType => {
+    if (code === 'boolean') return GraphQLBoolean;
+    if (INTEGER_TYPES.has(code)) return GraphQLInt;
+    if (code === 'decimal') return GraphQLFloat;
+    if (code === 'id') return GraphQLID;
+    return GraphQLString;
+  };
+
+  const isPrimitive = (code: string) => /^[a-z]/.test(code) && !model.isComplexType(code);
+
+  /** Fields of a type (or of a backbone element at `prefix` within it). */
+  const fieldsOf = (root: string, prefix: string, typeName: string): GraphQLFieldConfigMap<unknown, GraphQLRequestState> => {
+    const fields: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
+    const elements = childElements(model, root, prefix);
+    for (const [name, info] of elements) {
+      const path = prefix ? `${prefix}.${name}` : name;
+      const choice = name.endsWith('[x]');
+      const base = choice ? name.slice(0, -3) : name;
+      for (const code of info.types.length > 0 ? info.types : ['JSON']) {
+        const fieldName = choice ? base + code[0].toUpperCase() + code.slice(1) : base;
+        let type: GraphQLOutputType;
+        if (code === 'BackboneElement' || code === 'Element') type = code === 'Element' && !elementsBelow(model, root, path) ? objectType('Element') : backbone(root, path, typeName + pascal(base));
+        else if (code === 'Resource') type = resourceUnion();
+        else if (code === 'JSON') type = JsonScalar;
+        else if (isPrimitive(code)) type = primitive(code);
+        else if (model.isComplexType(code)) type = objectType(code);
+        else type = JsonScalar;
+        const listed = info.array ? new GraphQLList(type) : type;
+        const field: GraphQLFieldConfig<unknown, GraphQLRequestState> = { type: listed, resolve: resolvers.element(fieldName, info.array) };
+        if (info.array && !isPrimitive(code)) field.args = listArgs(code === 'Extension');
+        fields[fieldName] = field;
+        if (isPrimitive(code)) fields[`_${fieldName}`] = { type: info.array ? new GraphQLList(elementBase) : elementBase, resolve: resolvers.element(`_${fieldName}`, info.array) };
+      }
+    }
+    if (root === 'Reference' && prefix === '') {
+      fields.resource = { type: resourceUnion(), args: { optional: { type: GraphQLBoolean }, type: { type: GraphQLString } }, resolve: resolvers.reference };
+    }
+    return fields;
+  };
+
+  const listArgs = (extension: boolean): GraphQLFieldConfigArgumentMap => {
+    const args: GraphQLFieldConfigArgumentMap = { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } };
+    // Filters by a child's value (`name(use: official)`, `extension(url: "...")`).
+    for (const name of LIST_FILTERS) args[name] = { type: TokenScalar };
+    if (extension) args.url = { type: TokenScalar };
+    return args;
+  };
+
+  function objectType(code: string): GraphQLObjectType {
+    let found = objects.get(code);
+    if (!found) {
+      found = new GraphQLObjectType({ name: code, fields: () => fieldsOf(code, '', code) });
+      objects.set(code, found);
+    }
+    return found;
+  }
+
+  function backbone(root: string, path: string, name: string): GraphQLObjectType {
+    let found = objects.get(name);
+    if (!found) {
+      found = new GraphQLObjectType({ name, fields: () => fieldsOf(root, path, name) });
+      objects.set(name, found);
+    }
+    return found;
+  }
+
+  const resourceObjects = new Map<string, GraphQLObjectType>();
+  function resourceObject(type: string): GraphQLObjectType {
+    let found = resourceObjects.get(type);
+    if (!found) {
+      found = new GraphQLObjectType({
+        name: type,
+        fields: () => {
+          const fields: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = { resourceType: { type: GraphQLString }, ...fieldsOf(type, '', type) };
+          // Reverse references: resources of another type that point here through one of their parameters.
+          for (const other of resourceTypes) {
+            fields[`${other}List`] = {
+              type: new GraphQLList(resourceObject(other)),
+              args: reverseArgs(other),
+              resolve: resolvers.reverse(other),
+            };
+          }
+          return fields;
+        },
+      });
+      objects.set(type, found);
+      resourceObjects.set(type, found);
+    }
+    return found;
+  }
+
+  let union: GraphQLUnionType | undefined;
+  function resourceUnion(): GraphQLUnionType {
+    union ??= new GraphQLUnionType({
+      name: 'Resource',
+      types: () => resourceTypes.map(resourceObject),
+      resolveType: (value: unknown) => (value as { resourceType?: string }).resourceType,
+    });
+    return union;
+  }
+
+  const edge = (type: string) =>
+    new GraphQLObjectType({
+      name: `${type}ConnectionEdge`,
+      fields: { mode: { type: GraphQLString }, score: { type: GraphQLFloat }, resource: { type: resourceObject(type) } },
+    });
+  const connection = (type: string) =>
+    new GraphQLObjectType({
+      name: `${type}Connection`,
+      fields: {
+        count: { type: GraphQLInt },
+        offset: { type: GraphQLInt },
+        pagesize: { type: GraphQLInt },
+        first: { type: GraphQLString },
+        previous: { type: GraphQLString },
+        next: { type: GraphQLString },
+        last: { type: GraphQLString },
+        edges: { type: new GraphQLList(edge(type)) },
+      },
+    });
+
+  const query: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
+  const mutation: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
+  for (const type of resourceTypes) {
+    query[type] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.read(type) };
+    query[`${type}List`] = { type: new GraphQLList(resourceObject(type)), args: searchArgs(type), resolve: resolvers.list(type) };
+    query[`${type}Connection`] = { type: connection(type), args: searchArgs(type), resolve: resolvers.connection(type) };
+    mutation[`${type}Create`] = { type: resourceObject(type), args: { res: { type: new GraphQLNonNull(JsonScalar) } }, resolve: resolvers.create(type) };
+    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) }, res: { type: new GraphQLNonNull(JsonScalar) } }, resolve: resolvers.update(type) };
+    mutation[`${type}Delete`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.remove(type) };
+  }
+  const system = new GraphQLSchema({
+    query: new GraphQLObjectType({ name: 'Query', fields: query }),
+    mutation: new GraphQLObjectType({ name: 'Mutation', fields: mutation }),
+    directives: [...specifiedDirectives, ...FHIR_DIRECTIVES],
+    types: [JsonScalar, TokenScalar],
+  });
+  const instances = new Map<string, GraphQLSchema>();
+  return {
+    system,
+    // At instance level the resource itself is the root (graphql.html): its type is the query type.
+    instance: (type) => {
+      let schema = instances.get(type);
+      if (!schema) {
+        schema = new GraphQLSchema({ query: resourceObject(type), directives: [...specifiedDirectives, ...FHIR_DIRECTIVES], types: [JsonScalar] });
+        instances.set(type, schema);
+      }
+      return schema;
+    },
+  };
+}
+
+export interface FhirSchemas {
+  system: GraphQLSchema;
+  instance(type: string): GraphQLSchema;
+}
+
+/** The direct children of an element (or of the type, prefix ''). */
+function childElements(model: ElementModel, root: string, prefix: string): [string, ElementInfo][] {
+  if (prefix === '') return model.topLevel(root);
+  const start = `${prefix}.`;
+  return model
+    .paths(root)
+    .filter(([name]) => name.startsWith(start) && !name.slice(start.length).includes('.'))
+    .map(([name, info]): [string, ElementInfo] => [name.slice(start.length), info]);
+}
+
+function elementsBelow(model: ElementModel, root: string, path: string): boolean {
+  return model.paths(root).some(([name]) => name.startsWith(`${path}.`));
+}
+
+function pascal(name: string): string {
+  return name[0].toUpperCase() + name.slice(1);
+}

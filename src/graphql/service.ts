@@ -1,0 +1,219 @@
+import {
+  execute,
+  GraphQLError,
+  Kind,
+  parse,
+  specifiedRules,
+  validate,
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+  type ValidationContext,
+  type ASTVisitor,
+} from 'graphql';
+import type { OperationOutcome, Resource } from 'fhir/r4';
+import type { RequestContext } from '../context/request-context';
+import type { ElementModel } from '../search/model/model';
+import { applyDirectives, prepareDirectives } from './directives';
+import { fieldResolvers, referenceLoader, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
+import { buildSchema, type FhirSchemas } from './schema';
+
+/**
+ * FHIR GraphQL (R4 graphql.html) without HTTP: a request (query, variables, operationName) in, a
+ * status and `{data, errors}` out. Limits refuse before anything runs: depth, an estimated cost
+ * (fields times the lists above them), and at run time the searches per query and the request's
+ * time budget. A syntax, validation or limit error is 400 with the OperationOutcome in each
+ * error's `extensions`; a resolver's error is an entry of `errors` beside the data (200).
+ */
+
+export interface GraphQLRequest {
+  query?: unknown;
+  variables?: unknown;
+  operationName?: unknown;
+}
+
+export interface GraphQLAnswer {
+  status: number;
+  body: { data?: unknown; errors?: unknown[] };
+}
+
+export interface GraphQLOptions {
+  maxDepth: number;
+  /** The largest estimated cost: each field counts once per item of the lists above it. */
+  maxCost: number;
+  limits: GraphQLLimits;
+  introspection: boolean;
+}
+
+export const DEFAULT_GRAPHQL_OPTIONS: GraphQLOptions = {
+  maxDepth: 12,
+  maxCost: 100_000,
+  limits: { searches: 200, maxCount: 1000 },
+  introspection: true,
+};
+
+/** How many items a list is counted as when the query does not say (`_count`). */
+const ASSUMED_LIST_SIZE = 20;
+
+export interface GraphQLServiceDeps extends GraphQLDataDeps {
+  model: ElementModel;
+  resourceTypes: readonly string[];
+  /** Changes when the search parameters do (the schema is built again then). */
+  revision: () => number;
+}
+
+export class GraphQLService {
+  private built?: { revision: number; schemas: FhirSchemas };
+
+  constructor(
+    private readonly deps: GraphQLServiceDeps,
+    private readonly options: GraphQLOptions = DEFAULT_GRAPHQL_OPTIONS,
+  ) {}
+
+  /** The schemas (built on first use, again when search parameters change). */
+  schemas(): FhirSchemas {
+    const revision = this.deps.revision();
+    if (!this.built || this.built.revision !== revision) {
+      const resolvers = fieldResolvers(this.deps, this.options.limits);
+      this.built = {
+        revision,
+        schemas: buildSchema({ model: this.deps.model, resourceTypes: this.deps.resourceTypes, searchParams: (type) => this.deps.searchParams(type), resolvers }),
+      };
+    }
+    return this.built.schemas;
+  }
+
+  async run(request: GraphQLRequest, ctx: RequestContext, options: { method: 'GET' | 'POST'; target?: Resource }): Promise<GraphQLAnswer> {
+    if (typeof request.query !== 'string' || request.query.trim() === '') return refused('invalid', 'query is required (a GraphQL document)');
+    const variables = request.variables ?? undefined;
+    if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
+    if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
+    let document: DocumentNode;
+    try {
+      document = prepareDirectives(parse(request.query, { maxTokens: 50_000 }));
+    } catch (err) {
+      return refusedWith([err as GraphQLError], 'invalid');
+    }
+    const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
+    const rules = [...specifiedRules, depthLimit(this.options.maxDepth), costLimit(this.options.maxCost), ...(this.options.introspection ? [] : [noIntrospection])];
+    const errors = validate(schema, document, rules, { maxErrors: 20 });
+    if (errors.length > 0) return refusedWith(errors, errors.some((e) => e.extensions?.code === 'too-costly') ? 'too-costly' : 'invalid');
+    const operation = chosenOperation(document, request.operationName as string | undefined);
+    if (!operation) return refused('invalid', request.operationName ? `the document has no operation named '${String(request.operationName)}'` : 'the document has several operations; name one (operationName)');
+    if (operation.operation === 'mutation' && options.method === 'GET') return { status: 405, body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] } };
+    if (operation.operation === 'subscription') return refused('not-supported', 'subscriptions are not supported over $graphql');
+
+    const state: GraphQLRequestState = { ctx, searches: 0, references: undefined as unknown as GraphQLRequestState['references'] };
+    state.references = referenceLoader(this.deps, () => state, this.options.limits);
+    const result = await execute({
+      schema,
+      document,
+      rootValue: options.target ?? {},
+      contextValue: state,
+      variableValues: variables as Record<string, unknown> | undefined,
+      operationName: request.operationName as string | undefined,
+    });
+    const data = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : result.data;
+    const body: GraphQLAnswer['body'] = { data };
+    if (result.errors?.length) body.errors = result.errors.map((e) => e.toJSON());
+    return { status: 200, body };
+  }
+}
+
+function chosenOperation(document: DocumentNode, name: string | undefined): OperationDefinitionNode | undefined {
+  const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  if (name) return operations.find((o) => o.name?.value === name);
+  return operations.length === 1 ? operations[0] : undefined;
+}
+
+function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
+  return new Map(document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
+}
+
+/** Refuses selection sets nested deeper than `max` (fragments followed). */
+function depthLimit(max: number) {
+  return (context: ValidationContext): ASTVisitor => ({
+    OperationDefinition(node) {
+      const fragments = new Map(context.getDocument().definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
+      const depth = depthOf(node.selectionSet, fragments, new Set());
+      if (depth > max) context.reportError(new GraphQLError(`The query is nested ${depth} levels deep; at most ${max} are allowed`, { nodes: [node], extensions: { code: 'too-costly' } }));
+    },
+  });
+}
+
+function depthOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, seen: Set<string>): number {
+  if (!set) return 0;
+  let deepest = 0;
+  for (const selection of set.selections) {
+    if (selection.kind === Kind.FIELD) deepest = Math.max(deepest, selection.selectionSet ? 1 + depthOf(selection.selectionSet, fragments, seen) : 0);
+    else if (selection.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(selection.selectionSet, fragments, seen));
+    else if (!seen.has(selection.name.value)) {
+      seen.add(selection.name.value);
+      deepest = Math.max(deepest, depthOf(fragments.get(selection.name.value)?.selectionSet, fragments, seen));
+      seen.delete(selection.name.value);
+    }
+  }
+  return deepest;
+}
+
+/** Refuses queries whose estimated cost (each field once per item of the lists above it) is over `max`. */
+function costLimit(max: number) {
+  return (context: ValidationContext): ASTVisitor => ({
+    OperationDefinition(node) {
+      const fragments = new Map(context.getDocument().definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
+      const cost = costOf(node.selectionSet, fragments, 1, new Set());
+      if (cost > max) context.reportError(new GraphQLError(`The query would cost about ${Math.round(cost)} (fields times list sizes); at most ${max} is allowed`, { nodes: [node], extensions: { code: 'too-costly' } }));
+    },
+  });
+}
+
+function costOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, multiplier: number, seen: Set<string>): number {
+  if (!set) return 0;
+  let cost = 0;
+  for (const selection of set.selections) {
+    if (selection.kind === Kind.FIELD) {
+      cost += multiplier;
+      if (selection.selectionSet) cost += costOf(selection.selectionSet, fragments, multiplier * listSize(selection), seen);
+    } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+      cost += costOf(selection.selectionSet, fragments, multiplier, seen);
+    } else if (!seen.has(selection.name.value)) {
+      seen.add(selection.name.value);
+      cost += costOf(fragments.get(selection.name.value)?.selectionSet, fragments, multiplier, seen);
+      seen.delete(selection.name.value);
+    }
+    if (cost > Number.MAX_SAFE_INTEGER / 2) return cost;
+  }
+  return cost;
+}
+
+/** Searches count as the page they ask for; other lists as a typical size. */
+function listSize(field: FieldNode): number {
+  const name = field.name.value;
+  if (!/(List|Connection)$/.test(name)) return 1;
+  const count = field.arguments?.find((a) => a.name.value === '_count')?.value;
+  if (count?.kind === Kind.INT) return Math.max(1, Number(count.value));
+  return ASSUMED_LIST_SIZE;
+}
+
+function noIntrospection(context: ValidationContext): ASTVisitor {
+  return {
+    Field(node) {
+      if (node.name.value === '__schema' || node.name.value === '__type') context.reportError(new GraphQLError('Introspection is turned off on this server', { nodes: [node] }));
+    },
+  };
+}
+
+function errorEntry(code: string, text: string, extra: Record<string, unknown> = {}) {
+  const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: code as 'invalid', details: { text } }] };
+  return { message: text, ...extra, extensions: { outcome } };
+}
+
+function refused(code: string, text: string): GraphQLAnswer {
+  return { status: 400, body: { errors: [errorEntry(code, text)] } };
+}
+
+function refusedWith(errors: readonly GraphQLError[], code: string): GraphQLAnswer {
+  return { status: 400, body: { errors: errors.map((e) => errorEntry(code, e.message, e.locations ? { locations: e.locations } : {})) } };
+}
