@@ -75,7 +75,11 @@ export async function expandValueSet(valueSet: ValueSet, options: ExpandOptions,
   const list = hierarchical ? collected.roots : collected.members;
   const start = offset ?? 0;
   const page = list.slice(start, count === undefined ? undefined : start + count);
-  const contains = page.map(build);
+  const contains: ValueSetExpansionContains[] = [];
+  for (const member of page) {
+    contains.push(build(member));
+    if (env.pacer.due()) await env.pacer.pause();
+  }
   for (const s of new Set([...env.usedSupplements, ...usedSupplements])) {
     const noted = parameters.some((p) => p.name === 'used-supplement' && (p.valueUri === s || p.valueUri?.startsWith(`${s}|`)));
     if (!noted) add({ name: 'used-supplement', valueUri: s });

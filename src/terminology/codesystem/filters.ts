@@ -205,6 +205,7 @@ function regexTest(spec: FilterSpec): (text: string) => boolean {
 
 function scan(cs: ResourceCodeSystemProvider, test: (n: Node) => boolean): ConceptFilter<Node> {
   return {
+    scansAll: true,
     contains: test,
     members: function* () {
       for (const n of cs.all()) if (test(n)) yield n;

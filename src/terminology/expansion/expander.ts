@@ -210,8 +210,9 @@ export class ValueSetExpander {
     if (set.filter && set.filter.length > 0) {
       const filters = set.filter.map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
       const [first, ...others] = filters;
-      for (const node of first.members()) {
+      for (const node of first.scansAll ? cs.all() : first.members()) {
         if (pacer.due()) await pacer.pause();
+        if (first.scansAll && !first.contains(node)) continue;
         if (this.env.params.activeOnly && cs.isInactive(node)) continue;
         if (!others.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node)) continue;
         const parentNode = cs.parents(node)[0];
@@ -332,8 +333,9 @@ export class ValueSetExpander {
     if (set.filter && set.filter.length > 0) {
       const filters = set.filter.map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
       const [first, ...others] = filters;
-      for (const node of first.members()) {
+      for (const node of first.scansAll ? cs.all() : first.members()) {
         if (pacer.due()) await pacer.pause();
+        if (first.scansAll && !first.contains(node)) continue;
         if (others.every((f) => f.contains(node)) && passesImports(node.code)) exclude(node.code);
       }
     }
