@@ -11,8 +11,9 @@ import { stopServer } from './write-stream';
 /**
  * A few kilobytes of terminology cannot stall the server (issue 19, items 2, 3 and 8). Each
  * hostile request answers (a correct answer, or 4xx too-costly) within its budget, without a
- * stack overflow, while a loop of GET /metadata beside it keeps being answered: its latencies are
- * measured and their 99th percentile must stay under 50 ms. The server runs in a process of its
+ * stack overflow, while a loop of cheap requests beside it (GET /metadata, and a $validate-code
+ * the answer cache holds) keeps being answered: their latencies are measured and their 99th
+ * percentile must stay under 50 ms. The server runs in a process of its
  * own, so what is measured is what a client sees.
  */
 
@@ -48,11 +49,11 @@ beforeAll(async () => {
   const baseline: number[] = [];
   for (let i = 0; i < 100; i++) {
     const start = performance.now();
-    await fetch(`${server.base}/metadata`).then((r) => r.arrayBuffer());
+    await cheapRequest(i);
     baseline.push(performance.now() - start);
   }
   const baselineP99 = percentile(baseline, 0.99);
-  figures.push(`metadata alone: p99 ${baselineP99.toFixed(1)} ms over ${baseline.length} requests`);
+  figures.push(`cheap requests alone: p99 ${baselineP99.toFixed(1)} ms over ${baseline.length} requests`);
   p99Limit = Math.max(P99_LIMIT_MS, 3 * baselineP99);
 }, 120_000);
 
@@ -61,7 +62,7 @@ afterAll(async () => {
   if (latencies.length > 0) {
     // The figure the issue asks to be reported.
     figures.push(`all: p99 ${percentile(latencies, 0.99).toFixed(1)} ms over ${latencies.length} requests`);
-    process.stdout.write(`metadata latency while hostile terminology work ran:\n  ${figures.join('\n  ')}\n`);
+    process.stdout.write(`latency of cheap requests (metadata, cached validate-code) while hostile terminology work ran:\n  ${figures.join('\n  ')}\n`);
   }
 });
 
@@ -128,20 +129,26 @@ async function operation(path: string, parameter: Parameters['parameter']): Prom
 const resources = (list: (ValueSet | CodeSystem | ConceptMap)[]) => list.map((resource) => ({ name: 'tx-resource', resource }));
 const output = (body: Answer['body'], name: string) => body.parameter?.find((p) => p.name === name);
 
+/** GET /metadata, or a $validate-code whose answer is cached after its first time: both must be quick. */
+async function cheapRequest(i: number): Promise<void> {
+  const path = i % 2 === 0 ? 'metadata' : `CodeSystem/$validate-code?url=${encodeURIComponent(GENDER)}&code=male`;
+  const res = await fetch(`${server.base}/${path}`);
+  await res.arrayBuffer();
+  expect(res.status).toBe(200);
+}
+
 /**
- * Runs `work` while a loop of GET /metadata runs beside it, one request at a time; answers what
+ * Runs `work` while a loop of cheap requests runs beside it, one request at a time; answers what
  * `work` answers and records the loop's latencies.
  */
 async function withMetadataLoop<T>(name: string, work: () => Promise<T>): Promise<{ result: T; p99: number }> {
   let done = false;
   const here: number[] = [];
   const loop = (async () => {
-    while (!done) {
+    for (let i = 0; !done; i++) {
       const start = performance.now();
-      const res = await fetch(`${server.base}/metadata`);
-      await res.arrayBuffer();
+      await cheapRequest(i);
       here.push(performance.now() - start);
-      expect(res.status).toBe(200);
     }
   })();
   let result: T;
