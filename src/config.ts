@@ -15,6 +15,8 @@ export interface Config {
   expansionLimit: number;
   /** Time budget of one operation, in milliseconds. */
   operationTimeoutMs: number;
+  /** On SIGTERM/SIGINT: how long in-flight requests may go on before the process exits anyway. */
+  drainTimeoutMs: number;
   /** Time a client has to send the request line and headers; 408 after. */
   headersTimeoutMs: number;
   /** Time a client has to send the whole request, body included; 408 after. */
@@ -85,6 +87,7 @@ export function loadConfig(env: Env): Config {
     bodyLimit: size(env, 'BODY_LIMIT', 10 * 1024 * 1024),
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
     operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    drainTimeoutMs: integer(env, 'DRAIN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     headersTimeoutMs,
     requestTimeoutMs,
     answerCacheBytes: size(env, 'ANSWER_CACHE_BYTES', 64 * 1024 * 1024),

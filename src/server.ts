@@ -22,7 +22,13 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, 'stopping: finishing in-flight requests');
+    app.log.info({ signal, drainTimeoutMs: config.drainTimeoutMs }, 'stopping: finishing in-flight requests');
+    // Work still running when the drain time is over is cut off (long engine work gives the
+    // event loop back often enough for this timer to fire).
+    setTimeout(() => {
+      app.log.warn({ signal }, 'drain time over: exiting with requests still in flight');
+      process.exit(1);
+    }, config.drainTimeoutMs).unref();
     try {
       await server.close();
       process.exit(0);

@@ -47,13 +47,13 @@ interface SystemIncludes {
 }
 
 /** `limit`: the largest expansion either value set may need (too-costly beyond: indeterminate). */
-export function compareValueSets(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineContext, limit: number): CompareResult {
+export async function compareValueSets(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineContext, limit: number): Promise<CompareResult> {
   const names = [name(thisVs), name(otherVs)];
   const found = compareDefinitions(thisVs, otherVs, ctx);
   if (!found.undecided) return outcome(found, names, false);
   let expanded: Findings;
   try {
-    expanded = compareExpansions(thisVs, otherVs, ctx, limit);
+    expanded = await compareExpansions(thisVs, otherVs, ctx, limit);
   } catch (err) {
     if (!(err instanceof TerminologyError)) throw err;
     return { result: 'indeterminate', message: message('VS_COMPARE_FAILED', names[0], names[1], err.issue.text), 'performed-expansion': true };
@@ -210,9 +210,9 @@ function includeKey(include: ValueSetComposeInclude): string {
 // ---------------------------------------------------------------------------------------------
 // expansions
 
-function compareExpansions(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineContext, limit: number): Findings {
-  const mine = members(thisVs, ctx, limit);
-  const theirs = members(otherVs, ctx, limit);
+async function compareExpansions(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineContext, limit: number): Promise<Findings> {
+  const mine = await members(thisVs, ctx, limit);
+  const theirs = await members(otherVs, ctx, limit);
   const keyOf = (m: Member) => `${m.system}\u0000${m.code}`;
   const mineKeys = new Set(mine.map(keyOf));
   const theirKeys = new Set(theirs.map(keyOf));
@@ -225,10 +225,10 @@ function compareExpansions(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineConte
 }
 
 /** The members of a value set, once each by system and code, in expansion order. */
-function members(vs: ValueSet, ctx: EngineContext, limit: number): Member[] {
+async function members(vs: ValueSet, ctx: EngineContext, limit: number): Promise<Member[]> {
   const env = valueSetEnv(vs, ctx);
   const expander = new ValueSetExpander(env, { designations: [], properties: [], limit, excludeNested: true }, vs);
-  const collected = expander.collect();
+  const collected = await expander.collect();
   if (collected.members.length > limit) expander.tooCostly(limit);
   const seen = new Set<string>();
   return collected.members.filter((m) => {

@@ -8,6 +8,9 @@ import type { TxParams } from './params';
  */
 const R5_FILTER_OP = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.compose.include.filter.op';
 
+/** Value sets importing value sets deeper than this are refused as too costly (no real one comes close). */
+export const MAX_IMPORT_DEPTH = 100;
+
 export function filterOp(filter: ValueSetComposeIncludeFilter): string {
   if (filter.op) return filter.op;
   const element = (filter as { _op?: { extension?: { url: string; valueCode?: string }[] } })._op;

@@ -14,7 +14,7 @@ const DEFINITION_ONLY = ['id', 'meta', 'text', 'compose', 'purpose', 'descriptio
  * ValueSet/$expand as the engine sees it: the value set with an `expansion`, paged, within the
  * size limit (too-costly beyond it) and the request's time budget.
  */
-export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext): ValueSet {
+export async function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext): Promise<ValueSet> {
   const { params } = ctx;
   const env = valueSetEnv(valueSet, ctx);
 
@@ -29,14 +29,16 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   }
 
   const expander = new ValueSetExpander(env, options, valueSet);
-  const collected = collectOnce(expander, valueSet, options, ctx, env);
+  const collected = await collectOnce(expander, valueSet, options, ctx, env);
   requireSupplements(env);
 
   const { count, offset } = options;
   const total = collected.members.length;
   if (count === undefined && total > options.limit) expander.tooCostly(options.limit);
   // A page that starts inside the list cannot show where its first entries hang.
-  const hierarchical = collected.hierarchical && !(offset !== undefined && offset > 0) && (count === undefined || count > total);
+  // Nor is a hierarchy deeper than a client can parse given as one.
+  const hierarchical =
+    collected.hierarchical && !(offset !== undefined && offset > 0) && (count === undefined || count > total) && nestingDepth(collected.members) <= MAX_NESTING;
 
   const parameters: ValueSetExpansionParameter[] = [];
   const add = (p: ValueSetExpansionParameter) => parameters.push(p);
@@ -73,7 +75,11 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
   const list = hierarchical ? collected.roots : collected.members;
   const start = offset ?? 0;
   const page = list.slice(start, count === undefined ? undefined : start + count);
-  const contains = page.map(build);
+  const contains: ValueSetExpansionContains[] = [];
+  for (const member of page) {
+    contains.push(build(member));
+    if (env.pacer.due()) await env.pacer.pause();
+  }
   for (const s of new Set([...env.usedSupplements, ...usedSupplements])) {
     const noted = parameters.some((p) => p.name === 'used-supplement' && (p.valueUri === s || p.valueUri?.startsWith(`${s}|`)));
     if (!noted) add({ name: 'used-supplement', valueUri: s });
@@ -103,9 +109,9 @@ export function expandValueSet(valueSet: ValueSet, options: ExpandOptions, ctx: 
  * second page of the same expansion only slices and renders. Not reused when the request
  * brings version rules or supplements (they change what resolves, and are recorded per request).
  */
-function collectOnce(expander: ValueSetExpander, valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext, env: ValidationEnv): Collected {
+async function collectOnce(expander: ValueSetExpander, valueSet: ValueSet, options: ExpandOptions, ctx: EngineContext, env: ValidationEnv): Promise<Collected> {
   const { params } = ctx;
-  if (params.versionRules.length > 0 || params.supplements.size > 0) return expander.collect();
+  if (params.versionRules.length > 0 || params.supplements.size > 0) return await expander.collect();
   const pagedWithinLimit = options.count !== undefined && options.count + (options.offset ?? 0) <= options.limit;
   const key = JSON.stringify([
     options.filter ?? '',
@@ -122,7 +128,22 @@ function collectOnce(expander: ValueSetExpander, valueSet: ValueSet, options: Ex
     for (const s of known.usedSupplements) env.usedSupplements.add(s);
     return known.collected;
   }
-  const collected = expander.collect();
+  const collected = await expander.collect();
   ctx.resolver.memo.set(valueSet, key, { collected, usedSupplements: [...env.usedSupplements] });
   return collected;
+}
+
+/** Levels of `contains` an expansion nests at most; a deeper hierarchy is given flat. */
+export const MAX_NESTING = 20;
+
+/** How deep the members hang (parents are collected before their children). */
+function nestingDepth(members: Member[]): number {
+  const depths = new Map<Member, number>();
+  let deepest = 0;
+  for (const member of members) {
+    const depth = member.parent ? (depths.get(member.parent) ?? 0) + 1 : 0;
+    depths.set(member, depth);
+    if (depth > deepest) deepest = depth;
+  }
+  return deepest;
 }

@@ -62,6 +62,7 @@ export const MESSAGES = {
   UCUM_INVALID_EXPRESSION: "Error processing unit '{0}': {1}",
   UCUM_UNKNOWN_UNIT: "The unit '{0}' is unknown at character {1}",
   TRANSLATE_NO_MATCH: 'No translations found for {0}',
+  TRANSLATE_TOO_COSTLY: 'The translation gives more than {0} matches; the request is too costly to answer',
   TRANSLATE_NO_MAP: 'No translations found for {0} (no concept map applies)',
   TRANSLATE_MAP_CHAIN_TOO_DEEP: 'Concept maps refer to each other more than {0} deep (at {1})',
   UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE: 'The system {0} filter with property = {1}, op = {2} has no value',
@@ -88,6 +89,7 @@ export const MESSAGES = {
     "A definition for CodeSystem '{0}' could not be found, so the coding could not be checked; another coding in the CodeableConcept is valid",
   VALUESET_CIRCULAR_REFERENCE: 'Found a circularity pointing to {0} processing ValueSet with pathway [{1}]',
   VALUESET_SUPPLEMENT_MISSING: 'Required supplement not found: {0}',
+  VALUESET_IMPORTS_TOO_DEEP: "The value set '{0}' imports value sets more than {1} deep; the request is too costly to answer",
   VALUESET_TOO_COSTLY: "The value set '{0}' expansion has too many codes to produce (>{1})",
   VALUESET_VALUE_MISMATCH: "The code system '{0}' version '{1}' in the ValueSet include is different to the one in the value ('{2}')",
   VALUESET_VALUE_MISMATCH_CHANGED:

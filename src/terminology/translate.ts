@@ -44,6 +44,8 @@ export interface TranslateResult {
 /** Equivalences that say the codes do not mean the same thing. */
 const NOT_A_MATCH = new Set(['unmatched', 'disjoint']);
 const MAX_MAP_CHAIN = 5;
+/** More matches than this make an answer too large to be of use (and megabytes from a few kilobytes asked). */
+export const MAX_TRANSLATE_MATCHES = 1_000;
 
 export function translate(request: TranslateRequest, resolver: Resolver): TranslateResult {
   const maps = (request.maps ?? resolver.conceptMaps()).filter((m) => inScope(m, request));
@@ -51,8 +53,13 @@ export function translate(request: TranslateRequest, resolver: Resolver): Transl
   for (const coding of request.codings) {
     if (!coding.code) continue;
     for (const map of maps) {
-      if (request.reverse) matches.push(...reverseMatches(map, coding, request.resultSystem));
-      else matches.push(...forwardMatches(map, coding, request, resolver, 0));
+      const found = request.reverse ? reverseMatches(map, coding, request.resultSystem) : forwardMatches(map, coding, request, resolver, 0);
+      for (const match of found) {
+        if (matches.length >= MAX_TRANSLATE_MATCHES) {
+          throw new TerminologyError(plainIssue('error', 'too-costly', undefined, 'TRANSLATE_TOO_COSTLY', [MAX_TRANSLATE_MATCHES]), 422);
+        }
+        matches.push(match);
+      }
     }
   }
   const result = matches.some((m) => !NOT_A_MATCH.has(m.equivalence));
@@ -83,9 +90,9 @@ function forwardMatches(map: ConceptMap, coding: Coding, request: TranslateReque
     if (resultSystem && group.target && group.target !== resultSystem) continue;
     const elements = (group.element ?? []).filter((e) => e.code === coding.code);
     const found: TranslateMatch[] = [];
-    for (const element of elements) found.push(...elementMatches(map, group, element, request));
-    if (found.length === 0 && group.unmapped) found.push(...unmappedMatches(map, group, coding, request, resolver, depth));
-    out.push(...found);
+    for (const element of elements) for (const m of elementMatches(map, group, element, request)) found.push(m);
+    if (found.length === 0 && group.unmapped) for (const m of unmappedMatches(map, group, coding, request, resolver, depth)) found.push(m);
+    for (const m of found) out.push(m);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import type { CodeableConcept, CodeSystem, Coding, ValueSet } from 'fhir/r4';
 import { addToPath, outcomeOf, TerminologyError, txIssue } from './issues';
+import { Pacer } from './pacing';
 import type { TxParams } from './params';
 import type { Resolver } from './resolver';
 import { ValueSetChecker } from './validation/checker';
@@ -139,6 +140,7 @@ function makeEnv(ctx: EngineContext): ValidationEnv {
     requiredSupplements: new Set(ctx.params.supplements),
     usedSupplements: new Set(),
     checkBudget: ctx.checkBudget,
+    pacer: new Pacer(ctx.checkBudget),
   };
 }
 

@@ -45,7 +45,7 @@ export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, 
       // The HL7 suite (and clients protecting themselves) may ask for a lower limit.
       const asked = Number(ctx.headers['x-too-costly-threshold']);
       const limit = Number.isInteger(asked) && asked > 0 ? Math.min(asked, configured) : configured;
-      const expanded = expandValueSet(
+      const expanded = await expandValueSet(
         valueSet,
         {
           filter: input.filter,

@@ -62,7 +62,15 @@ function conceptFilter(cs: ResourceCodeSystemProvider, spec: FilterSpec): Concep
     }
     case 'is-not-a': {
       const root = cs.locate(value);
-      return scan(cs, (n) => !root || !cs.subsumes(root, n));
+      if (!root) return scan(cs, () => true);
+      // Listing: the subtree is found once (O(size)), not asked per concept (O(size x depth)).
+      return {
+        contains: (n) => !cs.subsumes(root, n),
+        members: function* () {
+          const below = subtreeOf(root);
+          for (const n of cs.all()) if (!below.has(n)) yield n;
+        },
+      };
     }
     case 'generalizes': {
       const start = cs.locate(value);
@@ -97,6 +105,12 @@ function subtree(cs: ResourceCodeSystemProvider, root: Node, op: string): Concep
         return n !== root && n.children.length === 0 && cs.subsumes(root, n);
     }
   };
+  // Listing walks down from the root, so every concept met is below it: no walk back up per concept.
+  const belowRoot = (n: Node): boolean => {
+    if (op === 'is-a') return true;
+    if (op === 'descendent-of') return n !== root;
+    return n !== root && n.children.length === 0;
+  };
   const members = function* (): Iterable<Node> {
     if (op === 'child-of') {
       yield* root.children;
@@ -108,11 +122,25 @@ function subtree(cs: ResourceCodeSystemProvider, root: Node, op: string): Concep
       const node = stack.pop() as Node;
       if (seen.has(node)) continue;
       seen.add(node);
-      if (test(node)) yield node;
+      if (belowRoot(node)) yield node;
       for (let i = node.children.length - 1; i >= 0; i--) stack.push(node.children[i]);
     }
   };
   return { contains: test, members };
+}
+
+/** A concept and everything below it. */
+function subtreeOf(root: Node): Set<Node> {
+  const seen = new Set<Node>([root]);
+  const stack: Node[] = [root];
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    for (const child of node.children) {
+      if (seen.has(child)) continue;
+      seen.add(child);
+      stack.push(child);
+    }
+  }
+  return seen;
 }
 
 function propertyFilter(cs: ResourceCodeSystemProvider, spec: FilterSpec): ConceptFilter<Node> {
@@ -177,6 +205,7 @@ function regexTest(spec: FilterSpec): (text: string) => boolean {
 
 function scan(cs: ResourceCodeSystemProvider, test: (n: Node) => boolean): ConceptFilter<Node> {
   return {
+    scansAll: true,
     contains: test,
     members: function* () {
       for (const n of cs.all()) if (test(n)) yield n;

@@ -39,6 +39,11 @@ export interface ConceptFilter<C> {
   members(): Iterable<C>;
   /** Why a concept is not a member, when the filter can say it better than "not in the value set". */
   explain?(concept: C): string | undefined;
+  /**
+   * members() tests every concept with contains(): a caller that paces long work lists all()
+   * and tests each itself, so the gaps between members cost no unchecked time.
+   */
+  scansAll?: boolean;
 }
 
 export class FilterNotSupportedError extends Error {

@@ -43,7 +43,10 @@ export class StoredTerminology {
   /** Grows whenever the stored content changes; caches built on it compare generations. */
   generation = 0;
   private readonly marks = new Map<string, number>(TERMINOLOGY_TYPES.map((t) => [t, 0]));
-  private pending?: Promise<void>;
+  /** The refresh running now: it read the change marks before some of its callers asked. */
+  private running?: Promise<void>;
+  /** The refresh that starts when the running one ends, shared by everyone who asked meanwhile. */
+  private queued?: Promise<void>;
   /** Versions this process wrote, by type/id: the refresh takes them as they are instead of parsing them again. */
   private readonly local = new Map<string, StoredVersion>();
 
@@ -52,32 +55,41 @@ export class StoredTerminology {
     readonly project: string,
   ) {}
 
-  /**
-   * Set by a refresh, cleared at the next turn of the event loop and by any write of this
-   * process: one request asks the store once, however many times its handling says refresh().
-   */
-  private fresh = false;
-  /** Counts this process's writes, so a refresh that a write overtook does not claim freshness. */
-  private writes = 0;
-
   /** A version this process has just written (the repository says so after the commit). */
   noteLocalWrite(version: StoredVersion): void {
-    this.fresh = false;
-    this.writes++;
     if ((TERMINOLOGY_TYPES as string[]).includes(version.type)) this.local.set(`${version.type}/${version.id}`, version);
   }
 
-  /** Brings the index up to date; concurrent callers share one refresh. */
+  /**
+   * Brings the index up to date with every write committed before this call: what a refresh
+   * reads must be read after the caller asked. A refresh already running may have read the
+   * change marks before a write the caller has seen acknowledged (by another process), so it
+   * cannot answer for that caller; the callers that arrive meanwhile share the one refresh
+   * queued behind it.
+   */
   refresh(): Promise<void> {
-    if (this.fresh) return Promise.resolve();
-    this.pending ??= this.doRefresh().finally(() => {
-      this.pending = undefined;
+    if (this.queued) return this.queued;
+    if (!this.running) return this.start();
+    const after = this.running.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.queued = after.then(() => {
+      this.queued = undefined;
+      return this.start();
     });
-    return this.pending;
+    return this.queued;
+  }
+
+  private start(): Promise<void> {
+    const run = this.doRefresh().finally(() => {
+      if (this.running === run) this.running = undefined;
+    });
+    this.running = run;
+    return run;
   }
 
   private async doRefresh(): Promise<void> {
-    const writesBefore = this.writes;
     const current = await this.store.changeMarks(this.project, TERMINOLOGY_TYPES);
     let changed = false;
     for (const type of TERMINOLOGY_TYPES) {
@@ -102,10 +114,5 @@ export class StoredTerminology {
       changed = true;
     }
     if (changed) this.generation++;
-    if (this.writes !== writesBefore) return;
-    this.fresh = true;
-    setImmediate(() => {
-      this.fresh = false;
-    });
   }
 }

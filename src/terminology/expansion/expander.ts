@@ -6,7 +6,7 @@ import type {
   ValueSetExpansionParameter,
 } from 'fhir/r4';
 import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../codesystem/provider';
-import { filterOp, pinImport, resolveImport } from '../compose';
+import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { plainIssue, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
 import { compareVersions, versionMatches } from '../versions';
@@ -74,14 +74,13 @@ export class ValueSetExpander {
     private readonly env: ValidationEnv,
     private readonly options: ExpandOptions,
     private readonly valueSet: ValueSet,
-    /** Canonicals of the value sets being expanded above this one, to refuse cycles. */
-    private readonly chain: string[] = [],
+    private readonly nesting: Nesting = { chain: [], imports: new Map() },
   ) {
     this.canBeHierarchy = !options.excludeNested;
     this.filter = new TextFilter(options.filter);
   }
 
-  collect(): Collected {
+  async collect(): Promise<Collected> {
     const compose = this.valueSet.compose;
     if (compose?.lockedDate) {
       throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'LOCKED_DATE_NOT_SUPPORTED', [canonicalOf(this.valueSet)]), 400);
@@ -89,6 +88,7 @@ export class ValueSetExpander {
     if (!compose && this.valueSet.expansion) {
       // A value set defined by its expansion only: its members are the entries listed.
       for (const entry of flatten(this.valueSet.expansion.contains ?? [])) {
+        await this.env.pacer.step();
         if (!entry.system || !entry.code) continue;
         const { contains: _nested, ...flat } = entry;
         const key = this.key(entry.system, entry.version, entry.code);
@@ -99,11 +99,11 @@ export class ValueSetExpander {
     if (compose) {
       this.hasExclusions = (compose.exclude ?? []).length > 0;
       this.decideVersioning(compose);
-      compose.exclude?.forEach((set, i) => this.excludeSet(set, `ValueSet.compose.exclude[${i}]`));
+      for (const [i, set] of (compose.exclude ?? []).entries()) await this.excludeSet(set, `ValueSet.compose.exclude[${i}]`);
       const includes = [...compose.include].sort((a, b) =>
         a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0,
       );
-      includes.forEach((set) => this.includeSet(set, `ValueSet.compose.include[${compose.include.indexOf(set)}]`));
+      for (const set of includes) await this.includeSet(set, `ValueSet.compose.include[${compose.include.indexOf(set)}]`);
     }
     return {
       members: this.members,
@@ -152,13 +152,16 @@ export class ValueSetExpander {
   // -------------------------------------------------------------------------------------------
   // includes
 
-  private includeSet(set: ValueSetComposeInclude, path: string): void {
+  private async includeSet(set: ValueSetComposeInclude, path: string): Promise<void> {
+    const { pacer } = this.env;
     if (set.valueSet || set.concept || (set.filter ?? []).length > 1) this.canBeHierarchy = false;
-    const imports = (set.valueSet ?? []).map((url) => this.importValueSet(url));
+    const imports: ImportedExpansion[] = [];
+    for (const url of set.valueSet ?? []) imports.push(await this.importValueSet(url));
     if (!set.system) {
       if (imports.length === 0) return;
       const [first, ...others] = imports;
       for (const member of first.members) {
+        if (pacer.due()) await pacer.pause();
         if (others.every((o) => o.keys.has(member.key))) this.addImported(member);
       }
       this.importPropertyDefinitions(first);
@@ -167,29 +170,37 @@ export class ValueSetExpander {
     const cs = this.codeSystem(set.system, set.version);
     const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
     if (!cs.enumerable && !set.concept) {
-      this.includeFromBasis(cs, set, path, passesImports);
+      await this.includeFromBasis(cs, set, path, passesImports);
       return;
     }
     if (!set.concept && !set.filter) {
       this.checkSize(cs);
+      // Depth first, in the order of the hierarchy, on a stack of its own: a hierarchy thousands
+      // deep must not take the call stack with it.
       const visited = new Set<ConceptHandle>();
-      const walk = (node: ConceptHandle, parent: Member | undefined): void => {
+      const stack: { node: ConceptHandle; parent: Member | undefined }[] = [];
+      const pushAll = (nodes: ConceptHandle[], parent: Member | undefined) => {
+        for (let i = nodes.length - 1; i >= 0; i--) stack.push({ node: nodes[i], parent });
+      };
+      pushAll(cs.roots(), undefined);
+      for (let next = stack.pop(); next; next = stack.pop()) {
+        const { node, parent } = next;
         if (visited.has(node)) {
           this.canBeHierarchy = false;
-          return;
+          continue;
         }
         visited.add(node);
-        this.env.checkBudget();
+        if (pacer.due()) await pacer.pause();
         let here = parent;
         const selectable = !(this.options.excludeNotForUI && cs.isAbstract(node)) && !(this.env.params.activeOnly && cs.isInactive(node));
         if (selectable && passesImports(node.code) && this.passesText(cs, node)) {
           here = this.add(cs, node, undefined, this.filter.isEmpty ? parent : undefined) ?? parent;
         }
-        for (const child of cs.children(node)) walk(child, here);
-      };
-      for (const root of cs.roots()) walk(root, undefined);
+        pushAll(cs.children(node), here);
+      }
     }
     for (const listed of set.concept ?? []) {
+      if (pacer.due()) await pacer.pause();
       const node = cs.locate(listed.code);
       if (!node || (this.env.params.activeOnly && cs.isInactive(node)) || !passesImports(node.code)) continue;
       const texts = [listed.display, ...(listed.designation ?? []).map((d) => d.value)];
@@ -199,8 +210,9 @@ export class ValueSetExpander {
     if (set.filter && set.filter.length > 0) {
       const filters = set.filter.map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
       const [first, ...others] = filters;
-      for (const node of first.members()) {
-        this.env.checkBudget();
+      for (const node of first.scansAll ? cs.all() : first.members()) {
+        if (pacer.due()) await pacer.pause();
+        if (first.scansAll && !first.contains(node)) continue;
         if (this.env.params.activeOnly && cs.isInactive(node)) continue;
         if (!others.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node)) continue;
         const parentNode = cs.parents(node)[0];
@@ -216,7 +228,7 @@ export class ValueSetExpander {
    * value set that stands for it (its expansion basis) that the filters keep, in an expansion
    * marked unclosed. Without such a value set the expansion cannot be done.
    */
-  private includeFromBasis(cs: CodeSystemProvider, set: ValueSetComposeInclude, path: string, passesImports: (code: string) => boolean): void {
+  private async includeFromBasis(cs: CodeSystemProvider, set: ValueSetComposeInclude, path: string, passesImports: (code: string) => boolean): Promise<void> {
     const basis = cs.expansionBasis ? this.env.resolver.valueSet(cs.expansionBasis) : undefined;
     if (!basis) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     const filters = (set.filter ?? []).map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
@@ -229,7 +241,7 @@ export class ValueSetExpander {
     for (const include of basis.compose?.include ?? []) {
       if (include.system !== cs.url) continue;
       for (const listed of include.concept ?? []) {
-        this.env.checkBudget();
+        await this.env.pacer.step();
         const node = cs.locate(listed.code);
         if (!node || !filters.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node)) continue;
         this.add(cs, node, undefined, undefined);
@@ -287,11 +299,14 @@ export class ValueSetExpander {
   // -------------------------------------------------------------------------------------------
   // excludes
 
-  private excludeSet(set: ValueSetComposeInclude, path: string): void {
-    const imports = (set.valueSet ?? []).map((url) => this.importValueSet(url));
+  private async excludeSet(set: ValueSetComposeInclude, path: string): Promise<void> {
+    const { pacer } = this.env;
+    const imports: ImportedExpansion[] = [];
+    for (const url of set.valueSet ?? []) imports.push(await this.importValueSet(url));
     if (!set.system) {
       const [first, ...others] = imports;
       for (const member of first?.members ?? []) {
+        if (pacer.due()) await pacer.pause();
         if (others.every((o) => o.keys.has(member.key))) this.excluded.add(this.key(member.system, member.version, member.code));
       }
       return;
@@ -303,17 +318,24 @@ export class ValueSetExpander {
     if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     if (!set.concept && !set.filter) {
       if (imports.length === 0 && !this.excludeAcrossVersions) this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
-      else for (const node of cs.all()) if (passesImports(node.code)) exclude(node.code);
+      else {
+        for (const node of cs.all()) {
+          if (pacer.due()) await pacer.pause();
+          if (passesImports(node.code)) exclude(node.code);
+        }
+      }
     }
     for (const listed of set.concept ?? []) {
+      if (pacer.due()) await pacer.pause();
       const node = cs.locate(listed.code);
       if (node && passesImports(node.code)) exclude(node.code);
     }
     if (set.filter && set.filter.length > 0) {
       const filters = set.filter.map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
       const [first, ...others] = filters;
-      for (const node of first.members()) {
-        this.env.checkBudget();
+      for (const node of first.scansAll ? cs.all() : first.members()) {
+        if (pacer.due()) await pacer.pause();
+        if (first.scansAll && !first.contains(node)) continue;
         if (others.every((f) => f.contains(node)) && passesImports(node.code)) exclude(node.code);
       }
     }
@@ -387,8 +409,12 @@ export class ValueSetExpander {
     if (name) this.addParameter({ name, valueUri: canonical });
   }
 
-  /** Expands an imported value set (fully, for filtering) and notes it as used. */
-  private importValueSet(url: string): ImportedExpansion {
+  /**
+   * Expands an imported value set (fully, for filtering) and notes it as used. Each value set is
+   * expanded once per request however often it is imported: a chain of value sets each importing
+   * the one below twice would otherwise double the work at every level.
+   */
+  private async importValueSet(url: string): Promise<ImportedExpansion> {
     const pinned = this.pinValueSet(url);
     const target = resolveImport(this.valueSet, this.env.resolver, pinned);
     const [base, version] = pinned.split('|');
@@ -397,20 +423,28 @@ export class ValueSetExpander {
       throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [base]), 422);
     }
     const canonical = canonicalOf(target);
-    if (this.chain.includes(canonical) || canonical === canonicalOf(this.valueSet)) {
-      const path = [...this.chain, canonicalOf(this.valueSet), canonical].join(', ');
+    const { chain, imports } = this.nesting;
+    if (chain.includes(canonical) || canonical === canonicalOf(this.valueSet)) {
+      const path = [...chain, canonicalOf(this.valueSet), canonical].join(', ');
       throw new TerminologyError(txIssue('error', 'processing', 'vs-invalid', 'VALUESET_CIRCULAR_REFERENCE', [canonical, path]), 400);
     }
-    const inner = new ValueSetExpander(this.env, { ...this.options, filter: undefined, count: undefined, offset: undefined, excludeNested: true, limit: INTERNAL_LIMIT }, target, [
-      ...this.chain,
-      canonicalOf(this.valueSet),
-    ]);
-    const collected = inner.collect();
-    for (const p of collected.parameters) this.addParameter(p);
-    for (const reason of collected.unclosed) this.unclosed.push(reason);
+    // An expansion done before cannot lead back here: its own expansion would have found the cycle.
+    let imported = imports.get(target);
+    if (!imported) {
+      if (chain.length >= MAX_IMPORT_DEPTH) {
+        throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]), 422);
+      }
+      const innerOptions = { ...this.options, filter: undefined, count: undefined, offset: undefined, excludeNested: true, limit: INTERNAL_LIMIT };
+      const inner = new ValueSetExpander(this.env, innerOptions, target, { chain: [...chain, canonicalOf(this.valueSet)], imports });
+      const collected = await inner.collect();
+      imported = { keys: new Set(collected.members.map((m) => m.key)), members: collected.members, properties: collected.importedProperties, collected };
+      imports.set(target, imported);
+    }
+    for (const p of imported.collected.parameters) this.addParameter(p);
+    for (const reason of imported.collected.unclosed) this.unclosed.push(reason);
     if (!pinned.startsWith('#')) this.addParameter({ name: 'used-valueset', valueUri: canonical });
     this.noteStatus(target);
-    return { keys: new Set(collected.members.map((m) => m.key)), members: collected.members, properties: collected.importedProperties };
+    return imported;
   }
 
   private importPropertyDefinitions(imported: ImportedExpansion): void {
@@ -449,6 +483,15 @@ interface ImportedExpansion {
   keys: Set<string>;
   members: Member[];
   properties: { code: string; uri?: string }[];
+  collected: Collected;
+}
+
+/** Where an expansion sits among the value sets one request expands. */
+interface Nesting {
+  /** Canonicals of the value sets being expanded above this one, to refuse cycles. */
+  chain: string[];
+  /** The imports this request has expanded, by value set. */
+  imports: Map<ValueSet, ImportedExpansion>;
 }
 
 /** The value set's own standing: a client expanding a withdrawn or retired value set is told so. */
@@ -465,6 +508,14 @@ export function memberKey(system: string, code: string): string {
   return `${system}\u0000${code}`;
 }
 
+/** Entries and their nested entries, in document order (iterative: nesting depth costs no stack). */
 export function flatten(entries: ValueSetExpansionContains[]): ValueSetExpansionContains[] {
-  return entries.flatMap((e) => [e, ...flatten(e.contains ?? [])]);
+  const out: ValueSetExpansionContains[] = [];
+  const stack = [...entries].reverse();
+  for (let e = stack.pop(); e; e = stack.pop()) {
+    out.push(e);
+    const nested = e.contains ?? [];
+    for (let i = nested.length - 1; i >= 0; i--) stack.push(nested[i]);
+  }
+  return out;
 }

@@ -1,6 +1,6 @@
 import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
 import type { CodeSystemProvider } from '../codesystem/provider';
-import { filterOp, pinImport, resolveImport } from '../compose';
+import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { Language } from '../languages';
 import { message } from '../messages';
@@ -9,6 +9,14 @@ import { checkConceptSet } from './concept-set';
 import { checkCodeSystemStatus, checkResourceStatus } from './status';
 import { canonicalOf, type CodingState, type Membership, type ValidationEnv } from './state';
 
+/** Where a checker sits among the value sets one request prepares. */
+interface CheckerNesting {
+  /** Canonicals of the value sets that led here, to refuse circular imports. */
+  chain: string[];
+  /** The value sets this request has prepared, each once. */
+  prepared: Map<ValueSet, ValueSetChecker>;
+}
+
 /**
  * Membership of one code in one value set, with the diagnostics the HL7 terminology ecosystem
  * expects. `prepare()` resolves what the value set depends on once (imports, code systems,
@@ -16,13 +24,19 @@ import { canonicalOf, type CodingState, type Membership, type ValidationEnv } fr
  */
 export class ValueSetChecker {
   private readonly imports = new Map<string, ValueSetChecker>();
+  /** Answers given while checking one coding: an import reached twice is asked once. */
+  private readonly answers = new WeakMap<CodingState, Map<string, Membership>>();
+  private readonly chain: string[];
+  private readonly prepared: Map<ValueSet, ValueSetChecker>;
 
   constructor(
     readonly env: ValidationEnv,
     readonly valueSet: ValueSet,
-    /** Canonicals of the value sets that led here, to refuse circular imports. */
-    private readonly chain: string[] = [],
-  ) {}
+    nesting: CheckerNesting = { chain: [], prepared: new Map() },
+  ) {
+    this.chain = nesting.chain;
+    this.prepared = nesting.prepared;
+  }
 
   /** The value set's url|version, as messages name it ('(unidentified)' for one without a url). */
   get canonical(): string {
@@ -56,8 +70,16 @@ export class ValueSetChecker {
       if (this.imports.has(pinned)) continue;
       const other = this.resolveImport(pinned);
       if (!other) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [pinned]));
-      const checker = new ValueSetChecker(this.env, other, [...this.chain, this.canonical]);
-      checker.prepare();
+      // A value set prepared before in this request cannot lead back here (its preparation would have found the cycle).
+      let checker = this.prepared.get(other);
+      if (!checker) {
+        if (this.chain.length >= MAX_IMPORT_DEPTH) {
+          throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_IMPORTS_TOO_DEEP', [this.canonical, MAX_IMPORT_DEPTH]), 422);
+        }
+        checker = new ValueSetChecker(this.env, other, { chain: [...this.chain, this.canonical], prepared: this.prepared });
+        checker.prepare();
+        this.prepared.set(other, checker);
+      }
       this.imports.set(pinned, checker);
     }
     if (!set.system) return;
@@ -100,6 +122,20 @@ export class ValueSetChecker {
   }
 
   check(path: string, system: string | undefined, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+    let answers = this.answers.get(state);
+    if (!answers) {
+      answers = new Map();
+      this.answers.set(state, answers);
+    }
+    const key = [path, system ?? '', version ?? '', code, display ?? ''].join('\u0000');
+    const known = answers.get(key);
+    if (known !== undefined) return known;
+    const answer = this.checkOnce(path, system, version, code, state, display);
+    answers.set(key, answer);
+    return answer;
+  }
+
+  private checkOnce(path: string, system: string | undefined, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
     const { params } = this.env;
     if (!system && !params.inferSystem) {
       const text = message('Coding_has_no_system__cannot_validate');

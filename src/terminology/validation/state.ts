@@ -2,6 +2,7 @@ import type { CodeableConcept, CodeSystem, OperationOutcome, ValueSet } from 'fh
 import type { ContentMode } from '../codesystem/provider';
 import type { IssueList } from '../issues';
 import type { Language } from '../languages';
+import type { Pacer } from '../pacing';
 import type { TxParams } from '../params';
 import type { Resolver } from '../resolver';
 import type { DisplayList } from './display-list';
@@ -15,6 +16,8 @@ export interface ValidationEnv {
   usedSupplements: Set<string>;
   /** Throws too-costly when the request's time budget is spent. */
   checkBudget(): void;
+  /** Long loops give the event loop back through it (and check the budget). */
+  pacer: Pacer;
 }
 
 /** A code found inactive while checking, for the warning and the `inactive` output. */
