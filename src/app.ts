@@ -5,6 +5,9 @@ import { READ_ONLY_TYPES } from './core';
 import { fhirError } from './fhir/errors';
 import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
+import { registerCors } from './http/cors';
+import { registerPublicRoutes } from './http/public-routes';
+import { registerHealthRoutes, type ReadinessCheck } from './http/routes/health';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling, sendError } from './http/errors';
 import { acceptsJson, registerFhirJson, registerFormBodies } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
@@ -35,6 +38,8 @@ export interface AppParts<S> {
   software: MetadataOptions<S>['software'];
   decorateCapabilities?: MetadataOptions<S>['decorate'];
   metadataModes?: MetadataOptions<S>['modes'];
+  /** What `/readyz` checks (storage reachable, content loaded), by name. */
+  readiness?: Record<string, ReadinessCheck>;
   /** Where log lines go; stdout when not given. */
   logStream?: NodeJS.WritableStream;
 }
@@ -80,6 +85,9 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   registerRequestId(app);
   registerEarlyAnswerClose(app);
   registerUrlGuard(app);
+  // Both before authentication: a preflight carries no token, and the public pages need none.
+  registerCors(app, config.corsOrigins);
+  const publicRoutes = registerPublicRoutes(app);
   registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE });
   app.addHook('onRequest', (request, reply, done) => {
     const format = (request.query as { _format?: string } | undefined)?._format;
@@ -129,6 +137,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     contextOf,
   });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
+  registerHealthRoutes(publicRoutes, parts.readiness ?? {});
   await app.ready();
   return app;
 }

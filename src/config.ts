@@ -29,6 +29,8 @@ export interface Config {
   baseUrl?: string;
   /** Validate creates and updates fully (profiles, invariants, terminology) and refuse those with errors (422). */
   validateOnWrite: boolean;
+  /** Origins (scheme://host[:port]) whose browser pages may call the server; `*` for any. Empty: none. */
+  corsOrigins: string[];
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -88,6 +90,7 @@ export function loadConfig(env: Env): Config {
     answerCacheBytes: size(env, 'ANSWER_CACHE_BYTES', 64 * 1024 * 1024),
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
+    corsOrigins: corsOrigins(env),
   };
 }
 
@@ -105,6 +108,26 @@ function baseUrl(env: Env): string | undefined {
     throw new ConfigError(`BASE_URL: '${raw}' must be an http(s) URL without query, fragment or credentials`);
   }
   return url.toString().replace(/\/+$/, '');
+}
+
+/** Comma-separated origins as a browser sends them in `Origin`: scheme, host and port, nothing more. */
+function corsOrigins(env: Env): string[] {
+  const raw = env.CORS_ORIGINS?.trim();
+  if (!raw) return [];
+  const list = raw.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  for (const origin of list) {
+    if (origin === '*') continue;
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin.replace(/\/$/, '').toLowerCase()) {
+      throw new ConfigError(`CORS_ORIGINS: '${origin}' is not an origin such as https://app.example.org or http://localhost:3000 (no path)`);
+    }
+  }
+  return list.map((o) => (o === '*' ? o : new URL(o).origin));
 }
 
 export function isLoopback(host: string): boolean {

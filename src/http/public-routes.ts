@@ -1,0 +1,55 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+/** Answers a public GET: sends through `reply`, or returns the payload to send. */
+export type PublicHandler = (request: FastifyRequest, reply: FastifyReply) => unknown;
+
+export interface PublicRoutes {
+  /** A GET at exactly this path. */
+  get(url: string, handler: PublicHandler): void;
+  /** A GET at this path and everything under it (`/docs`, `/docs/swagger-ui.css`). */
+  tree(url: string, handler: PublicHandler): void;
+}
+
+/**
+ * Pages and probes anyone may fetch, without a token and whatever the Accept header says (a
+ * browser asks for text/html, a probe for nothing): health, the OpenAPI document, its viewer
+ * and the console. Answered by a hook registered before authentication and content negotiation,
+ * and registered as ordinary routes too, so that the route table names them.
+ */
+export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
+  const exact = new Map<string, PublicHandler>();
+  const trees = new Map<string, PublicHandler>();
+  const find = (path: string): PublicHandler | undefined => {
+    const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path;
+    const found = exact.get(trimmed) ?? trees.get(trimmed);
+    if (found) return found;
+    for (const [root, handler] of trees) if (trimmed.startsWith(`${root}/`)) return handler;
+    return undefined;
+  };
+
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') return done();
+    const handler = find(request.url.split('?')[0]);
+    if (!handler) return done();
+    Promise.resolve()
+      .then(() => handler(request, reply))
+      .then(
+        (payload) => {
+          if (!reply.sent) reply.send(payload);
+        },
+        (err: unknown) => reply.send(err),
+      );
+  });
+
+  return {
+    get(url, handler) {
+      exact.set(url, handler);
+      app.get(url, async (request, reply) => handler(request, reply));
+    },
+    tree(url, handler) {
+      trees.set(url, handler);
+      app.get(url, async (request, reply) => handler(request, reply));
+      app.get(`${url}/*`, async (request, reply) => handler(request, reply));
+    },
+  };
+}
