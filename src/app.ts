@@ -7,6 +7,8 @@ import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
 import { registerCors } from './http/cors';
 import { registerPublicRoutes } from './http/public-routes';
+import { registerConsoleRoutes } from './http/routes/console';
+import { registerDocsRoutes } from './http/routes/docs';
 import { registerHealthRoutes, type ReadinessCheck } from './http/routes/health';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling, sendError } from './http/errors';
 import { acceptsJson, registerFhirJson, registerFormBodies } from './http/fhir-json';
@@ -138,6 +140,11 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
+  registerDocsRoutes(publicRoutes, {
+    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams },
+    revision: parts.searchParamsRevision,
+  });
+  registerConsoleRoutes(publicRoutes);
   await app.ready();
   return app;
 }

@@ -6,8 +6,8 @@ export type PublicHandler = (request: FastifyRequest, reply: FastifyReply) => un
 export interface PublicRoutes {
   /** A GET at exactly this path. */
   get(url: string, handler: PublicHandler): void;
-  /** A GET at this path and everything under it (`/docs`, `/docs/swagger-ui.css`). */
-  tree(url: string, handler: PublicHandler): void;
+  /** A GET of everything under this path (`/docs/swagger-ui.css` under `/docs`). */
+  under(url: string, handler: PublicHandler): void;
 }
 
 /**
@@ -18,12 +18,12 @@ export interface PublicRoutes {
  */
 export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
   const exact = new Map<string, PublicHandler>();
-  const trees = new Map<string, PublicHandler>();
+  const prefixes = new Map<string, PublicHandler>();
   const find = (path: string): PublicHandler | undefined => {
     const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path;
-    const found = exact.get(trimmed) ?? trees.get(trimmed);
+    const found = exact.get(trimmed);
     if (found) return found;
-    for (const [root, handler] of trees) if (trimmed.startsWith(`${root}/`)) return handler;
+    for (const [root, handler] of prefixes) if (trimmed.startsWith(`${root}/`)) return handler;
     return undefined;
   };
 
@@ -46,9 +46,8 @@ export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
       exact.set(url, handler);
       app.get(url, async (request, reply) => handler(request, reply));
     },
-    tree(url, handler) {
-      trees.set(url, handler);
-      app.get(url, async (request, reply) => handler(request, reply));
+    under(url, handler) {
+      prefixes.set(url, handler);
       app.get(`${url}/*`, async (request, reply) => handler(request, reply));
     },
   };

@@ -1,0 +1,216 @@
+import { isSimpleTypeName } from '../fhir/datatypes';
+import type { OperationSpec, ParamSpec } from '../fhir/operation-definition';
+
+/**
+ * The OpenAPI 3.1 document of the server, generated from what routes it: the operation registry
+ * (each OperationDefinition: levels, GET or POST only, inputs, `return` or Parameters), the
+ * resource types with their interactions and search parameters, and the public pages. It cannot
+ * drift from the routes; a test holds both ways (every route documented, every path a route).
+ */
+
+export interface OpenApiSource {
+  base: string;
+  title: string;
+  version: string;
+  resourceTypes: readonly string[];
+  readOnlyTypes: ReadonlySet<string>;
+  operations: readonly OperationSpec[];
+  searchParams?: (type: string) => { code: string; type: string }[];
+}
+
+type Json = Record<string, unknown>;
+type PathItem = Record<string, Json>;
+
+const FHIR_JSON = 'application/fhir+json';
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const idParam = (name: string, description: string) => ({ name, in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9\\-.]{1,64}$' }, description });
+const ID = idParam('id', 'The logical id of the resource');
+const VID = idParam('vid', 'The version id');
+/** Parameters every search takes, whatever the type. */
+const RESULT_PARAMS = ['_count', '_offset', '_sort', '_include', '_revinclude', '_summary', '_elements', '_total'].map((name) => ({
+  name, in: 'query', required: false, schema: { type: 'string' }, description: 'Search result parameter',
+}));
+
+function fhirAnswer(description: string, schema: Json = ref('Resource')): Json {
+  return { '200': { description, content: { [FHIR_JSON]: { schema } } }, default: { $ref: '#/components/responses/Error' } };
+}
+
+function fhirBody(schema: Json, description: string): Json {
+  return { required: true, description, content: { [FHIR_JSON]: { schema } } };
+}
+
+function op(tag: string, operationId: string, summary: string, extra: Json = {}): Json {
+  return { tags: [tag], operationId, summary, responses: fhirAnswer(summary), ...extra };
+}
+
+function searchParameters(source: OpenApiSource, type: string): Json[] {
+  const own = (source.searchParams?.(type) ?? []).map((p) => ({
+    name: p.code,
+    in: 'query',
+    required: false,
+    schema: { type: 'string' },
+    description: `${p.type} search parameter`,
+  }));
+  const seen = new Set(own.map((p) => p.name));
+  return [...own, ...RESULT_PARAMS.filter((p) => !seen.has(p.name))].sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function resourcePaths(source: OpenApiSource, type: string, paths: Record<string, PathItem>): void {
+  const at = `${source.base}/${type}`;
+  const bundle = ref('Bundle');
+  const search = searchParameters(source, type);
+  const readOnly = source.readOnlyTypes.has(type);
+  paths[at] = {
+    get: op(type, `search-${type}`, `Search ${type}`, { parameters: search, responses: fhirAnswer('A searchset Bundle', bundle) }),
+    ...(readOnly ? {} : {
+      post: op(type, `create-${type}`, `Create a ${type} (If-None-Exist for a conditional create)`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
+      put: op(type, `conditional-update-${type}`, `Update the ${type} the search criteria select`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
+      delete: op(type, `conditional-delete-${type}`, `Delete the ${type} resources the search criteria select`),
+      patch: op(type, `conditional-patch-${type}`, `Patch the ${type} the search criteria select`, { requestBody: patchBody() }),
+    }),
+  };
+  paths[`${at}/_search`] = { post: op(type, `search-post-${type}`, `Search ${type} with a form body`, { requestBody: formBody(), responses: fhirAnswer('A searchset Bundle', bundle) }) };
+  paths[`${at}/_history`] = { get: op(type, `history-${type}`, `History of every ${type}`, { responses: fhirAnswer('A history Bundle', bundle) }) };
+  paths[`${at}/{id}`] = {
+    get: op(type, `read-${type}`, `Read a ${type}`, { parameters: [ID] }),
+    ...(readOnly ? {} : {
+      put: op(type, `update-${type}`, `Update (or create) a ${type} by id; If-Match for a version-aware update`, { parameters: [ID], requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
+      delete: op(type, `delete-${type}`, `Delete a ${type}`, { parameters: [ID] }),
+      patch: op(type, `patch-${type}`, `Patch a ${type} (JSON Patch or FHIRPath Patch)`, { parameters: [ID], requestBody: patchBody() }),
+    }),
+  };
+  paths[`${at}/{id}/_history`] = { get: op(type, `history-instance-${type}`, `History of a ${type}`, { parameters: [ID], responses: fhirAnswer('A history Bundle', bundle) }) };
+  paths[`${at}/{id}/_history/{vid}`] = { get: op(type, `vread-${type}`, `Read a version of a ${type}`, { parameters: [ID, VID] }) };
+  if (COMPARTMENTS.has(type)) paths[`${at}/{id}/{type}`] = {
+    get: op(type, `compartment-${type}`, `Search the resources of a type (or * for all) in this ${type}'s compartment`, {
+      parameters: [ID, { name: 'type', in: 'path', required: true, schema: { type: 'string' }, description: 'A resource type, or *' }],
+      responses: fhirAnswer('A searchset Bundle', bundle),
+    }),
+  };
+}
+
+function patchBody(): Json {
+  return {
+    required: true,
+    content: {
+      'application/json-patch+json': { schema: { type: 'array', items: { type: 'object' } } },
+      [FHIR_JSON]: { schema: ref('Parameters') },
+    },
+  };
+}
+
+function formBody(): Json {
+  return { required: false, content: { 'application/x-www-form-urlencoded': { schema: { type: 'object', additionalProperties: { type: 'string' } } } } };
+}
+
+/** R4's compartments: `Patient/1/Observation` searches one type (or `*` every type) in one. */
+const COMPARTMENTS = new Set(['Patient', 'Encounter', 'RelatedPerson', 'Practitioner', 'Device']);
+
+const NUMBER_TYPES: Record<string, string> = { integer: 'integer', positiveInt: 'integer', unsignedInt: 'integer', decimal: 'number', boolean: 'boolean' };
+
+function queryParameter(param: ParamSpec): Json {
+  const value = { type: NUMBER_TYPES[param.type ?? ''] ?? 'string' };
+  const many = param.max > 1;
+  return {
+    name: param.name,
+    in: 'query',
+    required: param.min > 0,
+    schema: many ? { type: 'array', items: value } : value,
+    ...(many ? { style: 'form', explode: true } : {}),
+    description: `${param.type} (${param.min}..${param.maxText})`,
+  };
+}
+
+function operationPaths(source: OpenApiSource, spec: OperationSpec, paths: Record<string, PathItem>): void {
+  const answer = spec.returnsResource ? ref('Resource') : ref('Parameters');
+  const answerText = spec.returnsResource ? 'The resource the operation returns' : 'The output Parameters';
+  const description = [spec.definition.description, `Defined by ${spec.url}.`].filter(Boolean).join('\n\n');
+  const queryable = spec.inputs.filter((p) => p.part.length === 0 && isSimpleTypeName(p.type));
+  const place = (path: string, level: string, tag: string, pathParams: Json[]) => {
+    const id = `${spec.code}-${level}${tag === 'system' ? '' : `-${tag}`}`;
+    const item: PathItem = {
+      post: op(tag, `post-${id}`, `$${spec.code}`, {
+        description,
+        parameters: pathParams,
+        requestBody: fhirBody(ref('Parameters'), 'The input Parameters'),
+        responses: fhirAnswer(answerText, answer),
+      }),
+    };
+    // GET only where the operation does not change state (the server answers 405 otherwise).
+    if (!spec.affectsState) {
+      item.get = op(tag, `get-${id}`, `$${spec.code}`, { description, parameters: [...pathParams, ...queryable.map(queryParameter)], responses: fhirAnswer(answerText, answer) });
+    }
+    paths[path] = item;
+  };
+  if (spec.system) place(`${source.base}/$${spec.code}`, 'system', 'system', []);
+  for (const type of spec.resources) {
+    if (spec.typeLevel) place(`${source.base}/${type}/$${spec.code}`, 'type', type, []);
+    if (spec.instance) place(`${source.base}/${type}/{id}/$${spec.code}`, 'instance', type, [ID]);
+  }
+}
+
+function systemPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
+  const bundle = ref('Bundle');
+  paths[`${source.base}/metadata`] = {
+    get: {
+      ...op('system', 'capabilities', 'The CapabilityStatement (public); mode=terminology for TerminologyCapabilities'),
+      parameters: [{ name: 'mode', in: 'query', required: false, schema: { type: 'string', enum: ['full', 'normative', 'terminology'] } }],
+      security: [{}, { bearer: [] }],
+    },
+  };
+  paths[source.base] = {
+    get: op('system', 'search-system', 'Search every type', { parameters: RESULT_PARAMS, responses: fhirAnswer('A searchset Bundle', bundle) }),
+    post: op('system', 'batch-transaction', 'Process a batch or transaction Bundle', { requestBody: fhirBody(bundle, 'A batch or transaction Bundle'), responses: fhirAnswer('The response Bundle', bundle) }),
+  };
+  paths[`${source.base}/_search`] = { post: op('system', 'search-system-post', 'Search every type with a form body', { requestBody: formBody(), responses: fhirAnswer('A searchset Bundle', bundle) }) };
+  paths[`${source.base}/_history`] = { get: op('system', 'history-system', 'History of every resource', { responses: fhirAnswer('A history Bundle', bundle) }) };
+}
+
+function publicPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
+  const page = (operationId: string, summary: string, type = 'text/html'): Json => ({
+    tags: ['pages'], operationId, summary, security: [{}], responses: { '200': { description: summary, content: { [type]: { schema: { type: 'string' } } } } },
+  });
+  const probe = (operationId: string, summary: string): Json => ({
+    tags: ['health'], operationId, summary, security: [{}],
+    responses: { '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } }, '503': { $ref: '#/components/responses/Error' } },
+  });
+  paths['/healthz'] = { get: probe('healthz', 'The process is up') };
+  paths['/readyz'] = { get: probe('readyz', 'Storage reachable and content loaded (503 otherwise)') };
+  paths[`${source.base}/openapi.json`] = { get: { ...page('openapi', 'This document', 'application/json'), tags: ['pages'] } };
+  paths['/docs'] = { get: page('docs', 'This document rendered with Swagger UI') };
+  paths['/docs/{file}'] = { get: { ...page('docs-file', 'A file of the Swagger UI page', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
+  paths['/'] = { get: page('console', 'The web console') };
+  paths['/console/{file}'] = { get: { ...page('console-file', 'A file of the web console', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
+}
+
+export function buildOpenApi(source: OpenApiSource): Json {
+  const paths: Record<string, PathItem> = {};
+  publicPaths(source, paths);
+  systemPaths(source, paths);
+  for (const type of source.resourceTypes) resourcePaths(source, type, paths);
+  for (const spec of source.operations) operationPaths(source, spec, paths);
+  const resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' }, id: { type: 'string' } }, additionalProperties: true };
+  return {
+    openapi: '3.1.0',
+    info: { title: source.title, version: source.version, description: 'FHIR R4 server: RESTful interactions, search and operations, generated from the definitions the server routes by.' },
+    servers: [{ url: '/' }],
+    security: [{ bearer: [] }],
+    tags: [
+      { name: 'system' }, { name: 'health' }, { name: 'pages' },
+      ...source.resourceTypes.map((name) => ({ name })),
+    ],
+    paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token of AUTH_TOKENS (or one the server issued)' } },
+      schemas: {
+        Resource: resource,
+        Bundle: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Bundle' }, type: { type: 'string' }, entry: { type: 'array', items: { type: 'object' } } } },
+        Parameters: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Parameters' }, parameter: { type: 'array', items: { type: 'object' } } } },
+        OperationOutcome: { ...resource, properties: { ...resource.properties, resourceType: { const: 'OperationOutcome' }, issue: { type: 'array', items: { type: 'object' } } } },
+      },
+      responses: {
+        Error: { description: 'An OperationOutcome naming what went wrong', content: { [FHIR_JSON]: { schema: ref('OperationOutcome') } } },
+      },
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { resourceBrowser } from './resources';
+import { currentToken, smartConfiguration, startOAuthLogin, useToken } from './session';
+import { terminologyBrowser } from './terminology';
+import { byId } from './dom';
+
+/** The console page: session (token), tabs, the terminology and resource browsers. */
+function main(): void {
+  const state = byId('session-state');
+  const tokenInput = byId<HTMLInputElement>('token');
+  const showState = () => {
+    state.textContent = currentToken() ? 'Token set' : 'No token';
+  };
+  byId<HTMLFormElement>('session').addEventListener('submit', (event) => {
+    event.preventDefault();
+    useToken(tokenInput.value.trim() || undefined);
+    tokenInput.value = '';
+    showState();
+  });
+  byId('forget').addEventListener('click', () => {
+    useToken(undefined);
+    showState();
+  });
+  showState();
+  void smartConfiguration().then((config) => {
+    if (!config) return;
+    const login = byId('login');
+    login.hidden = false;
+    login.addEventListener('click', () => startOAuthLogin(config));
+  });
+
+  for (const tab of document.querySelectorAll<HTMLButtonElement>('.tab')) {
+    tab.addEventListener('click', () => {
+      for (const other of document.querySelectorAll<HTMLButtonElement>('.tab')) {
+        const selected = other === tab;
+        other.setAttribute('aria-selected', String(selected));
+        byId(other.dataset.tab ?? '').hidden = !selected;
+      }
+    });
+  }
+  terminologyBrowser();
+  resourceBrowser();
+}
+
+main();
