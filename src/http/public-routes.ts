@@ -10,6 +10,13 @@ export interface PublicRoutes {
   under(url: string, handler: PublicHandler): void;
 }
 
+const publicTables = new WeakMap<FastifyInstance, Set<string>>();
+
+/** The URL patterns of an app's public routes (GET and HEAD, no token), for tests that walk every route. */
+export function publicUrlsOf(app: FastifyInstance): ReadonlySet<string> {
+  return publicTables.get(app) ?? new Set();
+}
+
 /**
  * Pages and probes anyone may fetch, without a token and whatever the Accept header says (a
  * browser asks for text/html, a probe for nothing): health, the OpenAPI document, its viewer
@@ -19,6 +26,8 @@ export interface PublicRoutes {
 export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
   const exact = new Map<string, PublicHandler>();
   const prefixes = new Map<string, PublicHandler>();
+  const urls = new Set<string>();
+  publicTables.set(app, urls);
   const find = (path: string): PublicHandler | undefined => {
     const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path;
     const found = exact.get(trimmed);
@@ -44,10 +53,12 @@ export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
   return {
     get(url, handler) {
       exact.set(url, handler);
+      urls.add(url);
       app.get(url, async (request, reply) => handler(request, reply));
     },
     under(url, handler) {
       prefixes.set(url, handler);
+      urls.add(`${url}/*`);
       app.get(`${url}/*`, async (request, reply) => handler(request, reply));
     },
   };

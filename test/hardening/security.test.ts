@@ -2,6 +2,7 @@ import type { Bundle } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { routesOf } from '../../src/app';
+import { publicUrlsOf } from '../../src/http/public-routes';
 import { hasPostgres, freshSchema, type TestSchema } from '../helpers/postgres';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 
@@ -29,6 +30,7 @@ describe('auth applies to every route', () => {
     const routes = routesOf(app);
     expect(routes.length).toBeGreaterThan(40);
     let checked = 0;
+    let publicChecked = 0;
     for (const route of routes) {
       const types = route.url.includes(':type') ? ['Patient', 'ValueSet', 'OperationDefinition'] : [''];
       for (const url of types.flatMap((type) => concreteAll(route.url, type))) {
@@ -39,6 +41,13 @@ describe('auth applies to every route', () => {
           expect(res.statusCode, `${route.method} ${url}`).toBe(200);
           continue;
         }
+        // Probes, the OpenAPI document and the pages (console, /docs) are public: never 401.
+        if (publicUrlsOf(app).has(route.url)) {
+          expect(res.statusCode, `${route.method} ${url}`).not.toBe(401);
+          expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
+          publicChecked++;
+          continue;
+        }
         expect(res.statusCode, `${route.method} ${url}`).toBe(401);
         expect(res.headers['www-authenticate'], `${route.method} ${url}`).toMatch(/^Bearer/);
         if (route.method !== 'HEAD') expect(res.json().resourceType).toBe('OperationOutcome');
@@ -46,6 +55,7 @@ describe('auth applies to every route', () => {
       }
     }
     expect(checked).toBeGreaterThan(100);
+    expect(publicChecked).toBeGreaterThanOrEqual(7);
   });
 
   test('with the token the same walk never answers 401', async () => {
