@@ -23,16 +23,24 @@ type PathItem = Record<string, Json>;
 
 const FHIR_JSON = 'application/fhir+json';
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+/** The document repeats itself over ~150 types: shared parameters and answers are components, referenced. */
+const paramRef = (name: string) => ({ $ref: `#/components/parameters/${name}` });
 const idParam = (name: string, description: string) => ({ name, in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9\\-.]{1,64}$' }, description });
-const ID = idParam('id', 'The logical id of the resource');
-const VID = idParam('vid', 'The version id');
+const ID = paramRef('id');
+const VID = paramRef('vid');
 /** Parameters every search takes, whatever the type. */
-const RESULT_PARAMS = ['_count', '_offset', '_sort', '_include', '_revinclude', '_summary', '_elements', '_total'].map((name) => ({
-  name, in: 'query', required: false, schema: { type: 'string' }, description: 'Search result parameter',
-}));
+const RESULT_PARAM_NAMES = ['_count', '_offset', '_sort', '_include', '_revinclude', '_summary', '_elements', '_total'];
+const RESULT_PARAMS = RESULT_PARAM_NAMES.map(paramRef);
 
-function fhirAnswer(description: string, schema: Json = ref('Resource')): Json {
-  return { '200': { description, content: { [FHIR_JSON]: { schema } } }, default: { $ref: '#/components/responses/Error' } };
+type Answer = 'Resource' | 'Bundle' | 'Parameters';
+const ANSWERS: Record<Answer, string> = {
+  Resource: 'The resource',
+  Bundle: 'A Bundle (searchset, history, or the response to a batch or transaction)',
+  Parameters: 'The output Parameters',
+};
+
+function fhirAnswer(kind: Answer = 'Resource'): Json {
+  return { '200': { $ref: `#/components/responses/${kind}` }, default: { $ref: '#/components/responses/Error' } };
 }
 
 function fhirBody(schema: Json, description: string): Json {
@@ -40,7 +48,7 @@ function fhirBody(schema: Json, description: string): Json {
 }
 
 function op(tag: string, operationId: string, summary: string, extra: Json = {}): Json {
-  return { tags: [tag], operationId, summary, responses: fhirAnswer(summary), ...extra };
+  return { tags: [tag], operationId, summary, responses: fhirAnswer(), ...extra };
 }
 
 function searchParameters(source: OpenApiSource, type: string): Json[] {
@@ -52,16 +60,15 @@ function searchParameters(source: OpenApiSource, type: string): Json[] {
     description: `${p.type} search parameter`,
   }));
   const seen = new Set(own.map((p) => p.name));
-  return [...own, ...RESULT_PARAMS.filter((p) => !seen.has(p.name))].sort((a, b) => a.name.localeCompare(b.name));
+  return [...own.sort((a, b) => a.name.localeCompare(b.name)), ...RESULT_PARAM_NAMES.filter((name) => !seen.has(name)).map(paramRef)];
 }
 
 function resourcePaths(source: OpenApiSource, type: string, paths: Record<string, PathItem>): void {
   const at = `${source.base}/${type}`;
-  const bundle = ref('Bundle');
   const search = searchParameters(source, type);
   const readOnly = source.readOnlyTypes.has(type);
   paths[at] = {
-    get: op(type, `search-${type}`, `Search ${type}`, { parameters: search, responses: fhirAnswer('A searchset Bundle', bundle) }),
+    get: op(type, `search-${type}`, `Search ${type}`, { parameters: search, responses: fhirAnswer('Bundle') }),
     ...(readOnly ? {} : {
       post: op(type, `create-${type}`, `Create a ${type} (If-None-Exist for a conditional create)`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
       put: op(type, `conditional-update-${type}`, `Update the ${type} the search criteria select`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
@@ -69,8 +76,8 @@ function resourcePaths(source: OpenApiSource, type: string, paths: Record<string
       patch: op(type, `conditional-patch-${type}`, `Patch the ${type} the search criteria select`, { requestBody: patchBody() }),
     }),
   };
-  paths[`${at}/_search`] = { post: op(type, `search-post-${type}`, `Search ${type} with a form body`, { requestBody: formBody(), responses: fhirAnswer('A searchset Bundle', bundle) }) };
-  paths[`${at}/_history`] = { get: op(type, `history-${type}`, `History of every ${type}`, { responses: fhirAnswer('A history Bundle', bundle) }) };
+  paths[`${at}/_search`] = { post: op(type, `search-post-${type}`, `Search ${type} with a form body`, { requestBody: formBody(), responses: fhirAnswer('Bundle') }) };
+  paths[`${at}/_history`] = { get: op(type, `history-${type}`, `History of every ${type}`, { responses: fhirAnswer('Bundle') }) };
   paths[`${at}/{id}`] = {
     get: op(type, `read-${type}`, `Read a ${type}`, { parameters: [ID] }),
     ...(readOnly ? {} : {
@@ -79,12 +86,12 @@ function resourcePaths(source: OpenApiSource, type: string, paths: Record<string
       patch: op(type, `patch-${type}`, `Patch a ${type} (JSON Patch or FHIRPath Patch)`, { parameters: [ID], requestBody: patchBody() }),
     }),
   };
-  paths[`${at}/{id}/_history`] = { get: op(type, `history-instance-${type}`, `History of a ${type}`, { parameters: [ID], responses: fhirAnswer('A history Bundle', bundle) }) };
+  paths[`${at}/{id}/_history`] = { get: op(type, `history-instance-${type}`, `History of a ${type}`, { parameters: [ID], responses: fhirAnswer('Bundle') }) };
   paths[`${at}/{id}/_history/{vid}`] = { get: op(type, `vread-${type}`, `Read a version of a ${type}`, { parameters: [ID, VID] }) };
   if (COMPARTMENTS.has(type)) paths[`${at}/{id}/{type}`] = {
     get: op(type, `compartment-${type}`, `Search the resources of a type (or * for all) in this ${type}'s compartment`, {
       parameters: [ID, { name: 'type', in: 'path', required: true, schema: { type: 'string' }, description: 'A resource type, or *' }],
-      responses: fhirAnswer('A searchset Bundle', bundle),
+      responses: fhirAnswer('Bundle'),
     }),
   };
 }
@@ -122,9 +129,9 @@ function queryParameter(param: ParamSpec): Json {
 }
 
 function operationPaths(source: OpenApiSource, spec: OperationSpec, paths: Record<string, PathItem>): void {
-  const answer = spec.returnsResource ? ref('Resource') : ref('Parameters');
-  const answerText = spec.returnsResource ? 'The resource the operation returns' : 'The output Parameters';
-  const description = [spec.definition.description, `Defined by ${spec.url}.`].filter(Boolean).join('\n\n');
+  const answer: Answer = spec.returnsResource ? 'Resource' : 'Parameters';
+  // The definition itself is a resource of the server (OperationDefinition/<id>); its prose stays there.
+  const description = `${spec.definition.title ?? spec.definition.name}. Defined by ${spec.url} (OperationDefinition/${spec.id}).`;
   const queryable = spec.inputs.filter((p) => p.part.length === 0 && isSimpleTypeName(p.type));
   const place = (path: string, level: string, tag: string, pathParams: Json[]) => {
     const id = `${spec.code}-${level}${tag === 'system' ? '' : `-${tag}`}`;
@@ -133,12 +140,12 @@ function operationPaths(source: OpenApiSource, spec: OperationSpec, paths: Recor
         description,
         parameters: pathParams,
         requestBody: fhirBody(ref('Parameters'), 'The input Parameters'),
-        responses: fhirAnswer(answerText, answer),
+        responses: fhirAnswer(answer),
       }),
     };
     // GET only where the operation does not change state (the server answers 405 otherwise).
     if (!spec.affectsState) {
-      item.get = op(tag, `get-${id}`, `$${spec.code}`, { description, parameters: [...pathParams, ...queryable.map(queryParameter)], responses: fhirAnswer(answerText, answer) });
+      item.get = op(tag, `get-${id}`, `$${spec.code}`, { description, parameters: [...pathParams, ...queryable.map(queryParameter)], responses: fhirAnswer(answer) });
     }
     paths[path] = item;
   };
@@ -159,11 +166,11 @@ function systemPaths(source: OpenApiSource, paths: Record<string, PathItem>): vo
     },
   };
   paths[source.base] = {
-    get: op('system', 'search-system', 'Search every type', { parameters: RESULT_PARAMS, responses: fhirAnswer('A searchset Bundle', bundle) }),
-    post: op('system', 'batch-transaction', 'Process a batch or transaction Bundle', { requestBody: fhirBody(bundle, 'A batch or transaction Bundle'), responses: fhirAnswer('The response Bundle', bundle) }),
+    get: op('system', 'search-system', 'Search every type', { parameters: RESULT_PARAMS, responses: fhirAnswer('Bundle') }),
+    post: op('system', 'batch-transaction', 'Process a batch or transaction Bundle', { requestBody: fhirBody(bundle, 'A batch or transaction Bundle'), responses: fhirAnswer('Bundle') }),
   };
-  paths[`${source.base}/_search`] = { post: op('system', 'search-system-post', 'Search every type with a form body', { requestBody: formBody(), responses: fhirAnswer('A searchset Bundle', bundle) }) };
-  paths[`${source.base}/_history`] = { get: op('system', 'history-system', 'History of every resource', { responses: fhirAnswer('A history Bundle', bundle) }) };
+  paths[`${source.base}/_search`] = { post: op('system', 'search-system-post', 'Search every type with a form body', { requestBody: formBody(), responses: fhirAnswer('Bundle') }) };
+  paths[`${source.base}/_history`] = { get: op('system', 'history-system', 'History of every resource', { responses: fhirAnswer('Bundle') }) };
 }
 
 function publicPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
@@ -183,12 +190,19 @@ function publicPaths(source: OpenApiSource, paths: Record<string, PathItem>): vo
   paths['/console/{file}'] = { get: { ...page('console-file', 'A file of the web console', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
 }
 
-export function buildOpenApi(source: OpenApiSource): Json {
+/**
+ * The whole document, or (`only`) the part about some resource types: the system level, the
+ * pages, and those types' interactions and operations. A viewer renders a part much faster.
+ */
+export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>): Json {
   const paths: Record<string, PathItem> = {};
+  const included = only ? source.resourceTypes.filter((type) => only.has(type)) : source.resourceTypes;
   publicPaths(source, paths);
   systemPaths(source, paths);
-  for (const type of source.resourceTypes) resourcePaths(source, type, paths);
-  for (const spec of source.operations) operationPaths(source, spec, paths);
+  for (const type of included) resourcePaths(source, type, paths);
+  for (const spec of source.operations) {
+    operationPaths(source, only ? { ...spec, resources: spec.resources.filter((type) => only.has(type)) } : spec, paths);
+  }
   const resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' }, id: { type: 'string' } }, additionalProperties: true };
   return {
     openapi: '3.1.0',
@@ -197,7 +211,7 @@ export function buildOpenApi(source: OpenApiSource): Json {
     security: [{ bearer: [] }],
     tags: [
       { name: 'system' }, { name: 'health' }, { name: 'pages' },
-      ...source.resourceTypes.map((name) => ({ name })),
+      ...included.map((name) => ({ name })),
     ],
     paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),
     components: {
@@ -208,7 +222,13 @@ export function buildOpenApi(source: OpenApiSource): Json {
         Parameters: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Parameters' }, parameter: { type: 'array', items: { type: 'object' } } } },
         OperationOutcome: { ...resource, properties: { ...resource.properties, resourceType: { const: 'OperationOutcome' }, issue: { type: 'array', items: { type: 'object' } } } },
       },
+      parameters: {
+        id: idParam('id', 'The logical id of the resource'),
+        vid: idParam('vid', 'The version id'),
+        ...Object.fromEntries(RESULT_PARAM_NAMES.map((name) => [name, { name, in: 'query', required: false, schema: { type: 'string' }, description: 'Search result parameter' }])),
+      },
       responses: {
+        ...Object.fromEntries(Object.entries(ANSWERS).map(([name, description]) => [name, { description, content: { [FHIR_JSON]: { schema: ref(name) } } }])),
         Error: { description: 'An OperationOutcome naming what went wrong', content: { [FHIR_JSON]: { schema: ref('OperationOutcome') } } },
       },
     },

@@ -104,6 +104,14 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.screenshot({ path: join(ARTIFACTS, 'console-resource-search.png'), fullPage: true });
     expect(errors).toEqual([]);
   });
+
+  test('/docs renders the OpenAPI document with Swagger UI, from this server only', async () => {
+    const res = await page.goto(`${base}/docs`);
+    expect(res?.status()).toBe(200);
+    await page.locator('.opblock-tag', { hasText: 'ValueSet' }).first().waitFor();
+    await page.screenshot({ path: join(ARTIFACTS, 'docs.png') });
+    expect(errors).toEqual([]);
+  });
 });
 
 /** A blank page on its own origin (http://127.0.0.1:<port>), standing for another application. */

@@ -12,7 +12,7 @@ const METHODS = ['get', 'post', 'put', 'delete', 'patch'] as const;
 
 interface Document {
   openapi: string;
-  paths: Record<string, Record<string, { operationId: string; parameters?: { name: string; in: string; required?: boolean }[]; requestBody?: unknown }>>;
+  paths: Record<string, Record<string, { operationId: string; parameters?: { name?: string; $ref?: string }[]; requestBody?: unknown }>>;
 }
 
 /** A route's URL pattern (`:id`, `*`) as a regular expression over concrete paths. */
@@ -22,6 +22,11 @@ function routePattern(url: string): RegExp {
     .map((segment) => (segment === '*' ? '.+' : segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
     .join('/');
   return new RegExp(`^${body}$`);
+}
+
+/** A parameter's name, inline or referenced (`#/components/parameters/_count`). */
+function parameterName(p: { name?: string; $ref?: string }): string | undefined {
+  return p.name ?? p.$ref?.split('/').pop();
 }
 
 /** A document path with every `{template}` filled in with a plausible value. */
@@ -84,7 +89,7 @@ describe('the OpenAPI document', () => {
 
   test('operations come from their definitions: GET only where the state is not changed, inputs, the answer', () => {
     const validateCode = doc.paths['/fhir/R4/ValueSet/$validate-code'];
-    expect(validateCode.get.parameters?.map((p) => p.name)).toEqual(expect.arrayContaining(['url', 'code', 'system', 'display']));
+    expect(validateCode.get.parameters?.map(parameterName)).toEqual(expect.arrayContaining(['url', 'code', 'system', 'display']));
     expect(validateCode.post.requestBody).toBeDefined();
     expect(doc.paths['/fhir/R4/ValueSet/{id}/$expand'].get).toBeDefined();
     const writers = loadDefinitions(DEFINITIONS_DIR).filter((definition) => definition.affectsState);
@@ -95,9 +100,21 @@ describe('the OpenAPI document', () => {
   });
 
   test('search parameters of each type are query parameters of its search', () => {
-    const names = doc.paths['/fhir/R4/Patient'].get.parameters?.map((p) => p.name) ?? [];
+    const names = doc.paths['/fhir/R4/Patient'].get.parameters?.map(parameterName) ?? [];
     expect(names).toEqual(expect.arrayContaining(['birthdate', 'family', 'identifier', '_id', '_count']));
     expect(doc.paths['/fhir/R4/Patient/{id}/_history/{vid}'].get).toBeDefined();
+  });
+
+  test('?types= gives the part about some types (what /docs shows first): still valid, the system level kept', async () => {
+    const res = await app.inject({ method: 'GET', url: '/fhir/R4/openapi.json?types=ValueSet,CodeSystem,Nothing' });
+    const part = res.json() as Document;
+    expect((await new Validator().validate(part as unknown as Parameters<Validator['validate']>[0])).valid).toBe(true);
+    expect(part.paths['/fhir/R4/ValueSet/$expand']).toBeDefined();
+    expect(part.paths['/fhir/R4/CodeSystem/{id}']).toBeDefined();
+    expect(part.paths['/fhir/R4/metadata']).toBeDefined();
+    expect(part.paths['/fhir/R4/Patient']).toBeUndefined();
+    expect(part.paths['/fhir/R4/Patient/$validate']).toBeUndefined();
+    expect(Object.keys(part.paths).length).toBeLessThan(Object.keys(doc.paths).length / 10);
   });
 
   test('the document, Swagger UI and its files are served without a token, from this server only', async () => {
@@ -106,7 +123,7 @@ describe('the OpenAPI document', () => {
     expect(page.headers['content-type']).toMatch(/^text\/html/);
     expect(page.headers['content-security-policy']).toContain("default-src 'self'");
     expect(page.body).not.toMatch(/https?:\/\//);
-    for (const file of ['swagger-ui.css', 'swagger-ui-bundle.js', 'init.js']) {
+    for (const file of ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js', 'init.js']) {
       const res = await app.inject({ method: 'GET', url: `/docs/${file}` });
       expect(res.statusCode, file).toBe(200);
     }

@@ -13,7 +13,9 @@ export interface DocsOptions {
 }
 
 /** The Swagger UI files served (from the pinned swagger-ui-dist package, never a CDN). */
-const SWAGGER_FILES = ['swagger-ui.css', 'swagger-ui-bundle.js', 'favicon-32x32.png', 'favicon-16x16.png'];
+const SWAGGER_FILES = ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js', 'favicon-32x32.png', 'favicon-16x16.png'];
+/** The parts offered first (the whole document has ~2,600 operations and renders slowly). */
+const TERMINOLOGY_TYPES = 'CodeSystem,ValueSet,ConceptMap,NamingSystem';
 
 /**
  * The OpenAPI document at `{base}/openapi.json` and Swagger UI at `/docs`, both public: the
@@ -21,12 +23,26 @@ const SWAGGER_FILES = ['swagger-ui.css', 'swagger-ui-bundle.js', 'favicon-32x32.
  */
 export function registerDocsRoutes(routes: PublicRoutes, options: DocsOptions): void {
   const documentUrl = `${options.source.base}/openapi.json`;
-  let built: { revision: number; text: string } | undefined;
-  routes.get(documentUrl, (_request, reply) => {
+  const known = new Set(options.source.resourceTypes);
+  // By the types asked for ('' for all), for the current search parameters; a few kept at most.
+  const built = new Map<string, string>();
+  let builtRevision = options.revision?.() ?? 0;
+  routes.get(documentUrl, (request, reply) => {
     const revision = options.revision?.() ?? 0;
-    if (built?.revision !== revision) built = { revision, text: JSON.stringify(buildOpenApi(options.source)) };
+    if (revision !== builtRevision || built.size > 16) {
+      built.clear();
+      builtRevision = revision;
+    }
+    const asked = (request.query as { types?: unknown }).types;
+    const types = typeof asked === 'string' ? [...new Set(asked.split(','))].filter((t) => known.has(t)).sort() : undefined;
+    const key = types?.join(',') ?? '';
+    let text = built.get(key);
+    if (text === undefined) {
+      text = JSON.stringify(buildOpenApi(options.source, types && new Set(types)));
+      built.set(key, text);
+    }
     reply.type('application/json; charset=utf-8').header('cache-control', 'no-cache');
-    return built.text;
+    return text;
   });
 
   let files: Map<string, StaticFile> | undefined;
@@ -56,6 +72,7 @@ function swaggerFiles(documentUrl: string): Map<string, StaticFile> {
 <body>
 <div id="swagger-ui"></div>
 <script src="/docs/swagger-ui-bundle.js"></script>
+<script src="/docs/swagger-ui-standalone-preset.js"></script>
 <script src="/docs/init.js"></script>
 </body>
 </html>
@@ -64,7 +81,18 @@ function swaggerFiles(documentUrl: string): Map<string, StaticFile> {
   // validatorUrl null: Swagger UI would otherwise send the document to validator.swagger.io.
   files.set('init.js', {
     name: 'init.js',
-    body: `window.ui = SwaggerUIBundle({ url: ${JSON.stringify(documentUrl)}, dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null, docExpansion: 'none', defaultModelsExpandDepth: -1 });\n`,
+    body: `window.ui = SwaggerUIBundle(Object.assign(${JSON.stringify({
+      urls: [
+        { name: 'Terminology and system', url: `${documentUrl}?types=${TERMINOLOGY_TYPES}` },
+        { name: 'Everything (every resource type; slow to render)', url: documentUrl },
+      ],
+      dom_id: '#swagger-ui',
+      deepLinking: true,
+      validatorUrl: null,
+      docExpansion: 'none',
+      defaultModelsExpandDepth: -1,
+      layout: 'StandaloneLayout',
+    })}, { presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset], plugins: [SwaggerUIBundle.plugins.DownloadUrl] }));\n`,
   });
   return files;
 }
