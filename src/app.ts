@@ -6,6 +6,11 @@ import { READ_ONLY_TYPES } from './core';
 import { fhirError } from './fhir/errors';
 import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
+import { registerCors } from './http/cors';
+import { registerPublicRoutes } from './http/public-routes';
+import { registerConsoleRoutes } from './http/routes/console';
+import { registerDocsRoutes } from './http/routes/docs';
+import { registerHealthRoutes, type ReadinessCheck } from './http/routes/health';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling, sendError } from './http/errors';
 import { acceptsJson, registerFhirJson, registerFormBodies } from './http/fhir-json';
 import { OneLinePerRequest, registerRequestId, requestId } from './http/request-log';
@@ -41,6 +46,8 @@ export interface AppParts<S> {
   software: MetadataOptions<S>['software'];
   decorateCapabilities?: MetadataOptions<S>['decorate'];
   metadataModes?: MetadataOptions<S>['modes'];
+  /** What `/readyz` checks (storage reachable, content loaded), by name. */
+  readiness?: Record<string, ReadinessCheck>;
   /** Where log lines go; stdout when not given. */
   logStream?: NodeJS.WritableStream;
   /** What each principal may do (operations are checked against it). */
@@ -102,6 +109,9 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   registerRequestId(app);
   registerEarlyAnswerClose(app);
   registerUrlGuard(app);
+  // Both before authentication: a preflight carries no token, and the public pages need none.
+  registerCors(app, config.corsOrigins);
+  const publicRoutes = registerPublicRoutes(app);
   registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE, verify: parts.oauth?.verify, projectExists: parts.oauth?.projectExists });
   app.addHook('onRequest', (request, reply, done) => {
     // Pages for people (the sign-in form) are HTML whatever the browser accepts.
@@ -165,6 +175,12 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
+  registerHealthRoutes(publicRoutes, parts.readiness ?? {});
+  registerDocsRoutes(publicRoutes, {
+    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined },
+    revision: parts.searchParamsRevision,
+  });
+  registerConsoleRoutes(publicRoutes);
   await app.ready();
   return app;
 }

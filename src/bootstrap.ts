@@ -106,6 +106,16 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       metadataModes: {
         terminology: async () => terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), { name: pkg.name, version: pkg.version }),
       },
+      readiness: {
+        storage: async () => {
+          await store.getSetting('readiness-probe').catch(() => {
+            throw fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
+          });
+        },
+        content: async () => {
+          if (!terminology.core.find('ValueSet', 'http://hl7.org/fhir/ValueSet/administrative-gender')) throw new Error('the bundled R4 terminology is not loaded');
+        },
+      },
       logStream: options.logStream,
       guard: core.guard,
       oauth: {

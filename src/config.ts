@@ -33,6 +33,8 @@ export interface Config {
   validateOnWrite: boolean;
   /** Let outbound requests (a client's jwksUri) reach loopback and private addresses (tests, closed networks). */
   outboundAllowPrivate: boolean;
+  /** Origins (scheme://host[:port]) whose browser pages may call the server; `*` for any. Empty: none. */
+  corsOrigins: string[];
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -94,6 +96,7 @@ export function loadConfig(env: Env): Config {
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
+    corsOrigins: corsOrigins(env),
   };
 }
 
@@ -111,6 +114,26 @@ function baseUrl(env: Env): string | undefined {
     throw new ConfigError(`BASE_URL: '${raw}' must be an http(s) URL without query, fragment or credentials`);
   }
   return url.toString().replace(/\/+$/, '');
+}
+
+/** Comma-separated origins as a browser sends them in `Origin`: scheme, host and port, nothing more. */
+function corsOrigins(env: Env): string[] {
+  const raw = env.CORS_ORIGINS?.trim();
+  if (!raw) return [];
+  const list = raw.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  for (const origin of list) {
+    if (origin === '*') continue;
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin.replace(/\/$/, '').toLowerCase()) {
+      throw new ConfigError(`CORS_ORIGINS: '${origin}' is not an origin such as https://app.example.org or http://localhost:3000 (no path)`);
+    }
+  }
+  return list.map((o) => (o === '*' ? o : new URL(o).origin));
 }
 
 export function isLoopback(host: string): boolean {

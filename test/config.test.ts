@@ -18,6 +18,12 @@ describe('configuration', () => {
     expect(config).toMatchObject({ headersTimeoutMs: 2000, requestTimeoutMs: 5000, answerCacheBytes: 16 * 1024 * 1024, baseUrl: 'https://tx.example.org/fhir/R4' });
   });
 
+  test('CORS origins: none by default, a comma-separated list, or any', () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.org, http://localhost:3000/' }).corsOrigins).toEqual(['https://app.example.org', 'http://localhost:3000']);
+    expect(loadConfig({ CORS_ORIGINS: '*' }).corsOrigins).toEqual(['*']);
+  });
+
   test('values are read and typed', () => {
     const config = loadConfig({
       PORT: '9000', HOST: 'localhost', DATA_DIR: '/var/x', DATABASE_URL: 'postgres://u@h:5432/db',
@@ -42,6 +48,8 @@ describe('configuration', () => {
     [{ BASE_URL: 'tx.example.org/fhir' }, /^BASE_URL: /],
     [{ BASE_URL: 'ftp://tx.example.org/fhir' }, /^BASE_URL: /],
     [{ BASE_URL: 'https://tx.example.org/fhir?x=1' }, /^BASE_URL: /],
+    [{ CORS_ORIGINS: 'https://app.example.org/path' }, /^CORS_ORIGINS: /],
+    [{ CORS_ORIGINS: 'app.example.org' }, /^CORS_ORIGINS: /],
   ])('a bad value stops start-up with one line naming the variable: %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

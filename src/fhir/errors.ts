@@ -147,6 +147,7 @@ export const ERRORS = {
   ERR_INIT_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The project was not created: ${p.reason}`),
   // infrastructure
   ERR_STORAGE_UNAVAILABLE: spec(503, 'transient', () => 'The storage is not available right now; try again shortly'),
+  ERR_SERVER_NOT_READY: spec<{ check: string; reason: string }>(503, 'transient', (p) => `The server is not ready: ${p.check}: ${p.reason}`),
   ERR_FORMAT_NOT_ACCEPTABLE: spec<{ accept: string }>(406, 'not-supported', (p) => `Cannot answer in '${p.accept}'; this server speaks application/fhir+json`),
   ERR_SERVER_INTERNAL: spec(500, 'exception', () => 'An unexpected error occurred; it has been logged'),
 } as const;

@@ -2,6 +2,7 @@ import type { Bundle } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { routesOf } from '../../src/app';
+import { publicUrlsOf } from '../../src/http/public-routes';
 import { hasPostgres, freshSchema, type TestSchema } from '../helpers/postgres';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 
@@ -30,6 +31,7 @@ describe('auth applies to every route', () => {
     expect(routes.length).toBeGreaterThan(40);
     let checked = 0;
     const publicRoutes = new Set<string>();
+    let publicChecked = 0;
     for (const route of routes) {
       const types = route.url.includes(':type') ? ['Patient', 'ValueSet', 'OperationDefinition'] : [''];
       for (const url of types.flatMap((type) => concreteAll(route.url, type))) {
@@ -40,11 +42,13 @@ describe('auth applies to every route', () => {
           expect(res.statusCode, `${route.method} ${url}`).toBe(200);
           continue;
         }
-        if (route.public) {
-          // Discovery and sign-in: answered without a token, and never with a failure of the server.
-          expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
+        // Discovery and sign-in (route.public), probes, the OpenAPI document and the pages (console,
+        // /docs): answered without a token, and never with a failure of the server.
+        if (route.public || publicUrlsOf(app).has(route.url)) {
           expect(res.statusCode, `${route.method} ${url}`).not.toBe(401);
-          publicRoutes.add(`${route.method} ${route.url}`);
+          expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
+          if (route.public) publicRoutes.add(`${route.method} ${route.url}`);
+          else publicChecked++;
           continue;
         }
         expect(res.statusCode, `${route.method} ${url}`).toBe(401);
@@ -54,6 +58,7 @@ describe('auth applies to every route', () => {
       }
     }
     expect(checked).toBeGreaterThan(100);
+    expect(publicChecked).toBeGreaterThanOrEqual(7);
     expect([...publicRoutes].sort()).toEqual([
       'GET /.well-known/jwks.json',
       'GET /.well-known/smart-configuration',

@@ -1,0 +1,259 @@
+import { isSimpleTypeName } from '../fhir/datatypes';
+import type { OperationSpec, ParamSpec } from '../fhir/operation-definition';
+
+/**
+ * The OpenAPI 3.1 document of the server, generated from what routes it: the operation registry
+ * (each OperationDefinition: levels, GET or POST only, inputs, `return` or Parameters), the
+ * resource types with their interactions and search parameters, and the public pages. It cannot
+ * drift from the routes; a test holds both ways (every route documented, every path a route).
+ */
+
+export interface OpenApiSource {
+  base: string;
+  title: string;
+  version: string;
+  resourceTypes: readonly string[];
+  readOnlyTypes: ReadonlySet<string>;
+  operations: readonly OperationSpec[];
+  searchParams?: (type: string) => { code: string; type: string }[];
+  /** The server signs people and clients in (OAuth 2 / SMART endpoints). */
+  oauth?: boolean;
+}
+
+type Json = Record<string, unknown>;
+type PathItem = Record<string, Json>;
+
+const FHIR_JSON = 'application/fhir+json';
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+/** The document repeats itself over ~150 types: shared parameters and answers are components, referenced. */
+const paramRef = (name: string) => ({ $ref: `#/components/parameters/${name}` });
+const idParam = (name: string, description: string) => ({ name, in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9\\-.]{1,64}$' }, description });
+const ID = paramRef('id');
+const VID = paramRef('vid');
+/** Parameters every search takes, whatever the type. */
+const RESULT_PARAM_NAMES = ['_count', '_offset', '_sort', '_include', '_revinclude', '_summary', '_elements', '_total'];
+const RESULT_PARAMS = RESULT_PARAM_NAMES.map(paramRef);
+
+type Answer = 'Resource' | 'Bundle' | 'Parameters';
+const ANSWERS: Record<Answer, string> = {
+  Resource: 'The resource',
+  Bundle: 'A Bundle (searchset, history, or the response to a batch or transaction)',
+  Parameters: 'The output Parameters',
+};
+
+function fhirAnswer(kind: Answer = 'Resource'): Json {
+  return { '200': { $ref: `#/components/responses/${kind}` }, default: { $ref: '#/components/responses/Error' } };
+}
+
+function fhirBody(schema: Json, description: string): Json {
+  return { required: true, description, content: { [FHIR_JSON]: { schema } } };
+}
+
+function op(tag: string, operationId: string, summary: string, extra: Json = {}): Json {
+  return { tags: [tag], operationId, summary, responses: fhirAnswer(), ...extra };
+}
+
+function searchParameters(source: OpenApiSource, type: string): Json[] {
+  const own = (source.searchParams?.(type) ?? []).map((p) => ({
+    name: p.code,
+    in: 'query',
+    required: false,
+    schema: { type: 'string' },
+    description: `${p.type} search parameter`,
+  }));
+  const seen = new Set(own.map((p) => p.name));
+  return [...own.sort((a, b) => a.name.localeCompare(b.name)), ...RESULT_PARAM_NAMES.filter((name) => !seen.has(name)).map(paramRef)];
+}
+
+function resourcePaths(source: OpenApiSource, type: string, paths: Record<string, PathItem>): void {
+  const at = `${source.base}/${type}`;
+  const search = searchParameters(source, type);
+  const readOnly = source.readOnlyTypes.has(type);
+  paths[at] = {
+    get: op(type, `search-${type}`, `Search ${type}`, { parameters: search, responses: fhirAnswer('Bundle') }),
+    ...(readOnly ? {} : {
+      post: op(type, `create-${type}`, `Create a ${type} (If-None-Exist for a conditional create)`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
+      put: op(type, `conditional-update-${type}`, `Update the ${type} the search criteria select`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
+      delete: op(type, `conditional-delete-${type}`, `Delete the ${type} resources the search criteria select`),
+      patch: op(type, `conditional-patch-${type}`, `Patch the ${type} the search criteria select`, { requestBody: patchBody() }),
+    }),
+  };
+  paths[`${at}/_search`] = { post: op(type, `search-post-${type}`, `Search ${type} with a form body`, { requestBody: formBody(), responses: fhirAnswer('Bundle') }) };
+  paths[`${at}/_history`] = { get: op(type, `history-${type}`, `History of every ${type}`, { responses: fhirAnswer('Bundle') }) };
+  paths[`${at}/{id}`] = {
+    get: op(type, `read-${type}`, `Read a ${type}`, { parameters: [ID] }),
+    ...(readOnly ? {} : {
+      put: op(type, `update-${type}`, `Update (or create) a ${type} by id; If-Match for a version-aware update`, { parameters: [ID], requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
+      delete: op(type, `delete-${type}`, `Delete a ${type}`, { parameters: [ID] }),
+      patch: op(type, `patch-${type}`, `Patch a ${type} (JSON Patch or FHIRPath Patch)`, { parameters: [ID], requestBody: patchBody() }),
+    }),
+  };
+  paths[`${at}/{id}/_history`] = { get: op(type, `history-instance-${type}`, `History of a ${type}`, { parameters: [ID], responses: fhirAnswer('Bundle') }) };
+  paths[`${at}/{id}/_history/{vid}`] = { get: op(type, `vread-${type}`, `Read a version of a ${type}`, { parameters: [ID, VID] }) };
+  if (COMPARTMENTS.has(type)) paths[`${at}/{id}/{type}`] = {
+    get: op(type, `compartment-${type}`, `Search the resources of a type (or * for all) in this ${type}'s compartment`, {
+      parameters: [ID, { name: 'type', in: 'path', required: true, schema: { type: 'string' }, description: 'A resource type, or *' }],
+      responses: fhirAnswer('Bundle'),
+    }),
+  };
+}
+
+function patchBody(): Json {
+  return {
+    required: true,
+    content: {
+      'application/json-patch+json': { schema: { type: 'array', items: { type: 'object' } } },
+      [FHIR_JSON]: { schema: ref('Parameters') },
+    },
+  };
+}
+
+function formBody(): Json {
+  return { required: false, content: { 'application/x-www-form-urlencoded': { schema: { type: 'object', additionalProperties: { type: 'string' } } } } };
+}
+
+/** R4's compartments: `Patient/1/Observation` searches one type (or `*` every type) in one. */
+const COMPARTMENTS = new Set(['Patient', 'Encounter', 'RelatedPerson', 'Practitioner', 'Device']);
+
+const NUMBER_TYPES: Record<string, string> = { integer: 'integer', positiveInt: 'integer', unsignedInt: 'integer', decimal: 'number', boolean: 'boolean' };
+
+function queryParameter(param: ParamSpec): Json {
+  const value = { type: NUMBER_TYPES[param.type ?? ''] ?? 'string' };
+  const many = param.max > 1;
+  return {
+    name: param.name,
+    in: 'query',
+    required: param.min > 0,
+    schema: many ? { type: 'array', items: value } : value,
+    ...(many ? { style: 'form', explode: true } : {}),
+    description: `${param.type} (${param.min}..${param.maxText})`,
+  };
+}
+
+function operationPaths(source: OpenApiSource, spec: OperationSpec, paths: Record<string, PathItem>): void {
+  const answer: Answer = spec.returnsResource ? 'Resource' : 'Parameters';
+  // The definition itself is a resource of the server (OperationDefinition/<id>); its prose stays there.
+  const description = `${spec.definition.title ?? spec.definition.name}. Defined by ${spec.url} (OperationDefinition/${spec.id}).`;
+  const queryable = spec.inputs.filter((p) => p.part.length === 0 && isSimpleTypeName(p.type));
+  const place = (path: string, level: string, tag: string, pathParams: Json[]) => {
+    const id = `${spec.code}-${level}${tag === 'system' ? '' : `-${tag}`}`;
+    const item: PathItem = {
+      post: op(tag, `post-${id}`, `$${spec.code}`, {
+        description,
+        parameters: pathParams,
+        requestBody: fhirBody(ref('Parameters'), 'The input Parameters'),
+        responses: fhirAnswer(answer),
+      }),
+    };
+    // GET only where the operation does not change state (the server answers 405 otherwise).
+    if (!spec.affectsState) {
+      item.get = op(tag, `get-${id}`, `$${spec.code}`, { description, parameters: [...pathParams, ...queryable.map(queryParameter)], responses: fhirAnswer(answer) });
+    }
+    paths[path] = item;
+  };
+  if (spec.system) place(`${source.base}/$${spec.code}`, 'system', 'system', []);
+  for (const type of spec.resources) {
+    if (spec.typeLevel) place(`${source.base}/${type}/$${spec.code}`, 'type', type, []);
+    if (spec.instance) place(`${source.base}/${type}/{id}/$${spec.code}`, 'instance', type, [ID]);
+  }
+}
+
+function systemPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
+  const bundle = ref('Bundle');
+  paths[`${source.base}/metadata`] = {
+    get: {
+      ...op('system', 'capabilities', 'The CapabilityStatement (public); mode=terminology for TerminologyCapabilities'),
+      parameters: [{ name: 'mode', in: 'query', required: false, schema: { type: 'string', enum: ['full', 'normative', 'terminology'] } }],
+      security: [{}, { bearer: [] }],
+    },
+  };
+  paths[source.base] = {
+    get: op('system', 'search-system', 'Search every type', { parameters: RESULT_PARAMS, responses: fhirAnswer('Bundle') }),
+    post: op('system', 'batch-transaction', 'Process a batch or transaction Bundle', { requestBody: fhirBody(bundle, 'A batch or transaction Bundle'), responses: fhirAnswer('Bundle') }),
+  };
+  paths[`${source.base}/_search`] = { post: op('system', 'search-system-post', 'Search every type with a form body', { requestBody: formBody(), responses: fhirAnswer('Bundle') }) };
+  paths[`${source.base}/_history`] = { get: op('system', 'history-system', 'History of every resource', { responses: fhirAnswer('Bundle') }) };
+}
+
+function publicPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
+  const page = (operationId: string, summary: string, type = 'text/html'): Json => ({
+    tags: ['pages'], operationId, summary, security: [{}], responses: { '200': { description: summary, content: { [type]: { schema: { type: 'string' } } } } },
+  });
+  const probe = (operationId: string, summary: string): Json => ({
+    tags: ['health'], operationId, summary, security: [{}],
+    responses: { '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } }, '503': { $ref: '#/components/responses/Error' } },
+  });
+  paths['/healthz'] = { get: probe('healthz', 'The process is up') };
+  paths['/readyz'] = { get: probe('readyz', 'Storage reachable and content loaded (503 otherwise)') };
+  paths[`${source.base}/openapi.json`] = { get: { ...page('openapi', 'This document', 'application/json'), tags: ['pages'] } };
+  paths['/docs'] = { get: page('docs', 'This document rendered with Swagger UI') };
+  paths['/docs/{file}'] = { get: { ...page('docs-file', 'A file of the Swagger UI page', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
+  paths['/'] = { get: page('console', 'The web console') };
+  paths['/console/{file}'] = { get: { ...page('console-file', 'A file of the web console', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
+}
+
+/** Sign-in, the token endpoint and discovery (src/http/routes/oauth.ts). */
+function oauthPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
+  const json = (operationId: string, summary: string, extra: Json = {}): Json => ({
+    tags: ['oauth'], operationId, summary, security: [{}],
+    responses: { '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } }, '400': { description: 'An OAuth error (RFC 6749 5.2): {error, error_description}' } },
+    ...extra,
+  });
+  const form = { required: true, content: { 'application/x-www-form-urlencoded': { schema: { type: 'object' } }, 'application/json': { schema: { type: 'object' } } } };
+  paths['/auth/login'] = { post: json('login', 'Sign in with email, password and a PKCE challenge (S256): a single-use code', { requestBody: form }) };
+  paths['/oauth2/token'] = { post: json('token', 'The token endpoint: authorization_code, refresh_token, client_credentials (secret or private_key_jwt)', { requestBody: form }) };
+  paths['/oauth2/authorize'] = {
+    get: { tags: ['oauth'], operationId: 'authorize', summary: 'SMART App Launch: the sign-in page', security: [{}], responses: { '200': { description: 'The sign-in page', content: { 'text/html': { schema: { type: 'string' } } } }, '302': { description: 'Back to the client with an error' } } },
+    post: { tags: ['oauth'], operationId: 'authorize-submit', summary: 'SMART App Launch: sign in, then back to the client with a code', security: [{}], requestBody: form, responses: { '302': { description: 'Back to the client with code and state' } } },
+  };
+  paths['/auth/me'] = { get: { ...json('me', 'Who the token is for: project, membership, profile, scopes'), security: [{ bearer: [] }] } };
+  paths['/.well-known/smart-configuration'] = { get: json('smart-configuration', 'SMART discovery') };
+  paths[`${source.base}/.well-known/smart-configuration`] = { get: json('smart-configuration-fhir', 'SMART discovery, at the FHIR base') };
+  paths['/.well-known/jwks.json'] = { get: json('jwks', "The server's token signing keys") };
+}
+
+/**
+ * The whole document, or (`only`) the part about some resource types: the system level, the
+ * pages, and those types' interactions and operations. A viewer renders a part much faster.
+ */
+export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>): Json {
+  const paths: Record<string, PathItem> = {};
+  const included = only ? source.resourceTypes.filter((type) => only.has(type)) : source.resourceTypes;
+  publicPaths(source, paths);
+  if (source.oauth) oauthPaths(source, paths);
+  systemPaths(source, paths);
+  for (const type of included) resourcePaths(source, type, paths);
+  for (const spec of source.operations) {
+    operationPaths(source, only ? { ...spec, resources: spec.resources.filter((type) => only.has(type)) } : spec, paths);
+  }
+  const resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' }, id: { type: 'string' } }, additionalProperties: true };
+  return {
+    openapi: '3.1.0',
+    info: { title: source.title, version: source.version, description: 'FHIR R4 server: RESTful interactions, search and operations, generated from the definitions the server routes by.' },
+    servers: [{ url: '/' }],
+    security: [{ bearer: [] }],
+    tags: [
+      { name: 'system' }, { name: 'health' }, { name: 'pages' }, ...(source.oauth ? [{ name: 'oauth' }] : []),
+      ...included.map((name) => ({ name })),
+    ],
+    paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token of AUTH_TOKENS (or one the server issued)' } },
+      schemas: {
+        Resource: resource,
+        Bundle: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Bundle' }, type: { type: 'string' }, entry: { type: 'array', items: { type: 'object' } } } },
+        Parameters: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Parameters' }, parameter: { type: 'array', items: { type: 'object' } } } },
+        OperationOutcome: { ...resource, properties: { ...resource.properties, resourceType: { const: 'OperationOutcome' }, issue: { type: 'array', items: { type: 'object' } } } },
+      },
+      parameters: {
+        id: idParam('id', 'The logical id of the resource'),
+        vid: idParam('vid', 'The version id'),
+        ...Object.fromEntries(RESULT_PARAM_NAMES.map((name) => [name, { name, in: 'query', required: false, schema: { type: 'string' }, description: 'Search result parameter' }])),
+      },
+      responses: {
+        ...Object.fromEntries(Object.entries(ANSWERS).map(([name, description]) => [name, { description, content: { [FHIR_JSON]: { schema: ref(name) } } }])),
+        Error: { description: 'An OperationOutcome naming what went wrong', content: { [FHIR_JSON]: { schema: ref('OperationOutcome') } } },
+      },
+    },
+  };
+}
