@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/helpers/process';
-import { syntheaFiles } from '../test/helpers/synthea';
 import { rssMb, startProcess, stop, waitForOk } from './harness';
 import { loadByTransactions } from './synthea-load';
 
@@ -34,7 +33,9 @@ async function main(): Promise<void> {
     await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
     const loaded = await loadByTransactions(port);
     console.log(`loaded ${loaded.resources} Synthea resources in ${(loaded.ms / 1000).toFixed(1)} s`);
-    const patients = syntheaFiles().patients.map((b) => b.entry?.find((e) => e.resource?.resourceType === 'Patient')?.resource?.id as string);
+    // Transactions POST their entries: the server gave the patients their ids.
+    const found = (await (await fetch(`http://127.0.0.1:${port}/fhir/R4/Patient?_count=1000&_elements=id`)).json()) as { entry?: { resource: { id: string } }[] };
+    const patients = (found.entry ?? []).map((e) => e.resource.id);
     const ask = async (id: string) => {
       const started = process.hrtime.bigint();
       const res = await fetch(`http://127.0.0.1:${port}/fhir/R4/Patient/${id}/$graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) });

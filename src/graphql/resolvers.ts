@@ -36,6 +36,8 @@ export interface GraphQLLimits {
 /** Per request: its context, the batch loader of references, and what it has spent. */
 export interface GraphQLRequestState {
   ctx: RequestContext;
+  /** Local references (`#id`) of resources with contained ones, to the resource holding them. */
+  containers: WeakMap<object, Resource>;
   references: DataLoader<string, Resource | null>;
   searches: number;
 }
@@ -85,7 +87,8 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     if (typeof args._cursor === 'string') Object.assign(query, decodeCursor(args._cursor));
     return query;
   };
-  const matches = (bundle: Bundle) => (bundle.entry ?? []).filter((e) => e.search?.mode !== 'include' && e.search?.mode !== 'outcome').map((e) => e.resource as Resource);
+  const matches = (bundle: Bundle, state: GraphQLRequestState) =>
+    (bundle.entry ?? []).filter((e) => e.search?.mode !== 'include' && e.search?.mode !== 'outcome').map((e) => remember(state, e.resource as Resource));
   const write = async (state: GraphQLRequestState, request: FhirRequest) => {
     checkBudget(state);
     try {
@@ -102,21 +105,29 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
       return filterList(value, args);
     },
     reference: async (source, args, state) => {
-      const target = referenceKey((source as Reference).reference);
+      const local = (source as Reference).reference;
+      if (local?.startsWith('#')) {
+        const holder = state.containers.get(source as object) as (Resource & { contained?: Resource[] }) | undefined;
+        const found = holder?.contained?.find((c) => c.id === local.slice(1)) ?? null;
+        if (found && typeof args.type === 'string' && found.resourceType !== args.type) return null;
+        if (!found && args.optional !== true) throw new GraphQLError(`The contained resource ${local} is not in the resource`);
+        return found ? remember(state, found) : null;
+      }
+      const target = referenceKey(local);
       if (!target || (typeof args.type === 'string' && !target.startsWith(`${args.type}/`))) return null;
       const found = await state.references.load(target);
       if (!found && args.optional !== true) throw new GraphQLError(`The reference ${target} cannot be resolved`);
-      return found;
+      return found ? remember(state, found) : null;
     },
     read: (type) => async (_source, args, state) => {
       checkBudget(state);
       try {
-        return await deps.read(type, String(args.id), state.ctx);
+        return remember(state, await deps.read(type, String(args.id), state.ctx));
       } catch (err) {
         throw asGraphQLError(err);
       }
     },
-    list: (type) => async (_source, args, state) => matches(await search(state, type, queryOf(type, args)).catch(rethrow)),
+    list: (type) => async (_source, args, state) => matches(await search(state, type, queryOf(type, args)).catch(rethrow), state),
     connection: (type) => async (_source, args, state) => {
       const query = queryOf(type, args);
       query._total = ['accurate'];
@@ -134,7 +145,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
         previous: link('previous'),
         next: link('next'),
         last: link('last'),
-        edges: (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome').map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: e.resource })),
+        edges: (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome').map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: remember(state, e.resource as Resource) })),
       };
     },
     reverse: (type) => async (source, args, state) => {
@@ -145,7 +156,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
       if (!known.includes(code)) throw new GraphQLError(`${type} has no search parameter '${param}' to follow back to a ${resource.resourceType}`);
       const query = queryOf(type, args, ['_reference']);
       query[code] = [`${resource.resourceType}/${resource.id}`];
-      return matches(await search(state, type, query).catch(rethrow));
+      return matches(await search(state, type, query).catch(rethrow), state);
     },
     create: (type) => async (_source, args, state) => write(state, { method: 'POST', path: type, query: {}, headers: {}, body: args.res }),
     update: (type) => async (_source, args, state) => write(state, { method: 'PUT', path: `${type}/${String(args.id)}`, query: {}, headers: {}, body: args.res }),
@@ -181,6 +192,29 @@ export function referenceLoader(deps: GraphQLDataDeps, stateOf: () => GraphQLReq
     }
     return keys.map((key) => found.get(key) ?? null);
   });
+}
+
+/**
+ * Notes where the local references (`#id`) of a resource with contained resources point from, so
+ * that `resource` can follow them (a field's resolver sees only its own object). Resources without
+ * contained ones cost nothing.
+ */
+export function remember(state: GraphQLRequestState, resource: Resource): Resource {
+  const contained = (resource as { contained?: Resource[] }).contained;
+  if (!contained?.length) return resource;
+  const stack: unknown[] = [resource];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (!node || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    const reference = (node as { reference?: unknown }).reference;
+    if (typeof reference === 'string' && reference.startsWith('#')) state.containers.set(node, resource);
+    for (const value of Object.values(node)) if (value && typeof value === 'object') stack.push(value);
+  }
+  return resource;
 }
 
 /** `Patient/1`, `http://base/Patient/1`, `Patient/1/_history/2` -> `Patient/1`; contained and other forms -> undefined. */

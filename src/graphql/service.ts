@@ -17,7 +17,7 @@ import type { OperationOutcome, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import type { ElementModel } from '../search/model/model';
 import { applyDirectives, prepareDirectives } from './directives';
-import { fieldResolvers, referenceLoader, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
+import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
 import { buildSchema, type FhirSchemas } from './schema';
 
 /**
@@ -105,8 +105,9 @@ export class GraphQLService {
     if (operation.operation === 'mutation' && options.method === 'GET') return { status: 405, body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] } };
     if (operation.operation === 'subscription') return refused('not-supported', 'subscriptions are not supported over $graphql');
 
-    const state: GraphQLRequestState = { ctx, searches: 0, references: undefined as unknown as GraphQLRequestState['references'] };
+    const state: GraphQLRequestState = { ctx, searches: 0, containers: new WeakMap(), references: undefined as unknown as GraphQLRequestState['references'] };
     state.references = referenceLoader(this.deps, () => state, this.options.limits);
+    if (options.target) remember(state, options.target);
     const result = await execute({
       schema,
       document,

@@ -39,6 +39,14 @@ function suite(name: string, open: () => Promise<OpenServer>) {
           extension: [{ url: 'http://example.org/ext/source', valueString: `device-${i}` }],
         });
       }
+      await put({
+        resourceType: 'Observation',
+        id: 'withcontained',
+        status: 'final',
+        code: { text: 'contained' },
+        contained: [{ resourceType: 'Practitioner', id: 'p1', name: [{ family: 'Contained' }] }],
+        performer: [{ reference: '#p1' }],
+      });
       await put({ resourceType: 'Condition', id: 'cond1', subject: { reference: 'Patient/example' }, code: { text: 'Asthma' } });
     });
     afterAll(() => cleanup?.());
@@ -90,6 +98,9 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const reverse = await post('{ ObservationList(_reference: subject, _sort: "-date", _count: 2) { id } ConditionList(_reference: patient) { code { text } } }'.replace('subject,', '"subject",').replace('patient)', '"patient")'), '/fhir/R4/Patient/example/$graphql');
       expect(reverse.body.errors).toBeUndefined();
       expect(reverse.body.data).toEqual({ ObservationList: [{ id: 'obs4' }, { id: 'obs3' }], ConditionList: [{ code: { text: 'Asthma' } }] });
+      const contained = await post('{ performer { reference resource { ... on Practitioner { name { family } } } } }', '/fhir/R4/Observation/withcontained/$graphql');
+      expect(contained.body.errors).toBeUndefined();
+      expect(contained.body.data).toEqual({ performer: [{ reference: '#p1', resource: { name: [{ family: 'Contained' }] } }] });
       const missing = await post('{ Observation(id: "obs0") { subject { resource(type: "Group") { ... on Group { id } } } } }');
       expect(missing.body.data).toEqual({ Observation: { subject: { resource: null } } });
     });
