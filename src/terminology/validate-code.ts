@@ -5,7 +5,7 @@ import type { TxParams } from './params';
 import type { Resolver } from './resolver';
 import { ValueSetChecker } from './validation/checker';
 import type { CodedMode, ValidationEnv, ValidationResult } from './validation/state';
-import { validateCoded } from './validation/validate-coded';
+import { asCanonical, validateCoded } from './validation/validate-coded';
 
 /**
  * $validate-code as the engine sees it, for a ValueSet and for a CodeSystem: no HTTP, no
@@ -162,7 +162,7 @@ function prepareFailure(err: TerminologyError, coded: CodedValue, ctx: EngineCon
     message: err.issue.text,
     issues: outcomeOf([err.issue]),
   };
-  if (err.unknownSystem) result['x-caused-by-unknown-system'] = [err.unknownSystem];
+  if (err.unknownSystem) result['x-caused-by-unknown-system'] = [asCanonical(err.unknownSystem)];
   if (coded.mode === 'codeableConcept') {
     result.codeableConcept = coded.concept;
     return result;

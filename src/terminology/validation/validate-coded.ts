@@ -129,8 +129,8 @@ export function validateCoded(input: CodedInput): ValidationResult {
   else if (ok === true && impliedSystem) result.system = impliedSystem;
   else if (fallback.system && mode !== 'codeableConcept') result.system = fallback.system;
   // An unknown system is reported as the reason for the answer, unless another coding made it true.
-  if (unknownSystems.size > 0 && ok === false) result['x-unknown-system'] = [...unknownSystems];
-  else if (unknownSystems.size > 0 && !valid) result['x-caused-by-unknown-system'] = [...unknownSystems];
+  if (unknownSystems.size > 0 && ok === false) result['x-unknown-system'] = [...unknownSystems].map(asCanonical);
+  else if (unknownSystems.size > 0 && !valid) result['x-caused-by-unknown-system'] = [...unknownSystems].map(asCanonical);
   if (normalForm) result['normalized-code'] = normalForm;
   if (first) result.code = first.code;
   else if (fallback.code && mode !== 'codeableConcept') result.code = fallback.code;
@@ -294,4 +294,12 @@ function softenUnknownSystems(issues: IssueList, codings: Coding[], matched: Set
 
 function isAbsoluteUrl(url: string): boolean {
   return /^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(url);
+}
+
+/**
+ * `system|version` as a canonical: whitespace (a version may hold some; a canonical may not) is
+ * percent-encoded, so the answer stays valid for any request.
+ */
+export function asCanonical(systemAndVersion: string): string {
+  return systemAndVersion.replace(/\s/g, (c) => encodeURIComponent(c));
 }
