@@ -72,14 +72,33 @@ export class CustomSearchParameters {
     return this.indexingCodes.get(type)?.has(code) ?? false;
   }
 
-  /** Brings the registry up to date with what is stored; concurrent callers share one refresh. */
+  /**
+   * Brings the registry up to date with what is stored. A refresh serves only the callers who asked
+   * before it read the change marks: one already reading may have missed a write another process
+   * acknowledged since, so a caller arriving then waits for the next one (shared by everyone who
+   * arrives meanwhile).
+   */
   refresh(): Promise<void> {
     if (this.fresh) return Promise.resolve();
-    this.pending ??= this.doRefresh().finally(() => {
-      this.pending = undefined;
-    });
-    return this.pending;
+    if (this.next) return this.next.promise;
+    const after = this.pending ?? Promise.resolve();
+    const entry = { promise: Promise.resolve() };
+    entry.promise = after
+      .catch(() => undefined)
+      .then(() => {
+        if (this.next === entry) this.next = undefined;
+        return this.doRefresh();
+      })
+      .finally(() => {
+        if (this.pending === entry.promise) this.pending = undefined;
+      });
+    this.pending = entry.promise;
+    this.next = entry;
+    return entry.promise;
   }
+
+  /** The refresh that has not read the change marks yet, which a new caller may share. */
+  private next?: { promise: Promise<void> };
 
   /** A SearchParameter this process has just written: takes effect here at once (indexing starts in the background). */
   async written(): Promise<void> {
