@@ -81,7 +81,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       tokens,
       assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
     });
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts };
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, rest: core.rest, search: core.search };
     const app = await buildApp({
       config,
       rest: core.rest,

@@ -3,6 +3,8 @@ import type { Config } from './config';
 import type { Accounts } from './auth/accounts';
 import type { AuthService } from './auth/oauth';
 import type { Repository } from './storage/repository';
+import type { RestService } from './rest/rest-service';
+import type { SearchService } from './search/search-service';
 import type { TerminologyService } from './terminology/service';
 import type { ResourceValidator } from './validation/validator';
 
@@ -18,4 +20,7 @@ export interface AppServices {
   /** Sign-in and tokens; the accounts behind them. */
   auth: AuthService;
   accounts: Accounts;
+  /** Reads and searches as the REST API does them: within the request's project and its principal's grants. */
+  rest: RestService;
+  search: SearchService;
 }

@@ -7,6 +7,7 @@ import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
+import { patientEverything } from './patient/everything';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -28,4 +29,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   resourceValidate,
   importPackageOperation,
   projectInit,
+  patientEverything,
 ];

@@ -1,9 +1,10 @@
 import type { Resource } from 'fhir/r4';
-import { expect } from 'vitest';
+import { expect, test } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../src/config';
 import { createServerApp, type ServerApp } from '../../src/bootstrap';
 import { testConfig } from './app';
+import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON } from './postgres';
 
 /** The production app (every operation, bundled terminology) over in-memory SQLite, or a given store. */
 export async function serverApp(config: Partial<Config> = {}): Promise<ServerApp> {
@@ -54,4 +55,40 @@ export function partsOf(body: { parameter?: readonly object[] }, name: string): 
   return ((body.parameter ?? []) as { name: string; part?: object[] }[])
     .filter((p) => p.name === name)
     .map((p) => outputs({ parameter: p.part ?? [] }));
+}
+
+/**
+ * Runs `suite` over the production app on SQLite and, when TEST_DATABASE_URL is set, on
+ * PostgreSQL (a fresh schema, dropped afterwards); each `open` builds the app with `config`.
+ */
+export function onBothBackends(
+  suite: (name: string, open: () => Promise<{ server: ServerApp; cleanup: () => Promise<void> }>) => void,
+  config: Partial<Config> = {},
+): void {
+  suite('SQLite', async () => {
+    const server = await serverApp(config);
+    return { server, cleanup: () => server.close() };
+  });
+  if (!hasPostgres) {
+    test.skip(POSTGRES_SKIP_REASON, () => undefined);
+    return;
+  }
+  suite('PostgreSQL', async () => {
+    const schema = await freshSchema();
+    const server = await serverApp({ ...config, databaseUrl: schema.url });
+    return {
+      server,
+      cleanup: async () => {
+        await server.close();
+        await schema.drop();
+      },
+    };
+  });
+}
+
+/** Stores resources as they are (ids kept) in a project, 500 to a transaction, without HTTP. */
+export async function storeAll(server: ServerApp, resources: Resource[], project = 'default'): Promise<void> {
+  for (let i = 0; i < resources.length; i += 500) {
+    await server.core.repository.in(project).transaction((tx) => tx.putMany(resources.slice(i, i + 500)));
+  }
 }
