@@ -11,6 +11,7 @@ import { fhirError } from './fhir/errors';
 import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
 import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
+import { JobQueue } from './jobs/queue';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminologies } from './terminology/content/stored-terminology';
@@ -34,6 +35,8 @@ export interface ServerApp {
   app: FastifyInstance;
   /** The FHIR core under the app (for tools and tests that load data without HTTP). */
   core: Core;
+  /** The durable job queue, its workers started (JOB_WORKERS). */
+  jobs: JobQueue;
   /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
   close(): Promise<void>;
 }
@@ -81,7 +84,8 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       tokens,
       assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
     });
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, rest: core.rest, search: core.search };
+    const jobs = new JobQueue(store.jobs);
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, rest: core.rest, search: core.search, jobs };
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -104,11 +108,15 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         projectExists: async (id) => (await store.read(SYSTEM_PROJECT, 'Project', id))?.resource != null,
       },
     });
+    jobs.log = app.log;
+    jobs.start(config.jobWorkers);
     return {
       app,
       core,
+      jobs,
       close: async () => {
         await app.close();
+        await jobs.stop();
         await store.close();
       },
     };

@@ -31,6 +31,8 @@ export interface Config {
   validateOnWrite: boolean;
   /** Let outbound requests (a client's jwksUri) reach loopback and private addresses (tests, closed networks). */
   outboundAllowPrivate: boolean;
+  /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
+  jobWorkers: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -91,6 +93,7 @@ export function loadConfig(env: Env): Config {
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
+    jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
   };
 }
 

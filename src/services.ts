@@ -3,6 +3,7 @@ import type { Config } from './config';
 import type { Accounts } from './auth/accounts';
 import type { AuthService } from './auth/oauth';
 import type { Repository } from './storage/repository';
+import type { JobQueue } from './jobs/queue';
 import type { RestService } from './rest/rest-service';
 import type { SearchService } from './search/search-service';
 import type { TerminologyService } from './terminology/service';
@@ -23,4 +24,6 @@ export interface AppServices {
   /** Reads and searches as the REST API does them: within the request's project and its principal's grants. */
   rest: RestService;
   search: SearchService;
+  /** The durable job queue (bulk export and other background work). */
+  jobs: JobQueue;
 }

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { fhirError } from '../../fhir/errors';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
+import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -80,6 +81,8 @@ const MIGRATIONS: string[] = [
   // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
   `${EPHEMERAL_DDL};
    CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
+  // The durable job queue (src/storage/jobs.ts).
+  jobsDdl('postgres'),
 ];
 
 /** Any number; only ever taken by this server's migrations. */
@@ -96,6 +99,8 @@ export class PostgresStore implements ResourceStore {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
   readonly ephemeral: EphemeralStore = new SqlEphemeralStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
+
+  readonly jobs: JobStore = new SqlJobStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params), 'postgres');
 
   constructor(connectionString: string, options: { max?: number } = {}) {
     // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);
@@ -166,6 +171,7 @@ export class PostgresStore implements ResourceStore {
       lock: async (key) => {
         await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
       },
+      enqueue: (job) => insertJob((sql, params) => run<Record<string, unknown>>(sql, params), job),
     };
   }
 
