@@ -12,6 +12,11 @@ import { decorateTerminologyServer, terminologyCapabilities } from './operations
 import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
 import { JobQueue } from './jobs/queue';
+import { BulkExports, decorateBulkData } from './bulk/export';
+import { r4Model } from './search/model/model';
+import type { ResourceStore } from './storage/store';
+import type { Group } from 'fhir/r4';
+import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminologies } from './terminology/content/stored-terminology';
@@ -85,6 +90,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
     });
     const jobs = new JobQueue(store.jobs);
+    const bulk = bulkExports(core, store, jobs);
     const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, rest: core.rest, search: core.search, jobs };
     const app = await buildApp({
       config,
@@ -95,12 +101,16 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       software: { name: pkg.name, version: pkg.version },
       searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
       searchParamsRevision: () => core.params.revision,
-      decorateCapabilities: decorateTerminologyServer,
+      decorateCapabilities: (statement) => {
+        decorateTerminologyServer(statement);
+        decorateBulkData(statement);
+      },
       metadataModes: {
         terminology: async () => terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), { name: pkg.name, version: pkg.version }),
       },
       logStream: options.logStream,
       guard: core.guard,
+      bulk,
       oauth: {
         auth,
         keys,
@@ -124,4 +134,26 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await store.close().catch(() => undefined);
     throw err;
   }
+}
+
+/** Bulk export over the core, its job handler registered on the queue. */
+function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExports {
+  const compartment = r4Model().compartment('Patient') ?? {};
+  const bulk = new BulkExports({
+    jobs,
+    store: store.bulk,
+    guard: core.guard,
+    isResourceType: (type) => SERVED_RESOURCE_TYPES.includes(type),
+    compartmentTypes: [...new Set(['Patient', ...Object.keys(compartment)])],
+    patientsOf: (resource) => {
+      const params = compartment[resource.resourceType] ?? [];
+      return core.extractor
+        .extract(resource)
+        .reference.filter((r) => r.target_type === 'Patient' && r.target_id !== null && params.includes(r.param))
+        .map((r) => r.target_id as string);
+    },
+    readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
+  });
+  jobs.register(bulk.handler());
+  return bulk;
 }

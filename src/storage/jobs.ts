@@ -157,7 +157,10 @@ export class SqlJobStore implements JobStore {
   }
 
   async purge(before: number): Promise<number> {
-    return (await this.write(`DELETE FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? RETURNING id`, [before])).length;
+    const purged = (await this.write(`DELETE FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? RETURNING id`, [before])).length;
+    // Files of jobs that are gone (bulk export's, same migration) go with them.
+    if (purged > 0) await this.write('DELETE FROM bulk_files WHERE job_id NOT IN (SELECT id FROM jobs)', []);
+    return purged;
   }
 }
 

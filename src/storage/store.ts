@@ -1,6 +1,7 @@
 import type { Resource } from 'fhir/r4';
 import type { EphemeralStore } from './ephemeral';
 import type { JobStore, NewJob } from './jobs';
+import type { BulkStore } from './bulk';
 import type { IndexRows } from './index-schema';
 
 /**
@@ -120,6 +121,8 @@ export interface ResourceStore extends StoreReader {
   readonly ephemeral: EphemeralStore;
   /** The durable job queue's rows (src/jobs/ runs them). */
   readonly jobs: JobStore;
+  /** Snapshots and NDJSON files of bulk export. */
+  readonly bulk: BulkStore;
   /** A small key/value of the server's own (index versions and the like). */
   getSetting(key: string): Promise<string | undefined>;
   setSetting(key: string, value: string): Promise<void>;

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { fhirError } from '../../fhir/errors';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
+import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -81,8 +82,9 @@ const MIGRATIONS: string[] = [
   // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
   `${EPHEMERAL_DDL};
    CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
-  // The durable job queue (src/storage/jobs.ts).
-  jobsDdl('postgres'),
+  // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
+  `${jobsDdl('postgres')}
+   ${bulkDdl('postgres')}`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */
@@ -101,6 +103,8 @@ export class PostgresStore implements ResourceStore {
   readonly ephemeral: EphemeralStore = new SqlEphemeralStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
 
   readonly jobs: JobStore = new SqlJobStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params), 'postgres');
+
+  readonly bulk: BulkStore = new SqlBulkStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
 
   constructor(connectionString: string, options: { max?: number } = {}) {
     // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);

@@ -6,6 +6,7 @@ import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDd
 import { Mutex } from '../mutex';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
+import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import {
   changeFromRow,
   ifMatchHolds,
@@ -89,8 +90,9 @@ const MIGRATIONS: string[] = [
   // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
   `${EPHEMERAL_DDL} WITHOUT ROWID;
    CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
-  // The durable job queue (src/storage/jobs.ts).
-  jobsDdl('sqlite'),
+  // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
+  `${jobsDdl('sqlite')}
+   ${bulkDdl('sqlite')}`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
@@ -153,6 +155,11 @@ export class SqliteStore implements ResourceStore {
   readonly jobs: JobStore = new SqlJobStore(
     (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
     'sqlite',
+    async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
+  );
+
+  readonly bulk: BulkStore = new SqlBulkStore(
+    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
