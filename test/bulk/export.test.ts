@@ -52,14 +52,14 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       return location;
     }
 
-    async function finished(location: string): Promise<ExportManifest> {
+    async function finished(location: string, token = OPERATOR): Promise<ExportManifest> {
       const id = location.slice(location.lastIndexOf('/') + 1);
       for (;;) {
         const job: JobView | undefined = await server.jobs.get(id);
         if (job?.state === 'done' || job?.state === 'dead') break;
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
-      const res = await inject('GET', location);
+      const res = await inject('GET', location, { token });
       expect(res.statusCode, res.body).toBe(200);
       expect(res.headers['content-type']).toMatch(/^application\/json/);
       return res.json() as ExportManifest;
@@ -165,6 +165,44 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('GET', manifest.output[0].url, { headers: other })).statusCode).toBe(404);
       expect((await inject('DELETE', location, { headers: other })).statusCode).toBe(404);
       expect((await inject('GET', location)).statusCode).toBe(200);
+    });
+
+    test("a Backend Services client exports its own project's data, within its scopes", async () => {
+      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-client' }] } });
+      const project = { 'x-project': (init.json() as Resource).id as string };
+      const own: Patient = { resourceType: 'Patient', id: 'own-patient', name: [{ family: 'OwnProject' }] };
+      expect((await inject('PUT', '/fhir/R4/Patient/own-patient', { payload: own, headers: project })).statusCode).toBe(201);
+      expect((await inject('POST', '/fhir/R4/Observation', { payload: { resourceType: 'Observation', status: 'final', code: { text: 'x' } }, headers: project })).statusCode).toBe(201);
+      const clients = (await inject('GET', '/fhir/R4/ClientApplication', { headers: project })).json() as { entry: { resource: Resource & { secret: string } }[] };
+      const client = clients.entry[0].resource;
+      const token = async (scope: string) => {
+        const res = await server.app.inject({
+          method: 'POST',
+          url: '/oauth2/token',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret, scope }).toString(),
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        return res.json().access_token as string;
+      };
+      const patientsOnly = await token('system/Patient.rs');
+      const kick = await inject('GET', '/fhir/R4/$export', { token: patientsOnly, headers: ASYNC });
+      expect(kick.statusCode, kick.body).toBe(202);
+      const location = kick.headers['content-location'] as string;
+      const manifest = await finished(location, patientsOnly);
+      expect(manifest.output.map((o) => [o.type, o.count])).toEqual([['Patient', 1]]);
+      const file = await inject('GET', manifest.output[0].url, { token: patientsOnly });
+      expect(JSON.parse(file.body.trim())).toMatchObject({ id: 'own-patient' });
+      // The operator (another principal, even in that project) does not see the client's export.
+      expect((await inject('GET', location, { headers: project })).statusCode).toBe(404);
+      expect((await inject('GET', '/fhir/R4/$export?_type=Observation', { token: patientsOnly, headers: ASYNC })).statusCode).toBe(403);
+      const everything = await token('system/*.rs');
+      const all = await inject('GET', '/fhir/R4/$export', { token: everything, headers: ASYNC });
+      expect(all.statusCode).toBe(202);
+      // Another token of the same client follows the export.
+      const types = (await finished(all.headers['content-location'] as string, patientsOnly)).output.map((o) => o.type);
+      expect(types).toContain('Observation');
+      expect(types).not.toContain('ClientApplication');
     });
 
     test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {
