@@ -158,9 +158,8 @@ export class BulkExports {
       let after = '';
       for (;;) {
         if (control.signal.aborted) throw control.signal.reason;
-        const rows = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
-        for (const row of rows) {
-          after = row.id;
+        const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
+        for (const row of page.rows) {
           if (row.content === null) {
             if (input.since !== undefined) await deleted.add(JSON.stringify(deletion(type, row.id)));
             continue;
@@ -170,8 +169,11 @@ export class BulkExports {
           if (!this.deps.guard.covers(grant, resource) || !inScope(resource)) continue;
           await writer.add(JSON.stringify(resource));
         }
-        if (rows.length < PART) break;
+        if (page.next === undefined) break;
+        after = page.next;
         await control.progress(`${type}: ${writer.count} resources`);
+        // SQLite answers synchronously: between pages the process answers its requests.
+        await new Promise((resolve) => setImmediate(resolve));
       }
       const file = await writer.finish();
       if (file) output.push(file);

@@ -15,6 +15,12 @@ export interface SnapshotRow {
   content: string | null;
 }
 
+export interface SnapshotPage {
+  rows: SnapshotRow[];
+  /** Where the next page starts (afterId), when there may be one. */
+  next?: string;
+}
+
 export interface BulkFilePart {
   part: number;
   count: number;
@@ -25,10 +31,11 @@ export interface BulkStore {
   /** The resource types a project has (or had) resources of. */
   types(project: string): Promise<string[]>;
   /**
-   * Resources of a type as of `asOf` (ISO instant), in id order after `afterId`, at most `limit`:
-   * each one's newest version at or before `asOf`, only when that version is after `since`.
+   * Resources of a type as of `asOf` (ISO instant), in id order, from the next `limit` ids after
+   * `afterId`: each one's newest version at or before `asOf` (none when it did not exist yet),
+   * only when that version is after `since`.
    */
-  snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotRow[]>;
+  snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotPage>;
   putPart(job: string, file: string, part: BulkFilePart): Promise<void>;
   /** The parts of a file after `afterPart`, at most `limit`, in order. */
   parts(job: string, file: string, afterPart: number, limit: number): Promise<BulkFilePart[]>;
@@ -47,7 +54,6 @@ export class SqlBulkStore implements BulkStore {
   constructor(
     private readonly write: Run,
     private readonly read: Run = write,
-    private readonly instant: (param: string) => string = (p) => p,
   ) {}
 
   async types(project: string): Promise<string[]> {
@@ -55,23 +61,42 @@ export class SqlBulkStore implements BulkStore {
     return rows.map((row) => String(row.type));
   }
 
-  async snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotRow[]> {
-    const at = this.instant('?');
-    const since = options.since === undefined ? '' : ` AND v.last_updated > ${this.instant('?')}`;
-    const rows = await this.read(
-      `SELECT v.id, v.version, v.last_updated, v.content FROM resource_versions v
-       WHERE v.project = ? AND v.type = ? AND v.id > ? AND v.last_updated <= ${at}${since}
-         AND v.version = (SELECT MAX(w.version) FROM resource_versions w
-           WHERE w.project = v.project AND w.type = v.type AND w.id = v.id AND w.last_updated <= ${at})
-       ORDER BY v.id LIMIT ?`,
-      [options.project, options.type, options.afterId, options.asOf, ...(options.since === undefined ? [] : [options.since]), options.asOf, options.limit],
-    );
-    return rows.map((row) => ({
-      id: String(row.id),
-      version: Number(row.version),
-      lastUpdated: row.last_updated instanceof Date ? row.last_updated.toISOString() : String(row.last_updated),
-      content: row.content === null ? null : String(row.content),
-    }));
+  async snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotPage> {
+    // Key lookups only: a page of ids by the resources table's key, their versions' numbers and
+    // times by the versions' key (an IN list: no planner then prefers the time index and reads a
+    // whole type per row), the version as of `asOf` chosen here, and only those versions' content.
+    const { project, type } = options;
+    const ids = (await this.read('SELECT id FROM resources WHERE project = ? AND type = ? AND id > ? ORDER BY id LIMIT ?', [project, type, options.afterId, options.limit])).map((row) => String(row.id));
+    if (ids.length === 0) return { rows: [] };
+    const marks = ids.map(() => '?').join(', ');
+    const versions = await this.read(`SELECT id, version, last_updated FROM resource_versions WHERE project = ? AND type = ? AND id IN (${marks})`, [project, type, ...ids]);
+    const asOf = Date.parse(options.asOf);
+    const since = options.since === undefined ? undefined : Date.parse(options.since);
+    const chosen = new Map<string, { version: number; at: number; lastUpdated: string }>();
+    for (const row of versions) {
+      const at = instantOf(row.last_updated);
+      const id = String(row.id);
+      const version = Number(row.version);
+      if (at > asOf || (chosen.get(id)?.version ?? 0) > version) continue;
+      chosen.set(id, { version, at, lastUpdated: row.last_updated instanceof Date ? row.last_updated.toISOString() : String(row.last_updated) });
+    }
+    const wanted = ids.filter((id) => chosen.has(id) && (since === undefined || (chosen.get(id)?.at as number) > since));
+    const contents = new Map<string, string | null>();
+    if (wanted.length > 0) {
+      const pairs = wanted.map(() => '(?, CAST(? AS INTEGER))').join(', ');
+      const rows = await this.read(
+        `SELECT id, content FROM resource_versions WHERE project = ? AND type = ? AND (id, version) IN (VALUES ${pairs})`,
+        [project, type, ...wanted.flatMap((id) => [id, chosen.get(id)?.version])],
+      );
+      for (const row of rows) contents.set(String(row.id), row.content === null ? null : String(row.content));
+    }
+    return {
+      rows: wanted.map((id) => {
+        const version = chosen.get(id) as { version: number; lastUpdated: string };
+        return { id, version: version.version, lastUpdated: version.lastUpdated, content: contents.get(id) ?? null };
+      }),
+      next: ids.length === options.limit ? ids[ids.length - 1] : undefined,
+    };
   }
 
   async putPart(job: string, file: string, part: BulkFilePart): Promise<void> {
@@ -86,4 +111,8 @@ export class SqlBulkStore implements BulkStore {
   async removeFiles(job: string): Promise<void> {
     await this.write('DELETE FROM bulk_files WHERE job_id = ?', [job]);
   }
+}
+
+function instantOf(value: unknown): number {
+  return value instanceof Date ? value.getTime() : Date.parse(String(value));
 }
