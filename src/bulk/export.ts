@@ -19,6 +19,10 @@ import { readExportParameters, type ExportLevel } from './parameters';
 export const EXPORT_JOB = 'bulk-export';
 /** Resources per stored part of a file (and per snapshot read). */
 const PART = 1000;
+/** Seconds a client is asked to wait between status polls; polling sooner is 429. */
+export const RETRY_AFTER_SECONDS = 1;
+/** Most polls remembered (one per running export polled); beyond it the oldest are forgotten. */
+const MAX_POLLS = 10_000;
 
 export interface ExportJobInput {
   level: ExportLevel;
@@ -68,6 +72,9 @@ export interface BulkExportDeps {
 }
 
 export class BulkExports {
+  /** When each running export's status was last asked for in this process. */
+  private readonly polls = new Map<string, number>();
+
   constructor(private readonly deps: BulkExportDeps) {}
 
   /** Starts an export; answers the job id (the status URL's last segment). */
@@ -96,7 +103,18 @@ export class BulkExports {
   async status(id: string, ctx: RequestContext): Promise<ExportStatus> {
     const job = await this.own(id, ctx);
     if (job.state === 'dead') throw fhirError('ERR_BULK_FAILED', { reason: job.lastError ?? 'unknown' });
-    if (job.state !== 'done') return { state: 'running', progress: job.progress ?? (job.state === 'queued' ? 'queued' : 'started') };
+    if (job.state !== 'done') {
+      const now = Date.now();
+      const last = this.polls.get(id);
+      if (last !== undefined && now - last < RETRY_AFTER_SECONDS * 1000) {
+        throw fhirError('ERR_BULK_TOO_FAST', { seconds: RETRY_AFTER_SECONDS }, { headers: { 'retry-after': String(RETRY_AFTER_SECONDS) } });
+      }
+      this.polls.delete(id);
+      this.polls.set(id, now);
+      if (this.polls.size > MAX_POLLS) this.polls.delete(this.polls.keys().next().value as string);
+      return { state: 'running', progress: job.progress ?? (job.state === 'queued' ? 'queued' : 'started') };
+    }
+    this.polls.delete(id);
     const result = job.result as ExportJobResult;
     const url = (file: ExportFile) => ({ type: file.type, url: `${ctx.baseUrl}/bulk/files/${id}/${file.file}`, count: file.count });
     return {
@@ -115,6 +133,7 @@ export class BulkExports {
   /** Cancels (or, done, deletes) an export: its status URL answers 404 from now on. */
   async cancel(id: string, ctx: RequestContext): Promise<void> {
     await this.own(id, ctx);
+    this.polls.delete(id);
     await this.deps.jobs.remove(id);
     await this.deps.store.removeFiles(id);
   }

@@ -208,10 +208,18 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {
       await server.jobs.stop();
       const location = await kickOff('/fhir/R4/$export?_type=Patient,Observation');
+      const firstPoll = Date.now();
       const waiting = await inject('GET', location);
       expect(waiting.statusCode).toBe(202);
       expect(waiting.headers['x-progress']).toBeTruthy();
       expect(Number(waiting.headers['retry-after'])).toBeGreaterThan(0);
+      // Polled again at once (sooner than Retry-After): 429 with Retry-After, unless the machine took that long.
+      const again = await inject('GET', location);
+      if (Date.now() - firstPoll < 1000) {
+        expect(again.statusCode).toBe(429);
+        expect(again.headers['retry-after']).toBe('1');
+        expect((again.json() as OperationOutcome).issue[0].code).toBe('throttled');
+      }
       const mark = new Date(Date.now() - 1).toISOString();
       // After the kick-off: a patient renamed, observations deleted, a new patient.
       const changed = { ...patients[0], name: [{ family: 'Changed-After-Kick-Off' }] };

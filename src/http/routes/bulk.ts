@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { OperationOutcome } from 'fhir/r4';
-import type { BulkExports } from '../../bulk/export';
+import { RETRY_AFTER_SECONDS, type BulkExports } from '../../bulk/export';
 import type { ExportLevel } from '../../bulk/parameters';
 import type { RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
@@ -18,9 +18,6 @@ export interface BulkRouteDeps {
   exports: BulkExports;
   contextOf: (request: FastifyRequest) => RequestContext;
 }
-
-/** Seconds a client is asked to wait between polls. */
-const RETRY_AFTER = '1';
 
 export function registerBulkRoutes(app: FastifyInstance, deps: BulkRouteDeps): void {
   const kickOff = (level: ExportLevel) => async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
@@ -44,7 +41,7 @@ export function registerBulkRoutes(app: FastifyInstance, deps: BulkRouteDeps): v
 
   app.get(`${deps.base}/bulk/status/:id`, async (request, reply) => {
     const status = await deps.exports.status((request.params as { id: string }).id, deps.contextOf(request));
-    if (status.state === 'running') return reply.code(202).header('x-progress', status.progress).header('retry-after', RETRY_AFTER).send();
+    if (status.state === 'running') return reply.code(202).header('x-progress', status.progress).header('retry-after', String(RETRY_AFTER_SECONDS)).send();
     return reply.code(200).header('expires', new Date(Date.now() + 3_600_000).toUTCString()).type('application/json').send(status.manifest);
   });
 
