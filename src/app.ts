@@ -30,6 +30,8 @@ import type { AuthService } from './auth/oauth';
 import type { Principal } from './auth/principal';
 import type { SigningKeys } from './auth/signing-keys';
 import { oauthUris, registerOAuthRoutes } from './http/routes/oauth';
+import { registerBulkRoutes } from './http/routes/bulk';
+import type { BulkExports } from './bulk/export';
 
 export const FHIR_BASE = '/fhir/R4';
 
@@ -59,6 +61,8 @@ export interface AppParts<S> {
     verify: (token: string) => Promise<Principal | undefined>;
     projectExists: (id: string) => Promise<boolean>;
   };
+  /** Bulk Data export (kick-off, status and file routes); absent: none. */
+  bulk?: BulkExports;
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
@@ -173,11 +177,12 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     contextOf,
   });
+  if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
   registerDocsRoutes(publicRoutes, {
-    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined },
+    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined },
     revision: parts.searchParamsRevision,
   });
   registerConsoleRoutes(publicRoutes);

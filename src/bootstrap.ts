@@ -11,6 +11,12 @@ import { fhirError } from './fhir/errors';
 import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
 import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
+import { JobQueue } from './jobs/queue';
+import { BulkExports, decorateBulkData } from './bulk/export';
+import { r4Model } from './search/model/model';
+import type { ResourceStore } from './storage/store';
+import type { Group } from 'fhir/r4';
+import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminologies } from './terminology/content/stored-terminology';
@@ -27,7 +33,6 @@ import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
 import { Outbound } from './net/outbound';
 import { GraphQLService } from './graphql/service';
-import { r4Model } from './search/model/model';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
@@ -36,6 +41,8 @@ export interface ServerApp {
   app: FastifyInstance;
   /** The FHIR core under the app (for tools and tests that load data without HTTP). */
   core: Core;
+  /** The durable job queue, its workers started (JOB_WORKERS). */
+  jobs: JobQueue;
   /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
   close(): Promise<void>;
 }
@@ -92,7 +99,9 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       searchParams: (type) => [...core.params.forType(type).keys()],
       revision: () => core.params.revision,
     });
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql };
+    const jobs = new JobQueue(store.jobs);
+    const bulk = bulkExports(core, store, jobs);
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs };
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -102,7 +111,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       software: { name: pkg.name, version: pkg.version },
       searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
       searchParamsRevision: () => core.params.revision,
-      decorateCapabilities: decorateTerminologyServer,
+      decorateCapabilities: (statement) => {
+        decorateTerminologyServer(statement);
+        decorateBulkData(statement);
+      },
       metadataModes: {
         terminology: async () => terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), { name: pkg.name, version: pkg.version }),
       },
@@ -118,6 +130,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       },
       logStream: options.logStream,
       guard: core.guard,
+      bulk,
       oauth: {
         auth,
         keys,
@@ -125,11 +138,15 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         projectExists: async (id) => (await store.read(SYSTEM_PROJECT, 'Project', id))?.resource != null,
       },
     });
+    jobs.log = app.log;
+    jobs.start(config.jobWorkers);
     return {
       app,
       core,
+      jobs,
       close: async () => {
         await app.close();
+        await jobs.stop();
         await store.close();
       },
     };
@@ -137,4 +154,26 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await store.close().catch(() => undefined);
     throw err;
   }
+}
+
+/** Bulk export over the core, its job handler registered on the queue. */
+function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExports {
+  const compartment = r4Model().compartment('Patient') ?? {};
+  const bulk = new BulkExports({
+    jobs,
+    store: store.bulk,
+    guard: core.guard,
+    isResourceType: (type) => SERVED_RESOURCE_TYPES.includes(type),
+    compartmentTypes: [...new Set(['Patient', ...Object.keys(compartment)])],
+    patientsOf: (resource) => {
+      const params = compartment[resource.resourceType] ?? [];
+      return core.extractor
+        .extract(resource)
+        .reference.filter((r) => r.target_type === 'Patient' && r.target_id !== null && params.includes(r.param))
+        .map((r) => r.target_id as string);
+    },
+    readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
+  });
+  jobs.register(bulk.handler());
+  return bulk;
 }

@@ -35,6 +35,8 @@ export interface Config {
   outboundAllowPrivate: boolean;
   /** Origins (scheme://host[:port]) whose browser pages may call the server; `*` for any. Empty: none. */
   corsOrigins: string[];
+  /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
+  jobWorkers: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -97,6 +99,7 @@ export function loadConfig(env: Env): Config {
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     corsOrigins: corsOrigins(env),
+    jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
   };
 }
 

@@ -4,6 +4,9 @@ import type { Accounts } from './auth/accounts';
 import type { AuthService } from './auth/oauth';
 import type { GraphQLService } from './graphql/service';
 import type { Repository } from './storage/repository';
+import type { JobQueue } from './jobs/queue';
+import type { RestService } from './rest/rest-service';
+import type { SearchService } from './search/search-service';
 import type { TerminologyService } from './terminology/service';
 import type { ResourceValidator } from './validation/validator';
 
@@ -21,4 +24,9 @@ export interface AppServices {
   accounts: Accounts;
   /** FHIR GraphQL ($graphql). */
   graphql: GraphQLService;
+  /** Reads and searches as the REST API does them: within the request's project and its principal's grants. */
+  rest: RestService;
+  search: SearchService;
+  /** The durable job queue (bulk export and other background work). */
+  jobs: JobQueue;
 }

@@ -145,6 +145,12 @@ export const ERRORS = {
   ERR_AUTH_FORBIDDEN: spec<{ reason: string }>(403, 'forbidden', (p) => `Not allowed: ${p.reason}`),
   ERR_PROJECT_HEADER: spec<{ project: string }>(400, 'invalid', (p) => `X-Project '${p.project}' names no project this request may act in`),
   ERR_INIT_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The project was not created: ${p.reason}`),
+  // bulk data
+  ERR_BULK_ASYNC: spec(400, 'invalid', () => "Bulk export runs asynchronously: send 'Prefer: respond-async'"),
+  ERR_BULK_PARAM: spec<{ name: string; reason: string }>(400, 'not-supported', (p) => `Bulk export parameter '${p.name}': ${p.reason}`),
+  ERR_BULK_TOO_FAST: spec<{ seconds: number }>(429, 'throttled', (p) => `The export's status was asked again too soon; wait ${p.seconds} s (Retry-After) between polls`),
+  ERR_BULK_NOT_FOUND: spec(404, 'not-found', () => 'No such export: it was never started, was cancelled, or has expired'),
+  ERR_BULK_FAILED: spec<{ reason: string }>(500, 'exception', (p) => `The export failed: ${p.reason}`),
   // infrastructure
   ERR_STORAGE_UNAVAILABLE: spec(503, 'transient', () => 'The storage is not available right now; try again shortly'),
   ERR_SERVER_NOT_READY: spec<{ check: string; reason: string }>(503, 'transient', (p) => `The server is not ready: ${p.check}: ${p.reason}`),

@@ -18,6 +18,8 @@ export interface OpenApiSource {
   searchParams?: (type: string) => { code: string; type: string }[];
   /** The server signs people and clients in (OAuth 2 / SMART endpoints). */
   oauth?: boolean;
+  /** The server runs Bulk Data exports (kick-off, status and file URLs). */
+  bulk?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -212,6 +214,36 @@ function oauthPaths(source: OpenApiSource, paths: Record<string, PathItem>): voi
   paths['/.well-known/jwks.json'] = { get: json('jwks', "The server's token signing keys") };
 }
 
+/** Bulk Data 2.0.0 (src/http/routes/bulk.ts): kick-off at three levels, status, files. */
+function bulkPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
+  const prefer = { name: 'Prefer', in: 'header', required: true, schema: { type: 'string', const: 'respond-async' } };
+  const params = ['_outputFormat', '_since', '_type'].map((name) => ({ name, in: 'query', required: false, schema: { type: 'string' } }));
+  const kickOff = (operationId: string, summary: string, extra: Json[] = []): Json => ({
+    tags: ['bulk'], operationId, summary, parameters: [prefer, ...params, ...extra],
+    responses: { '202': { description: 'Started: Content-Location is the status URL' }, default: { $ref: '#/components/responses/Error' } },
+  });
+  const levels: [string, string, string, Json[]][] = [
+    [`${source.base}/$export`, 'export-system', 'Export every resource of the project (Bulk Data 2.0.0)', []],
+    [`${source.base}/Patient/$export`, 'export-patient', "Export every patient's compartment", []],
+    [`${source.base}/Group/{id}/$export`, 'export-group', "Export the compartments of a Group's members", [ID]],
+  ];
+  for (const [path, id, summary, extra] of levels) paths[path] = { get: kickOff(`${id}-get`, summary, extra), post: kickOff(`${id}-post`, summary, extra) };
+  const statusId = idParam('id', 'The export');
+  paths[`${source.base}/bulk/status/{id}`] = {
+    get: {
+      tags: ['bulk'], operationId: 'export-status', summary: 'Progress (202 with X-Progress and Retry-After), or the manifest (200)', parameters: [statusId],
+      responses: { '200': { description: 'The manifest', content: { 'application/json': { schema: { type: 'object' } } } }, '202': { description: 'Still running' }, '429': { description: 'Polled sooner than Retry-After' }, default: { $ref: '#/components/responses/Error' } },
+    },
+    delete: { tags: ['bulk'], operationId: 'export-cancel', summary: 'Cancel or remove the export (202; 404 afterwards)', parameters: [statusId], responses: { '202': { description: 'Removed' }, default: { $ref: '#/components/responses/Error' } } },
+  };
+  paths[`${source.base}/bulk/files/{id}/{file}`] = {
+    get: {
+      tags: ['bulk'], operationId: 'export-file', summary: 'One NDJSON file of a finished export', parameters: [statusId, { name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+      responses: { '200': { description: 'NDJSON, one resource per line', content: { 'application/fhir+ndjson': { schema: { type: 'string' } } } }, default: { $ref: '#/components/responses/Error' } },
+    },
+  };
+}
+
 /**
  * The whole document, or (`only`) the part about some resource types: the system level, the
  * pages, and those types' interactions and operations. A viewer renders a part much faster.
@@ -221,6 +253,7 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
   const included = only ? source.resourceTypes.filter((type) => only.has(type)) : source.resourceTypes;
   publicPaths(source, paths);
   if (source.oauth) oauthPaths(source, paths);
+  if (source.bulk) bulkPaths(source, paths);
   systemPaths(source, paths);
   for (const type of included) resourcePaths(source, type, paths);
   for (const spec of source.operations) {
@@ -233,7 +266,7 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
     servers: [{ url: '/' }],
     security: [{ bearer: [] }],
     tags: [
-      { name: 'system' }, { name: 'health' }, { name: 'pages' }, ...(source.oauth ? [{ name: 'oauth' }] : []),
+      { name: 'system' }, { name: 'health' }, { name: 'pages' }, ...(source.oauth ? [{ name: 'oauth' }] : []), ...(source.bulk ? [{ name: 'bulk' }] : []),
       ...included.map((name) => ({ name })),
     ],
     paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),

@@ -8,6 +8,7 @@ import { resourceValidate } from './resource/validate';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
+import { patientEverything } from './patient/everything';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -30,4 +31,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   importPackageOperation,
   projectInit,
   graphqlOperation,
+  patientEverything,
 ];

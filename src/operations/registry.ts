@@ -119,7 +119,7 @@ const PARAMETER_SCHEMA = {
   type: 'object',
   required: ['name', 'use', 'min', 'max'],
   properties: {
-    name: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9\\-_]*$' },
+    name: { type: 'string', pattern: '^_?[A-Za-z][A-Za-z0-9\\-_]*$' },
     use: { enum: ['in', 'out'] },
     min: { type: 'integer', minimum: 0 },
     max: { type: 'string', pattern: '^(\\*|[0-9]+)$' },

@@ -244,6 +244,37 @@ export class SearchService implements SearchHandler {
     return rows.map((row) => ({ id: row.id, rid: Number(row.rid) }));
   }
 
+  /**
+   * The resources of `targetTypes` that the current resources of a compartment reference, in
+   * (type, id) order after `after`, at most `limit`: what `$everything` adds so the compartment
+   * can be read. Only references the index holds count; whether each may be read is the caller's
+   * to check (it reads them through the REST service).
+   */
+  async referencedFrom(
+    options: { compartment: string; id: string; targetTypes: string[]; after?: { type: string; id: string }; limit: number },
+    ctx: RequestContext,
+  ): Promise<{ type: string; id: string }[]> {
+    const definition = this.deps.model.compartment(options.compartment);
+    if (!definition) throw fhirError('ERR_SEARCH_COMPARTMENT', { compartment: options.compartment });
+    if (options.targetTypes.length === 0) return [];
+    const b = new SqlBuilder(ctx.project, new Map(), true);
+    const members = Object.entries(definition)
+      .filter(([, params]) => params.length > 0)
+      .map(([type, params]) => `(x.type = ${b.bind(type)} AND x.param IN (${params.map((p) => b.bind(p)).join(', ')}))`);
+    const after = options.after ? `AND (t.target_type > ${b.bind(options.after.type)} OR (t.target_type = ${b.bind(options.after.type)} AND t.target_id > ${b.bind(options.after.id)}))` : '';
+    const sql = `SELECT DISTINCT t.target_type AS type, t.target_id AS id FROM search_reference t JOIN resources r ON r.rid = t.rid AND r.deleted = FALSE
+      WHERE t.project = ${b.bind(ctx.project)} AND ${b.typeFilter('t.target_type', options.targetTypes)} AND t.target_id IS NOT NULL ${after}
+        AND t.rid IN (SELECT x.rid FROM search_reference x WHERE x.project = ${b.bind(ctx.project)} AND (${members.join(' OR ')})
+          AND x.target_type = ${b.bind(options.compartment)} AND x.target_id = ${b.bind(options.id)})
+      ORDER BY t.target_type, t.target_id LIMIT ${b.bind(options.limit)}`;
+    return (await b.run<{ type: string; id: string }>(this.deps.store, sql)).map((row) => ({ type: String(row.type), id: String(row.id) }));
+  }
+
+  /** Whether `type` has a search parameter with this code. */
+  hasParam(type: string, code: string): boolean {
+    return this.deps.registry.forType(type).has(code);
+  }
+
   private entry(ctx: RequestContext, version: StoredVersion, query: SearchQuery, mode: 'match' | 'include'): BundleEntry {
     const resource = subset(version.resource as Resource, this.deps.model, { summary: query.summary, elements: query.elements });
     return { fullUrl: `${ctx.baseUrl}/${version.type}/${version.id}`, resource, search: { mode } };

@@ -1,5 +1,7 @@
 import type { Resource } from 'fhir/r4';
 import type { EphemeralStore } from './ephemeral';
+import type { JobStore, NewJob } from './jobs';
+import type { BulkStore } from './bulk';
 import type { IndexRows } from './index-schema';
 
 /**
@@ -93,6 +95,8 @@ export interface StoreTx extends StoreReader {
    * creates racing on the same criteria). SQLite serialises every write transaction anyway.
    */
   lock(key: string): Promise<void>;
+  /** Enqueues a job that commits with this transaction, or not at all (a transactional outbox); answers its id. */
+  enqueue(job: NewJob): Promise<string>;
 }
 
 export interface ResourceStore extends StoreReader {
@@ -115,6 +119,10 @@ export interface ResourceStore extends StoreReader {
   optimize(): Promise<void>;
   /** Short-lived state shared by every process (authorization codes, replay marks, keys). */
   readonly ephemeral: EphemeralStore;
+  /** The durable job queue's rows (src/jobs/ runs them). */
+  readonly jobs: JobStore;
+  /** Snapshots and NDJSON files of bulk export. */
+  readonly bulk: BulkStore;
   /** A small key/value of the server's own (index versions and the like). */
   getSetting(key: string): Promise<string | undefined>;
   setSetting(key: string, value: string): Promise<void>;

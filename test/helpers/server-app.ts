@@ -1,10 +1,10 @@
 import type { Resource } from 'fhir/r4';
-import { expect } from 'vitest';
+import { expect, test } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../src/config';
 import { createServerApp, type ServerApp } from '../../src/bootstrap';
 import { testConfig } from './app';
-import { freshSchema, hasPostgres } from './postgres';
+import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON } from './postgres';
 
 /** The production app (every operation, bundled terminology) over in-memory SQLite, or a given store. */
 export async function serverApp(config: Partial<Config> = {}): Promise<ServerApp> {
@@ -64,14 +64,18 @@ export interface OpenServer {
 
 /**
  * Declares a suite once per backend: SQLite in memory, and PostgreSQL in a fresh schema of its
- * own when TEST_DATABASE_URL is set (CI requires it).
+ * own (dropped afterwards) when TEST_DATABASE_URL is set (CI requires it); each `open` builds the
+ * production app with `config`.
  */
 export function onBothBackends(suite: (name: string, open: () => Promise<OpenServer>) => void, config: Partial<Config> = {}): void {
   suite('SQLite', async () => {
     const server = await serverApp(config);
     return { server, cleanup: () => server.close() };
   });
-  if (!hasPostgres) return;
+  if (!hasPostgres) {
+    test.skip(POSTGRES_SKIP_REASON, () => undefined);
+    return;
+  }
   suite('PostgreSQL', async () => {
     const schema = await freshSchema();
     const server = await serverApp({ ...config, databaseUrl: schema.url });
@@ -83,4 +87,11 @@ export function onBothBackends(suite: (name: string, open: () => Promise<OpenSer
       },
     };
   });
+}
+
+/** Stores resources as they are (ids kept) in a project, 500 to a transaction, without HTTP. */
+export async function storeAll(server: ServerApp, resources: Resource[], project = 'default'): Promise<void> {
+  for (let i = 0; i < resources.length; i += 500) {
+    await server.core.repository.in(project).transaction((tx) => tx.putMany(resources.slice(i, i + 500)));
+  }
 }

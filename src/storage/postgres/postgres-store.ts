@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { fhirError } from '../../fhir/errors';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
+import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
+import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -80,6 +82,9 @@ const MIGRATIONS: string[] = [
   // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
   `${EPHEMERAL_DDL};
    CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
+  // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
+  `${jobsDdl('postgres')}
+   ${bulkDdl('postgres')}`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */
@@ -96,6 +101,10 @@ export class PostgresStore implements ResourceStore {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
   readonly ephemeral: EphemeralStore = new SqlEphemeralStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
+
+  readonly jobs: JobStore = new SqlJobStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params), 'postgres');
+
+  readonly bulk: BulkStore = new SqlBulkStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
 
   constructor(connectionString: string, options: { max?: number } = {}) {
     // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);
@@ -166,6 +175,7 @@ export class PostgresStore implements ResourceStore {
       lock: async (key) => {
         await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
       },
+      enqueue: (job) => insertJob((sql, params) => run<Record<string, unknown>>(sql, params), job),
     };
   }
 

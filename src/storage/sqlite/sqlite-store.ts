@@ -5,6 +5,8 @@ import Database from 'better-sqlite3';
 import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, projectIndexMigration, type IndexRows } from '../index-schema';
 import { Mutex } from '../mutex';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
+import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
+import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import {
   changeFromRow,
   ifMatchHolds,
@@ -88,6 +90,9 @@ const MIGRATIONS: string[] = [
   // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
   `${EPHEMERAL_DDL} WITHOUT ROWID;
    CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
+  // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
+  `${jobsDdl('sqlite')}
+   ${bulkDdl('sqlite')}`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
@@ -142,11 +147,19 @@ export class SqliteStore implements ResourceStore {
   private writes?: ReturnType<typeof writeStatements>;
   /** Writes on the writer connection, in turn with the store's other writes; reads on the reader. */
   readonly ephemeral: EphemeralStore = new SqlEphemeralStore(
-    (sql, params) =>
-      this.mutex.run(() => {
-        const statement = cachedStatement(this.writer, sql);
-        return statement.reader ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
-      }),
+    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
+    async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
+  );
+
+  /** Job rows: written on the writer connection in turn with the store's other writes (so a claim is atomic), read on the reader. */
+  readonly jobs: JobStore = new SqlJobStore(
+    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
+    'sqlite',
+    async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
+  );
+
+  readonly bulk: BulkStore = new SqlBulkStore(
+    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
@@ -238,6 +251,10 @@ export class SqliteStore implements ResourceStore {
           for (const { project, type, rid, rows } of entries) this.writeIndex(project, type, rid, rows, true);
         },
         lock: async () => undefined,
+        enqueue: async (job) => {
+          if (!active) throw new Error('transaction already ended');
+          return insertJob(async (sql, params) => runOn(db, sql, params), job);
+        },
       };
       try {
         const result = await work(tx);
@@ -356,6 +373,12 @@ function readerOf(statements: Statements, db: Database.Database): StoreReader {
 /** Statements the search layer builds repeat in shape; preparing each text once saves the parse. */
 const statementCache = new WeakMap<Database.Database, Map<string, Database.Statement>>();
 const STATEMENT_CACHE_SIZE = 500;
+
+/** Runs one statement on a connection: its rows when it answers any (a SELECT, a RETURNING). */
+const runOn = (db: Database.Database, sql: string, params: unknown[]): Record<string, unknown>[] => {
+  const statement = cachedStatement(db, sql);
+  return statement.reader ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
+};
 
 function cachedStatement(db: Database.Database, sql: string): Database.Statement {
   let cache = statementCache.get(db);

@@ -1,0 +1,286 @@
+import type { Bundle, CapabilityStatement, Group, OperationOutcome, Resource } from 'fhir/r4';
+import type { AccessGuard, Grant } from '../auth/guard';
+import type { Principal } from '../auth/principal';
+import type { RequestContext } from '../context/request-context';
+import { ADMIN_RESOURCE_TYPES } from '../fhir/admin-types';
+import { fhirError } from '../fhir/errors';
+import type { Job, JobControl, JobHandler, JobQueue } from '../jobs/queue';
+import type { BulkStore } from '../storage/bulk';
+import { readExportParameters, type ExportLevel } from './parameters';
+
+/**
+ * Bulk Data 2.0.0 `$export` without HTTP: a kick-off becomes a job (with the project and
+ * principal that asked, and the instant it asked: `transactionTime`); the job writes one NDJSON
+ * file per type from a snapshot of the versions as of that instant, so writes made while it runs
+ * never leak in; status, manifest, files and cancellation are answered only to whoever kicked it
+ * off (same project, same client or user). Routes in src/http/routes/bulk.ts translate.
+ */
+
+export const EXPORT_JOB = 'bulk-export';
+/** Resources per stored part of a file (and per snapshot read). */
+const PART = 1000;
+/** Seconds a client is asked to wait between status polls; polling sooner is 429. */
+export const RETRY_AFTER_SECONDS = 1;
+/** Most polls remembered (one per running export polled); beyond it the oldest are forgotten. */
+const MAX_POLLS = 10_000;
+
+export interface ExportJobInput {
+  level: ExportLevel;
+  /** The patients whose compartments are exported (Patient and Group level); absent: every patient. */
+  patients?: string[];
+  types: string[];
+  since?: string;
+  transactionTime: string;
+  request: string;
+  /** Parameters refused under `Prefer: handling=lenient`, for the manifest's error file. */
+  refused: string[];
+}
+
+export interface ExportFile {
+  file: string;
+  type: string;
+  count: number;
+}
+
+export interface ExportJobResult {
+  output: ExportFile[];
+  deleted?: ExportFile;
+  error?: ExportFile;
+}
+
+export interface ExportManifest {
+  transactionTime: string;
+  request: string;
+  requiresAccessToken: true;
+  output: { type: string; url: string; count: number }[];
+  deleted: { type: string; url: string; count: number }[];
+  error: { type: string; url: string; count: number }[];
+}
+
+export type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest };
+
+export interface BulkExportDeps {
+  jobs: JobQueue;
+  store: BulkStore;
+  guard: AccessGuard;
+  isResourceType(type: string): boolean;
+  /** The types of the Patient compartment (Patient included). */
+  compartmentTypes: readonly string[];
+  /** The patients whose compartment a resource is in (by the CompartmentDefinition's parameters). */
+  patientsOf(resource: Resource): string[];
+  readGroup(id: string, ctx: RequestContext): Promise<Group>;
+}
+
+export class BulkExports {
+  /** When each running export's status was last asked for in this process. */
+  private readonly polls = new Map<string, number>();
+
+  constructor(private readonly deps: BulkExportDeps) {}
+
+  /** Starts an export; answers the job id (the status URL's last segment). */
+  async kickOff(call: { level: ExportLevel; groupId?: string; query: Record<string, string | string[]>; body?: unknown; url: string }, ctx: RequestContext): Promise<string> {
+    if (!ctx.prefer.respondAsync) throw fhirError('ERR_BULK_ASYNC', {});
+    const params = readExportParameters(call.query, call.body, { level: call.level, lenient: ctx.prefer.handling === 'lenient', isResourceType: this.deps.isResourceType });
+    const exportable = (type: string) => !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.deps.compartmentTypes.includes(type));
+    let types: string[];
+    if (params.types) {
+      for (const type of params.types) this.deps.guard.allow(ctx.principal, 'read', type);
+      types = params.types.filter(exportable);
+    } else {
+      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.deps.compartmentTypes];
+      types = present.filter((type) => exportable(type) && this.allowed(ctx.principal, type));
+    }
+    let patients = params.patients;
+    if (call.level === 'group') {
+      const group = await this.deps.readGroup(call.groupId as string, ctx);
+      const members = (group.member ?? []).map((m) => m.entity.reference ?? '').filter((r) => r.startsWith('Patient/')).map((r) => r.slice('Patient/'.length));
+      patients = patients ? patients.filter((p) => members.includes(p)) : members;
+    }
+    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), since: params.since, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
+    return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
+  }
+
+  async status(id: string, ctx: RequestContext): Promise<ExportStatus> {
+    const job = await this.own(id, ctx);
+    if (job.state === 'dead') throw fhirError('ERR_BULK_FAILED', { reason: job.lastError ?? 'unknown' });
+    if (job.state !== 'done') {
+      const now = Date.now();
+      const last = this.polls.get(id);
+      if (last !== undefined && now - last < RETRY_AFTER_SECONDS * 1000) {
+        throw fhirError('ERR_BULK_TOO_FAST', { seconds: RETRY_AFTER_SECONDS }, { headers: { 'retry-after': String(RETRY_AFTER_SECONDS) } });
+      }
+      this.polls.delete(id);
+      this.polls.set(id, now);
+      if (this.polls.size > MAX_POLLS) this.polls.delete(this.polls.keys().next().value as string);
+      return { state: 'running', progress: job.progress ?? (job.state === 'queued' ? 'queued' : 'started') };
+    }
+    this.polls.delete(id);
+    const result = job.result as ExportJobResult;
+    const url = (file: ExportFile) => ({ type: file.type, url: `${ctx.baseUrl}/bulk/files/${id}/${file.file}`, count: file.count });
+    return {
+      state: 'done',
+      manifest: {
+        transactionTime: job.input.transactionTime,
+        request: job.input.request,
+        requiresAccessToken: true,
+        output: result.output.map(url),
+        deleted: result.deleted ? [url(result.deleted)] : [],
+        error: result.error ? [url(result.error)] : [],
+      },
+    };
+  }
+
+  /** Cancels (or, done, deletes) an export: its status URL answers 404 from now on. */
+  async cancel(id: string, ctx: RequestContext): Promise<void> {
+    await this.own(id, ctx);
+    this.polls.delete(id);
+    await this.deps.jobs.remove(id);
+    await this.deps.store.removeFiles(id);
+  }
+
+  /** The NDJSON text of a finished export's file, part by part. */
+  async *file(id: string, file: string, ctx: RequestContext): AsyncGenerator<string> {
+    const job = await this.own(id, ctx);
+    const result = job.result as ExportJobResult | undefined;
+    const files = result ? [...result.output, result.deleted, result.error] : [];
+    if (job.state !== 'done' || !files.some((f) => f?.file === file)) throw fhirError('ERR_BULK_NOT_FOUND', {});
+    let after = 0;
+    for (;;) {
+      const parts = await this.deps.store.parts(id, file, after, 4);
+      for (const part of parts) yield part.content;
+      if (parts.length < 4) return;
+      after = parts[parts.length - 1].part;
+    }
+  }
+
+  handler(): JobHandler<ExportJobInput> {
+    return { kind: EXPORT_JOB, run: (job, control) => this.run(job, control) };
+  }
+
+  /** Runs an export from the start (a retry after a crash begins again: files of the last attempt are dropped). */
+  private async run(job: Job<ExportJobInput>, control: JobControl): Promise<ExportJobResult> {
+    const { input } = job;
+    await this.deps.store.removeFiles(job.id);
+    const patients = input.patients ? new Set(input.patients) : undefined;
+    const inScope = (resource: Resource): boolean => {
+      if (input.level === 'system') return true;
+      if (resource.resourceType === 'Patient') return patients ? patients.has(resource.id as string) : true;
+      const of = this.deps.patientsOf(resource);
+      return patients ? of.some((p) => patients.has(p)) : of.length > 0;
+    };
+    const output: ExportFile[] = [];
+    const deleted = new FileWriter(this.deps.store, job.id, 'deleted.ndjson', 'Bundle');
+    for (const type of input.types) {
+      const grant = this.grant(job.principal, type);
+      if (!grant) continue;
+      const writer = new FileWriter(this.deps.store, job.id, `${type}.ndjson`, type);
+      let after = '';
+      for (;;) {
+        if (control.signal.aborted) throw control.signal.reason;
+        const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
+        for (const row of page.rows) {
+          if (row.content === null) {
+            if (input.since !== undefined) await deleted.add(JSON.stringify(deletion(type, row.id)));
+            continue;
+          }
+          const resource = JSON.parse(row.content) as Resource;
+          resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
+          if (!this.deps.guard.covers(grant, resource) || !inScope(resource)) continue;
+          await writer.add(JSON.stringify(resource));
+        }
+        if (page.next === undefined) break;
+        after = page.next;
+        await control.progress(`${type}: ${writer.count} resources`);
+        // SQLite answers synchronously: between pages the process answers its requests.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      const file = await writer.finish();
+      if (file) output.push(file);
+    }
+    const result: ExportJobResult = { output };
+    const deletedFile = await deleted.finish();
+    if (deletedFile) result.deleted = deletedFile;
+    if (input.refused.length > 0) {
+      const errors = new FileWriter(this.deps.store, job.id, 'errors.ndjson', 'OperationOutcome');
+      for (const text of input.refused) await errors.add(JSON.stringify(refusal(text)));
+      result.error = (await errors.finish()) ?? undefined;
+    }
+    return result;
+  }
+
+  private allowed(principal: Principal, type: string): boolean {
+    return this.grant(principal, type) !== undefined;
+  }
+
+  private grant(principal: Principal, type: string): Grant | undefined {
+    try {
+      return this.deps.guard.allow(principal, 'read', type);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The job, when it is an export of this project asked for by this same client or user (or an operator); else 404. */
+  private async own(id: string, ctx: RequestContext) {
+    const job = await this.deps.jobs.get<ExportJobInput, ExportJobResult>(id);
+    if (!job || job.kind !== EXPORT_JOB || job.project !== ctx.project) throw fhirError('ERR_BULK_NOT_FOUND', {});
+    const asker = job.principal;
+    const same = ctx.principal.operator ? asker.operator : !asker.operator && asker.client === ctx.principal.client && asker.user === ctx.principal.user;
+    if (!same) throw fhirError('ERR_BULK_NOT_FOUND', {});
+    return job;
+  }
+}
+
+/** Appends NDJSON lines to a file in parts of PART lines. */
+class FileWriter {
+  count = 0;
+  private lines: string[] = [];
+  private part = 0;
+
+  constructor(
+    private readonly store: BulkStore,
+    private readonly job: string,
+    private readonly file: string,
+    private readonly type: string,
+  ) {}
+
+  async add(line: string): Promise<void> {
+    this.lines.push(line);
+    this.count++;
+    if (this.lines.length >= PART) await this.flush();
+  }
+
+  async finish(): Promise<ExportFile | undefined> {
+    await this.flush();
+    return this.count === 0 ? undefined : { file: this.file, type: this.type, count: this.count };
+  }
+
+  private async flush(): Promise<void> {
+    if (this.lines.length === 0) return;
+    await this.store.putPart(this.job, this.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
+    this.lines = [];
+  }
+}
+
+function deletion(type: string, id: string): Bundle {
+  return { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: `${type}/${id}` } }] };
+}
+
+function refusal(text: string): OperationOutcome {
+  return { resourceType: 'OperationOutcome', issue: [{ severity: 'warning', code: 'not-supported', details: { text } }] };
+}
+
+/** The CapabilityStatement's Bulk Data declarations: it instantiates the Bulk Data server, with `export` at three levels. */
+export function decorateBulkData(statement: CapabilityStatement): void {
+  statement.instantiates = [...(statement.instantiates ?? []), 'http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data'];
+  const rest = statement.rest?.[0];
+  if (!rest) return;
+  rest.operation = [...(rest.operation ?? []), { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' }];
+  for (const [type, definition] of [
+    ['Patient', 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export'],
+    ['Group', 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export'],
+  ]) {
+    const resource = rest.resource?.find((r) => r.type === type);
+    if (resource) resource.operation = [...(resource.operation ?? []), { name: 'export', definition }];
+  }
+}

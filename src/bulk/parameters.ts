@@ -1,0 +1,80 @@
+import type { Parameters } from 'fhir/r4';
+import { fhirError } from '../fhir/errors';
+
+/**
+ * The kick-off parameters of Bulk Data 2.0.0, from the query (GET) or a Parameters body (POST).
+ * What the server does not support is refused (400), or with `Prefer: handling=lenient` noted for
+ * the manifest's error file and ignored.
+ */
+
+export type ExportLevel = 'system' | 'patient' | 'group';
+
+export interface ExportParameters {
+  types?: string[];
+  since?: string;
+  patients?: string[];
+  refused: string[];
+}
+
+export const OUTPUT_FORMATS = ['application/fhir+ndjson', 'application/ndjson', 'ndjson'];
+const IGNORED = new Set(['_format', '_pretty']);
+const UNSUPPORTED = new Set(['_typeFilter', '_elements', 'includeAssociatedData', '_until', 'organizeOutputBy', 'allowPartialManifests']);
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+interface Raw {
+  name: string;
+  value?: string;
+  reference?: string;
+}
+
+export function readExportParameters(
+  query: Record<string, string | string[]>,
+  body: unknown,
+  options: { level: ExportLevel; lenient: boolean; isResourceType(type: string): boolean },
+): ExportParameters {
+  const raw: Raw[] = [];
+  for (const [name, value] of Object.entries(query)) for (const v of Array.isArray(value) ? value : [value]) raw.push({ name, value: v });
+  if (body !== undefined && body !== null && (typeof body !== 'object' || Object.keys(body).length > 0)) {
+    const parameters = body as Parameters;
+    if (parameters.resourceType !== 'Parameters') throw fhirError('ERR_BODY_NOT_PARAMETERS', { found: String(parameters.resourceType ?? 'something that is not a resource') });
+    for (const p of parameters.parameter ?? []) {
+      const value = p.valueString ?? p.valueCode ?? p.valueInstant ?? p.valueDateTime ?? p.valueUri ?? p.valueBoolean?.toString();
+      raw.push({ name: p.name, value, reference: p.valueReference?.reference });
+    }
+  }
+  const result: ExportParameters = { refused: [] };
+  const refuse = (name: string, reason: string) => {
+    if (!options.lenient) throw fhirError('ERR_BULK_PARAM', { name, reason });
+    result.refused.push(`${name}: ${reason} (ignored)`);
+  };
+  for (const p of raw) {
+    if (IGNORED.has(p.name)) continue;
+    switch (p.name) {
+      case '_outputFormat':
+        if (!OUTPUT_FORMATS.includes(p.value ?? '')) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: `'${clip(p.value)}' is not one of ${OUTPUT_FORMATS.join(', ')}` });
+        break;
+      case '_since':
+        if (!INSTANT.test(p.value ?? '') || Number.isNaN(Date.parse(p.value ?? ''))) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: `'${clip(p.value)}' is not an instant` });
+        result.since = new Date(p.value as string).toISOString();
+        break;
+      case '_type':
+        for (const type of (p.value ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '')) {
+          if (options.isResourceType(type)) (result.types ??= []).push(type);
+          else refuse(p.name, `'${clip(type)}' is not a resource type`);
+        }
+        break;
+      case 'patient':
+        if (options.level === 'system') refuse(p.name, 'applies to Patient and Group level exports');
+        else if (!p.reference?.startsWith('Patient/')) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: 'must be a valueReference to Patient/[id]' });
+        else (result.patients ??= []).push(p.reference.slice('Patient/'.length));
+        break;
+      default:
+        refuse(p.name, UNSUPPORTED.has(p.name) ? 'not supported by this server' : 'not a Bulk Data kick-off parameter');
+    }
+  }
+  return result;
+}
+
+function clip(text: string | undefined): string {
+  return (text ?? '').slice(0, 100);
+}

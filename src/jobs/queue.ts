@@ -1,0 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import type { Principal } from '../auth/principal';
+import type { ContextLog } from '../context/request-context';
+import type { JobRow, JobStore, NewJob } from '../storage/jobs';
+import type { StoreTx } from '../storage/store';
+
+/**
+ * The durable job queue: work that outlives a request and survives a crash (bulk export now;
+ * subscriptions, reindexing, bots next). Jobs are rows of the database (src/storage/jobs.ts);
+ * every process runs `workers` loops that claim ready jobs with a lease, renew it while the
+ * handler runs, and end the job done, queued again with exponential backoff, or dead with its
+ * last error. Several processes over one PostgreSQL share the work with no leader. Each job
+ * records the project and principal that asked, and its handler runs as them. Handlers must be
+ * idempotent: a job whose process died is run again once its lease runs out.
+ *
+ * Workers wake when this process enqueues, and otherwise poll (`pollMs`); PostgreSQL's
+ * LISTEN/NOTIFY would wake other processes sooner and is not used yet.
+ */
+
+export interface Job<I = unknown> {
+  id: string;
+  kind: string;
+  project: string;
+  principal: Principal;
+  input: I;
+  attempt: number;
+}
+
+/** What a running handler may do: note progress (which renews its lease) and see that it lost the job. */
+export interface JobControl {
+  progress(note: string): Promise<void>;
+  /** Aborted when the job was removed or its lease went to another worker: stop, the result is not wanted. */
+  signal: AbortSignal;
+}
+
+export interface JobHandler<I = unknown> {
+  kind: string;
+  /** Answers the job's result (stored as JSON); throws to fail the attempt. */
+  run(job: Job<I>, control: JobControl): Promise<unknown>;
+}
+
+export interface JobQueueOptions {
+  /** How long a claim holds before another worker may take the job (default 30 s); renewed every third of it. */
+  leaseMs?: number;
+  /** The first retry's delay (default 1 s), doubled each attempt up to `maxBackoffMs` (default 5 min). */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** How often idle workers look for jobs other processes enqueued (default 1 s). */
+  pollMs?: number;
+  /** How long finished jobs are kept (default 7 days). */
+  retentionMs?: number;
+  log?: ContextLog;
+}
+
+export interface JobView<I = unknown, R = unknown> {
+  id: string;
+  kind: string;
+  project: string;
+  principal: Principal;
+  input: I;
+  state: JobRow['state'];
+  attempts: number;
+  progress?: string;
+  result?: R;
+  lastError?: string;
+  createdAt: number;
+  finishedAt?: number;
+}
+
+export class JobLost extends Error {}
+
+export class JobQueue {
+  private readonly handlers = new Map<string, JobHandler>();
+  private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
+  private running = false;
+  private loops: Promise<void>[] = [];
+  private wakers: (() => void)[] = [];
+  private readonly active = new Map<string, AbortController>();
+  private lastPurge = 0;
+  private readonly leaseMs: number;
+  private readonly backoffMs: number;
+  private readonly maxBackoffMs: number;
+  private readonly pollMs: number;
+  private readonly retentionMs: number;
+  /** Where failures are logged (the app's logger once it exists). */
+  log?: ContextLog;
+
+  constructor(
+    private readonly store: JobStore,
+    options: JobQueueOptions = {},
+  ) {
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.backoffMs = options.backoffMs ?? 1000;
+    this.maxBackoffMs = options.maxBackoffMs ?? 300_000;
+    this.pollMs = options.pollMs ?? 1000;
+    this.retentionMs = options.retentionMs ?? 7 * 24 * 3_600_000;
+    this.log = options.log;
+  }
+
+  register(handler: JobHandler<never>): void {
+    if (this.handlers.has(handler.kind)) throw new Error(`two job handlers for '${handler.kind}'`);
+    this.handlers.set(handler.kind, handler as JobHandler);
+  }
+
+  /** Enqueues a job, within `tx` when given (it commits with the write that causes it). */
+  async enqueue<I>(job: { kind: string; project: string; principal: Principal; input: I; maxAttempts?: number; id?: string }, tx?: StoreTx): Promise<string> {
+    const row: NewJob = { kind: job.kind, project: job.project, principal: principalJson(job.principal), input: JSON.stringify(job.input), maxAttempts: job.maxAttempts, id: job.id };
+    const id = tx ? await tx.enqueue(row) : await this.store.enqueue(row);
+    // A transaction's job is claimable once it commits; a worker woken early polls again.
+    this.wake();
+    return id;
+  }
+
+  async get<I = unknown, R = unknown>(id: string): Promise<JobView<I, R> | undefined> {
+    const row = await this.store.get(id);
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      kind: row.kind,
+      project: row.project,
+      principal: principalFrom(row.principal),
+      input: JSON.parse(row.input) as I,
+      state: row.state,
+      attempts: row.attempts,
+      progress: row.progress,
+      result: row.result === undefined ? undefined : (JSON.parse(row.result) as R),
+      lastError: row.lastError,
+      createdAt: row.createdAt,
+      finishedAt: row.finishedAt,
+    };
+  }
+
+  /** Removes a job in any state; a handler running it here is aborted (elsewhere: at its next heartbeat). */
+  async remove(id: string): Promise<boolean> {
+    const removed = await this.store.remove(id);
+    this.active.get(id)?.abort(new JobLost('the job was removed'));
+    return removed;
+  }
+
+  /** Starts `workers` loops in this process (0: none, a web-only process). */
+  start(workers: number): void {
+    if (this.running || workers <= 0) return;
+    this.running = true;
+    for (let i = 0; i < workers; i++) this.loops.push(this.loop(`${this.workerId}-${i}`));
+  }
+
+  /** Stops claiming, aborts the handlers running here (their jobs go back to the queue when their leases run out), waits for the loops. */
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const controller of this.active.values()) controller.abort(new JobLost('the process is stopping'));
+    this.wake();
+    await Promise.all(this.loops);
+    this.loops = [];
+  }
+
+  wake(): void {
+    const wakers = this.wakers;
+    this.wakers = [];
+    for (const w of wakers) w();
+  }
+
+  private async loop(worker: string): Promise<void> {
+    while (this.running) {
+      let claimed: JobRow | undefined;
+      try {
+        await this.maybePurge();
+        claimed = await this.store.claim([...this.handlers.keys()], worker, this.leaseMs);
+      } catch (err) {
+        this.log?.error({ err: (err as Error).message }, 'job claim failed');
+      }
+      if (claimed) {
+        await this.runJob(claimed, worker);
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.pollMs);
+        this.wakers.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  private async runJob(row: JobRow, worker: string): Promise<void> {
+    const handler = this.handlers.get(row.kind) as JobHandler;
+    const controller = new AbortController();
+    this.active.set(row.id, controller);
+    const renew = async (note?: string) => {
+      if (controller.signal.aborted) throw controller.signal.reason;
+      if (!(await this.store.heartbeat(row.id, worker, this.leaseMs, note))) {
+        controller.abort(new JobLost('the job is no longer this worker\'s'));
+        throw controller.signal.reason;
+      }
+    };
+    const beat = setInterval(() => void renew().catch(() => undefined), Math.max(10, Math.floor(this.leaseMs / 3)));
+    try {
+      if (row.attempts > row.maxAttempts) throw new Error(`its lease ran out ${row.attempts - 1} times`);
+      const job: Job = { id: row.id, kind: row.kind, project: row.project, principal: principalFrom(row.principal), input: JSON.parse(row.input), attempt: row.attempts };
+      const result = await handler.run(job, { progress: (note) => renew(note), signal: controller.signal });
+      if (controller.signal.aborted) return;
+      await this.store.complete(row.id, worker, JSON.stringify(result ?? null));
+    } catch (err) {
+      if (controller.signal.aborted) return;
+      const message = (err as Error).message ?? String(err);
+      const retry = row.attempts < row.maxAttempts ? Date.now() + Math.min(this.maxBackoffMs, this.backoffMs * 2 ** (row.attempts - 1)) : undefined;
+      this.log?.warn({ job: row.id, kind: row.kind, attempt: row.attempts, err: message, dead: retry === undefined }, 'job failed');
+      await this.store.fail(row.id, worker, message, retry).catch(() => undefined);
+    } finally {
+      clearInterval(beat);
+      this.active.delete(row.id);
+    }
+  }
+
+  private async maybePurge(): Promise<void> {
+    const now = Date.now();
+    if (now - this.lastPurge < 60_000) return;
+    this.lastPurge = now;
+    await this.store.purge(now - this.retentionMs);
+  }
+}
+
+/** A principal as JSON (its scopes' permission sets as lists). */
+export function principalJson(principal: Principal): string {
+  return JSON.stringify(principal, (_key, value: unknown) => (value instanceof Set ? { $set: [...value] } : value));
+}
+
+export function principalFrom(text: string): Principal {
+  return JSON.parse(text, (_key, value: unknown) =>
+    value && typeof value === 'object' && '$set' in value && Array.isArray((value as { $set: unknown }).$set) ? new Set((value as { $set: unknown[] }).$set) : value,
+  ) as Principal;
+}

@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+
+/**
+ * The rows of the durable job queue (src/jobs/ runs them): one `jobs` table in the database the
+ * resources live in, so a job can be enqueued in the transaction of the write that causes it.
+ * A worker claims a ready job with a lease (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so processes
+ * never wait on each other; SQLite: one UPDATE, atomic under the database's single writer),
+ * renews it by heartbeats, and ends it done, queued again for a retry, or dead with its last
+ * error. A lease that runs out makes the job claimable again (at-least-once). Times are epoch ms.
+ * The SQL is the same on both backends but for the lock clause.
+ */
+
+export type JobState = 'queued' | 'running' | 'done' | 'dead';
+
+export interface NewJob {
+  kind: string;
+  project: string;
+  /** Who asked, as JSON (the work runs as them). */
+  principal: string;
+  /** The job's input, as JSON. */
+  input: string;
+  /** Attempts before the job is dead (default 5). */
+  maxAttempts?: number;
+  /** Not before this instant (default now). */
+  runAt?: number;
+  /** A chosen id (default a random UUID). */
+  id?: string;
+}
+
+export interface JobRow {
+  id: string;
+  kind: string;
+  project: string;
+  principal: string;
+  input: string;
+  state: JobState;
+  attempts: number;
+  maxAttempts: number;
+  runAt: number;
+  leaseUntil?: number;
+  worker?: string;
+  progress?: string;
+  result?: string;
+  lastError?: string;
+  createdAt: number;
+  finishedAt?: number;
+}
+
+export interface JobStore {
+  enqueue(job: NewJob): Promise<string>;
+  /** Takes the oldest ready job of these kinds (queued and due, or running with its lease run out). */
+  claim(kinds: string[], worker: string, leaseMs: number): Promise<JobRow | undefined>;
+  /** Renews the lease (and notes progress); false when the job is no longer this worker's. */
+  heartbeat(id: string, worker: string, leaseMs: number, progress?: string): Promise<boolean>;
+  complete(id: string, worker: string, result: string): Promise<boolean>;
+  /** Queued again at `retryAt`, or dead (retryAt undefined), with the error. */
+  fail(id: string, worker: string, error: string, retryAt: number | undefined): Promise<boolean>;
+  get(id: string): Promise<JobRow | undefined>;
+  /** Removes a job whatever its state; its worker loses it at its next heartbeat. */
+  remove(id: string): Promise<boolean>;
+  /** Removes finished (done, dead) jobs that ended before `before`; answers how many. */
+  purge(before: number): Promise<number>;
+}
+
+export function jobsDdl(dialect: 'sqlite' | 'postgres'): string {
+  const text = dialect === 'postgres' ? 'TEXT COLLATE "C"' : 'TEXT';
+  return `CREATE TABLE jobs (
+     id ${text} PRIMARY KEY, kind ${text} NOT NULL, project ${text} NOT NULL, principal TEXT NOT NULL, input TEXT NOT NULL,
+     state ${text} NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL, run_at BIGINT NOT NULL,
+     lease_until BIGINT, worker TEXT, progress TEXT, result TEXT, last_error TEXT,
+     created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, finished_at BIGINT
+   );
+   CREATE INDEX jobs_ready ON jobs (state, run_at);
+   CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;`;
+}
+
+export type Run = (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
+
+/** The INSERT of a job, for a store's transaction to run on its own connection (the outbox). */
+export async function insertJob(run: Run, job: NewJob, now = Date.now()): Promise<string> {
+  const id = job.id ?? randomUUID();
+  await run(
+    `INSERT INTO jobs (id, kind, project, principal, input, state, attempts, max_attempts, run_at, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?, ?)`,
+    [id, job.kind, job.project, job.principal, job.input, job.maxAttempts ?? 5, job.runAt ?? now, now, now],
+  );
+  return id;
+}
+
+export class SqlJobStore implements JobStore {
+  constructor(
+    private readonly write: Run,
+    private readonly dialect: 'sqlite' | 'postgres',
+    private readonly read: Run = write,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  enqueue(job: NewJob): Promise<string> {
+    return insertJob(this.write, job, this.now());
+  }
+
+  async claim(kinds: string[], worker: string, leaseMs: number): Promise<JobRow | undefined> {
+    if (kinds.length === 0) return undefined;
+    const now = this.now();
+    const lock = this.dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '';
+    const rows = await this.write(
+      `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?, worker = ?, updated_at = ?
+       WHERE id = (SELECT id FROM jobs WHERE kind IN (${kinds.map(() => '?').join(', ')})
+         AND ((state = 'queued' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))
+         ORDER BY run_at, id LIMIT 1${lock})
+       RETURNING *`,
+      [now + leaseMs, worker, now, ...kinds, now, now],
+    );
+    return rows[0] ? jobFromRow(rows[0]) : undefined;
+  }
+
+  async heartbeat(id: string, worker: string, leaseMs: number, progress?: string): Promise<boolean> {
+    const now = this.now();
+    const rows = await this.write(
+      `UPDATE jobs SET lease_until = ?, progress = COALESCE(?, progress), updated_at = ? WHERE id = ? AND worker = ? AND state = 'running' RETURNING id`,
+      [now + leaseMs, progress ?? null, now, id, worker],
+    );
+    return rows.length === 1;
+  }
+
+  async complete(id: string, worker: string, result: string): Promise<boolean> {
+    const now = this.now();
+    const rows = await this.write(
+      `UPDATE jobs SET state = 'done', result = ?, lease_until = NULL, finished_at = ?, updated_at = ? WHERE id = ? AND worker = ? AND state = 'running' RETURNING id`,
+      [result, now, now, id, worker],
+    );
+    return rows.length === 1;
+  }
+
+  async fail(id: string, worker: string, error: string, retryAt: number | undefined): Promise<boolean> {
+    const now = this.now();
+    const rows =
+      retryAt === undefined
+        ? await this.write(
+            `UPDATE jobs SET state = 'dead', last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ? WHERE id = ? AND worker = ? AND state = 'running' RETURNING id`,
+            [error, now, now, id, worker],
+          )
+        : await this.write(
+            `UPDATE jobs SET state = 'queued', last_error = ?, lease_until = NULL, worker = NULL, run_at = ?, updated_at = ? WHERE id = ? AND worker = ? AND state = 'running' RETURNING id`,
+            [error, retryAt, now, id, worker],
+          );
+    return rows.length === 1;
+  }
+
+  async get(id: string): Promise<JobRow | undefined> {
+    const rows = await this.read('SELECT * FROM jobs WHERE id = ?', [id]);
+    return rows[0] ? jobFromRow(rows[0]) : undefined;
+  }
+
+  async remove(id: string): Promise<boolean> {
+    return (await this.write('DELETE FROM jobs WHERE id = ? RETURNING id', [id])).length === 1;
+  }
+
+  async purge(before: number): Promise<number> {
+    const purged = (await this.write(`DELETE FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? RETURNING id`, [before])).length;
+    // Files of jobs that are gone (bulk export's, same migration) go with them.
+    if (purged > 0) await this.write('DELETE FROM bulk_files WHERE job_id NOT IN (SELECT id FROM jobs)', []);
+    return purged;
+  }
+}
+
+const optionalNumber = (value: unknown) => (value === null || value === undefined ? undefined : Number(value));
+const optionalText = (value: unknown) => (value === null || value === undefined ? undefined : String(value));
+
+function jobFromRow(row: Record<string, unknown>): JobRow {
+  return {
+    id: String(row.id),
+    kind: String(row.kind),
+    project: String(row.project),
+    principal: String(row.principal),
+    input: String(row.input),
+    state: String(row.state) as JobState,
+    attempts: Number(row.attempts),
+    maxAttempts: Number(row.max_attempts),
+    runAt: Number(row.run_at),
+    leaseUntil: optionalNumber(row.lease_until),
+    worker: optionalText(row.worker),
+    progress: optionalText(row.progress),
+    result: optionalText(row.result),
+    lastError: optionalText(row.last_error),
+    createdAt: Number(row.created_at),
+    finishedAt: optionalNumber(row.finished_at),
+  };
+}

@@ -1,0 +1,243 @@
+import type { CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { ServerApp } from '../../src/bootstrap';
+import type { ExportManifest } from '../../src/bulk/export';
+import type { JobView } from '../../src/jobs/queue';
+import { inPatientCompartment } from '../helpers/compartment-oracle';
+import { FHIR_JSON, onBothBackends, storeAll } from '../helpers/server-app';
+import { syntheaResources } from '../helpers/synthea';
+
+/**
+ * Bulk Data 2.0.0 $export over three Synthea patients (with the hospitals, practitioners and the
+ * shared Group), on both backends: the checks of HL7's Bulk Data certification kit at system,
+ * Patient and Group level, line counts per type against what was loaded, Patient and Group
+ * exports against the compartments worked out from HL7's CompartmentDefinition, and the
+ * snapshot (writes after the kick-off do not leak in). Waits are on the job's state.
+ */
+
+const OPERATOR = 'bulk-operator-token-0123456789';
+const resources = syntheaResources({ patients: 3 });
+const patients = resources.filter((r): r is Patient => r.resourceType === 'Patient');
+const group = resources.find((r): r is Group => r.resourceType === 'Group') as Group;
+const ASYNC = { prefer: 'respond-async' };
+
+function countsOf(list: Resource[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of list) counts[r.resourceType] = (counts[r.resourceType] ?? 0) + 1;
+  return counts;
+}
+
+/** Every resource in the compartment of one of `ids`, and those patients. */
+function recordsOf(ids: string[]): Resource[] {
+  return resources.filter((r) => (r.resourceType === 'Patient' ? ids.includes(r.id as string) : ids.some((id) => inPatientCompartment(r, id))));
+}
+
+function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: () => Promise<void> }>) {
+  describe(`Bulk Data $export (${name})`, () => {
+    let server: ServerApp;
+    let cleanup: () => Promise<void>;
+    const inject = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, options: { token?: string | null; headers?: Record<string, string>; payload?: object } = {}) =>
+      server.app.inject({
+        method,
+        url: url.replace(/^https?:\/\/[^/]+/, ''),
+        headers: { ...(options.token === null ? {} : { authorization: `Bearer ${options.token ?? OPERATOR}` }), ...(options.payload ? FHIR_JSON : {}), ...options.headers },
+        payload: options.payload,
+      });
+
+    async function kickOff(url: string, options: { payload?: object; headers?: Record<string, string> } = {}): Promise<string> {
+      const res = await inject(options.payload ? 'POST' : 'GET', url, { payload: options.payload, headers: { ...ASYNC, ...options.headers } });
+      expect(res.statusCode, res.body).toBe(202);
+      const location = res.headers['content-location'] as string;
+      expect(location).toMatch(/^http:\/\/[^/]+\/fhir\/R4\/bulk\/status\/[\w-]+$/);
+      return location;
+    }
+
+    async function finished(location: string, token = OPERATOR): Promise<ExportManifest> {
+      const id = location.slice(location.lastIndexOf('/') + 1);
+      for (;;) {
+        const job: JobView | undefined = await server.jobs.get(id);
+        if (job?.state === 'done' || job?.state === 'dead') break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const res = await inject('GET', location, { token });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      return res.json() as ExportManifest;
+    }
+
+    /** Downloads every output file: the resources by type, each line checked to be of its file's type. */
+    async function download(manifest: ExportManifest): Promise<Record<string, Resource[]>> {
+      const byType: Record<string, Resource[]> = {};
+      for (const output of manifest.output) {
+        expect(output.url).toMatch(/^http:\/\/[^/]+\/fhir\/R4\/bulk\/files\//);
+        const res = await inject('GET', output.url);
+        expect(res.statusCode, res.body).toBe(200);
+        expect(res.headers['content-type']).toMatch(/^application\/fhir\+ndjson/);
+        const lines = res.body.split('\n').filter((l) => l !== '');
+        expect(lines.length).toBe(output.count);
+        for (const line of lines) {
+          const resource = JSON.parse(line) as Resource;
+          expect(resource.resourceType).toBe(output.type);
+          (byType[output.type] ??= []).push(resource);
+        }
+      }
+      return byType;
+    }
+
+    const countsIn = (byType: Record<string, Resource[]>) => Object.fromEntries(Object.entries(byType).map(([type, list]) => [type, list.length]));
+
+    beforeAll(async () => {
+      ({ server, cleanup } = await open());
+      await storeAll(server, resources);
+    }, 180_000);
+    afterAll(() => cleanup?.());
+
+    test('metadata instantiates the Bulk Data CapabilityStatement and declares export at three levels', async () => {
+      const statement = (await inject('GET', '/fhir/R4/metadata')).json() as CapabilityStatement;
+      expect(statement.instantiates).toContain('http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data');
+      const rest = statement.rest?.[0];
+      expect(rest?.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' });
+      expect(rest?.resource?.find((r) => r.type === 'Patient')?.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export' });
+      expect(rest?.resource?.find((r) => r.type === 'Group')?.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export' });
+    });
+
+    test('a system export has, per type, exactly the resources loaded', async () => {
+      const manifest = await finished(await kickOff('/fhir/R4/$export'));
+      expect(manifest.requiresAccessToken).toBe(true);
+      expect(manifest.request).toMatch(/^http:\/\/[^/]+\/fhir\/R4\/\$export$/);
+      expect(Date.parse(manifest.transactionTime)).not.toBeNaN();
+      expect(manifest.error).toEqual([]);
+      const byType = await download(manifest);
+      expect(countsIn(byType)).toEqual(countsOf(resources));
+      const sample = byType.Patient.find((p) => p.id === patients[0].id);
+      expect(sample).toMatchObject({ ...patients[0], meta: { versionId: '1' } });
+    });
+
+    test.each(['system', 'Patient', 'Group'])('the kit checks at %s level', async (level) => {
+      const url = level === 'system' ? '/fhir/R4/$export' : level === 'Patient' ? '/fhir/R4/Patient/$export' : `/fhir/R4/Group/${group.id}/$export`;
+      expect((await inject('GET', url, { token: null, headers: ASYNC })).statusCode).toBe(401);
+      const sync = await inject('GET', url);
+      expect(sync.statusCode).toBe(400);
+      expect((sync.json() as OperationOutcome).issue[0].details?.text).toContain('respond-async');
+      for (const format of ['application/fhir+ndjson', 'application/ndjson', 'ndjson']) {
+        const manifest = await finished(await kickOff(`${url}?_outputFormat=${encodeURIComponent(format)}&_type=Patient`));
+        expect(manifest.output.map((o) => o.type)).toEqual(['Patient']);
+      }
+      expect((await inject('GET', `${url}?_outputFormat=text/csv`, { headers: ASYNC })).statusCode).toBe(400);
+      const location = await kickOff(`${url}?_since=2000-01-01T00:00:00Z&_type=Patient,Encounter`);
+      const manifest = await finished(location);
+      expect(manifest.output.length).toBe(2);
+      const file = manifest.output[0].url;
+      expect((await inject('GET', file, { token: null })).statusCode).toBe(401);
+      expect((await inject('DELETE', location)).statusCode).toBe(202);
+      expect((await inject('GET', location)).statusCode).toBe(404);
+      expect((await inject('DELETE', location)).statusCode).toBe(404);
+      expect((await inject('GET', file)).statusCode).toBe(404);
+    });
+
+    test('Patient export: every patient with its compartment; Group export: the members with theirs', async () => {
+      const all = await download(await finished(await kickOff('/fhir/R4/Patient/$export')));
+      expect(countsIn(all)).toEqual(countsOf(recordsOf(patients.map((p) => p.id as string))));
+      const members = (group.member ?? []).map((m) => (m.entity.reference as string).slice('Patient/'.length));
+      expect(members.length).toBeGreaterThan(0);
+      const ofGroup = await download(await finished(await kickOff(`/fhir/R4/Group/${group.id}/$export`, { payload: { resourceType: 'Parameters', parameter: [{ name: '_outputFormat', valueString: 'ndjson' }] } })));
+      const expected = recordsOf(members);
+      expect(countsIn(ofGroup)).toEqual(countsOf(expected));
+      const got = Object.values(ofGroup).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+      expect(got).toEqual(expected.map((r) => `${r.resourceType}/${r.id}`).sort());
+    });
+
+    test('an unsupported parameter is 400, or with handling=lenient listed in the error file', async () => {
+      expect((await inject('GET', '/fhir/R4/$export?_typeFilter=Patient%3Fgender%3Dmale', { headers: ASYNC })).statusCode).toBe(400);
+      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&_elements=id', { headers: { prefer: 'respond-async, handling=lenient' } }));
+      expect(manifest.error).toHaveLength(1);
+      const errors = await inject('GET', manifest.error[0].url);
+      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain('_elements');
+    });
+
+    test('only the project and client that kicked an export off may see it', async () => {
+      const location = await kickOff('/fhir/R4/$export?_type=Group');
+      const manifest = await finished(location);
+      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-other' }] } });
+      expect(init.statusCode, init.body).toBe(201);
+      const other = { 'x-project': (init.json() as Resource).id as string };
+      expect((await inject('GET', location, { headers: other })).statusCode).toBe(404);
+      expect((await inject('GET', manifest.output[0].url, { headers: other })).statusCode).toBe(404);
+      expect((await inject('DELETE', location, { headers: other })).statusCode).toBe(404);
+      expect((await inject('GET', location)).statusCode).toBe(200);
+    });
+
+    test("a Backend Services client exports its own project's data, within its scopes", async () => {
+      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-client' }] } });
+      const project = { 'x-project': (init.json() as Resource).id as string };
+      const own: Patient = { resourceType: 'Patient', id: 'own-patient', name: [{ family: 'OwnProject' }] };
+      expect((await inject('PUT', '/fhir/R4/Patient/own-patient', { payload: own, headers: project })).statusCode).toBe(201);
+      expect((await inject('POST', '/fhir/R4/Observation', { payload: { resourceType: 'Observation', status: 'final', code: { text: 'x' } }, headers: project })).statusCode).toBe(201);
+      const clients = (await inject('GET', '/fhir/R4/ClientApplication', { headers: project })).json() as { entry: { resource: Resource & { secret: string } }[] };
+      const client = clients.entry[0].resource;
+      const token = async (scope: string) => {
+        const res = await server.app.inject({
+          method: 'POST',
+          url: '/oauth2/token',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret, scope }).toString(),
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        return res.json().access_token as string;
+      };
+      const patientsOnly = await token('system/Patient.rs');
+      const kick = await inject('GET', '/fhir/R4/$export', { token: patientsOnly, headers: ASYNC });
+      expect(kick.statusCode, kick.body).toBe(202);
+      const location = kick.headers['content-location'] as string;
+      const manifest = await finished(location, patientsOnly);
+      expect(manifest.output.map((o) => [o.type, o.count])).toEqual([['Patient', 1]]);
+      const file = await inject('GET', manifest.output[0].url, { token: patientsOnly });
+      expect(JSON.parse(file.body.trim())).toMatchObject({ id: 'own-patient' });
+      // The operator (another principal, even in that project) does not see the client's export.
+      expect((await inject('GET', location, { headers: project })).statusCode).toBe(404);
+      expect((await inject('GET', '/fhir/R4/$export?_type=Observation', { token: patientsOnly, headers: ASYNC })).statusCode).toBe(403);
+      const everything = await token('system/*.rs');
+      const all = await inject('GET', '/fhir/R4/$export', { token: everything, headers: ASYNC });
+      expect(all.statusCode).toBe(202);
+      // Another token of the same client follows the export.
+      const types = (await finished(all.headers['content-location'] as string, patientsOnly)).output.map((o) => o.type);
+      expect(types).toContain('Observation');
+      expect(types).not.toContain('ClientApplication');
+    });
+
+    test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {
+      await server.jobs.stop();
+      const location = await kickOff('/fhir/R4/$export?_type=Patient,Observation');
+      const firstPoll = Date.now();
+      const waiting = await inject('GET', location);
+      expect(waiting.statusCode).toBe(202);
+      expect(waiting.headers['x-progress']).toBeTruthy();
+      expect(Number(waiting.headers['retry-after'])).toBeGreaterThan(0);
+      // Polled again at once (sooner than Retry-After): 429 with Retry-After, unless the machine took that long.
+      const again = await inject('GET', location);
+      if (Date.now() - firstPoll < 1000) {
+        expect(again.statusCode).toBe(429);
+        expect(again.headers['retry-after']).toBe('1');
+        expect((again.json() as OperationOutcome).issue[0].code).toBe('throttled');
+      }
+      const mark = new Date(Date.now() - 1).toISOString();
+      // After the kick-off: a patient renamed, observations deleted, a new patient.
+      const changed = { ...patients[0], name: [{ family: 'Changed-After-Kick-Off' }] };
+      expect((await inject('PUT', `/fhir/R4/Patient/${changed.id}`, { payload: changed })).statusCode).toBe(200);
+      const observations = resources.filter((r) => r.resourceType === 'Observation').slice(0, 20);
+      for (const o of observations) expect((await inject('DELETE', `/fhir/R4/Observation/${o.id}`)).statusCode).toBe(204);
+      expect((await inject('POST', '/fhir/R4/Patient', { payload: { resourceType: 'Patient', name: [{ family: 'Newcomer' }] } })).statusCode).toBe(201);
+      server.jobs.start(1);
+      const byType = await download(await finished(location));
+      expect(countsIn(byType)).toEqual({ Patient: patients.length, Observation: countsOf(resources).Observation });
+      expect(JSON.stringify(byType.Patient)).not.toContain('Changed-After-Kick-Off');
+      expect(JSON.stringify(byType.Patient)).not.toContain('Newcomer');
+      // A later export with _since lists the deletions.
+      const since = await finished(await kickOff(`/fhir/R4/$export?_type=Observation,Patient&_since=${encodeURIComponent(mark)}`));
+      expect(since.deleted[0]?.count).toBe(observations.length);
+      expect(since.output.map((o) => [o.type, o.count])).toEqual([['Patient', 2]]);
+    });
+  });
+}
+
+onBothBackends(suite, { authTokens: [OPERATOR] });

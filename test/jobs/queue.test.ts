@@ -1,0 +1,193 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Principal } from '../../src/auth/principal';
+import { parseScopes } from '../../src/auth/scopes';
+import { JobQueue, type Job, type JobView } from '../../src/jobs/queue';
+import { PostgresStore } from '../../src/storage/postgres/postgres-store';
+import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
+import type { ResourceStore } from '../../src/storage/store';
+import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON } from '../helpers/postgres';
+
+/**
+ * The job queue's contract, on both backends: the transactional outbox, the principal carried,
+ * retries with backoff, the dead state, leases that run out, several queues sharing the work,
+ * removal while running, retention. Waits are on a job's state, never on a fixed sleep.
+ */
+
+const FAST = { backoffMs: 1, pollMs: 20, leaseMs: 2000 };
+const principal: Principal = { operator: false, project: 'p1', admin: false, client: 'c1', scopes: parseScopes('system/*.rs') };
+
+/** Polls the job until `done` holds for it (the answer of the last read). */
+async function until<T extends JobView | undefined>(read: () => Promise<T>, done: (job: T) => boolean): Promise<T> {
+  for (;;) {
+    const job = await read();
+    if (done(job)) return job;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const finished = (job: JobView | undefined) => job?.state === 'done' || job?.state === 'dead';
+
+function contract(name: string, open: () => Promise<{ store: ResourceStore; second: () => Promise<ResourceStore>; dispose: () => Promise<void> }>) {
+  describe(`job queue (${name})`, () => {
+    let store: ResourceStore;
+    let second: () => Promise<ResourceStore>;
+    let dispose: () => Promise<void>;
+    const queues: JobQueue[] = [];
+    const queue = (options = {}, on: ResourceStore = store) => {
+      const q = new JobQueue(on.jobs, { ...FAST, ...options });
+      queues.push(q);
+      return q;
+    };
+
+    beforeAll(async () => {
+      ({ store, second, dispose } = await open());
+    });
+    afterAll(async () => {
+      await Promise.all(queues.map((q) => q.stop()));
+      await store.close();
+      await dispose();
+    });
+
+    test('a job enqueued in a transaction exists only if the transaction commits; it runs as its principal, in its project', async () => {
+      const seen: Job<{ n: number }>[] = [];
+      const q = queue();
+      q.register({ kind: 'outbox', run: async (job: Job<{ n: number }>) => (seen.push(job), { doubled: job.input.n * 2 }) });
+      await expect(
+        store.transaction(async (tx) => {
+          await q.enqueue({ kind: 'outbox', project: 'p1', principal, input: { n: 1 }, id: 'rolled-back' }, tx);
+          throw new Error('changed my mind');
+        }),
+      ).rejects.toThrow('changed my mind');
+      const id = await store.transaction((tx) => q.enqueue({ kind: 'outbox', project: 'p1', principal, input: { n: 21 } }, tx));
+      q.start(1);
+      const job = await until(() => q.get(id), finished);
+      expect(job).toMatchObject({ state: 'done', attempts: 1, result: { doubled: 42 }, project: 'p1' });
+      expect(await q.get('rolled-back')).toBeUndefined();
+      expect(seen).toHaveLength(1);
+      expect(seen[0].principal.client).toBe('c1');
+      expect(seen[0].principal.scopes?.resources[0].permissions.has('r')).toBe(true);
+      await q.stop();
+    });
+
+    test('a failing attempt is retried with backoff; after maxAttempts the job is dead with its last error', async () => {
+      let calls = 0;
+      const q = queue();
+      q.register({
+        kind: 'flaky',
+        run: async (job: Job<{ failures: number }>) => {
+          calls++;
+          if (job.attempt <= job.input.failures) throw new Error(`attempt ${job.attempt} failed`);
+          return 'ok';
+        },
+      });
+      q.start(2);
+      const recovers = await q.enqueue({ kind: 'flaky', project: 'p1', principal, input: { failures: 2 }, maxAttempts: 5 });
+      const dies = await q.enqueue({ kind: 'flaky', project: 'p1', principal, input: { failures: 9 }, maxAttempts: 3 });
+      expect(await until(() => q.get(recovers), finished)).toMatchObject({ state: 'done', attempts: 3, result: 'ok', lastError: 'attempt 2 failed' });
+      const dead = await until(() => q.get(dies), finished);
+      expect(dead).toMatchObject({ state: 'dead', attempts: 3, lastError: 'attempt 3 failed' });
+      expect(dead?.finishedAt).toBeGreaterThan(0);
+      expect(calls).toBe(6);
+      await q.stop();
+    });
+
+    test('a job whose worker vanished (its lease ran out) is claimed again and finished', async () => {
+      const q = queue();
+      q.register({ kind: 'orphan', run: async (job: Job) => `finished on attempt ${job.attempt}` });
+      const id = await q.enqueue({ kind: 'orphan', project: 'p1', principal, input: {} });
+      // A process claims it and dies: its lease (1 ms) is never renewed.
+      const ghost = await store.jobs.claim(['orphan'], 'ghost-worker', 1);
+      expect(ghost?.id).toBe(id);
+      q.start(1);
+      expect(await until(() => q.get(id), finished)).toMatchObject({ state: 'done', attempts: 2, result: 'finished on attempt 2' });
+      await q.stop();
+    });
+
+    test('two queues (two processes) share 40 jobs: each runs exactly once', async () => {
+      const other = await second();
+      const runs = new Map<string, number>();
+      const handler = { kind: 'shared', run: async (job: Job) => void runs.set(job.id, (runs.get(job.id) ?? 0) + 1) };
+      const a = queue();
+      const b = queue({}, other);
+      a.register(handler);
+      b.register(handler);
+      const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => a.enqueue({ kind: 'shared', project: 'p1', principal, input: { i } })));
+      a.start(2);
+      b.start(2);
+      for (const id of ids) await until(() => a.get(id), finished);
+      expect([...runs.values()]).toEqual(ids.map(() => 1));
+      expect(runs.size).toBe(40);
+      await a.stop();
+      await b.stop();
+      if (other !== store) await other.close();
+    });
+
+    test('removing a running job aborts its handler; it is gone', async () => {
+      const q = queue();
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => (started = resolve));
+      let aborted = false;
+      q.register({
+        kind: 'long',
+        run: (_job: Job, control) =>
+          new Promise((_resolve, reject) => {
+            started();
+            control.signal.addEventListener('abort', () => {
+              aborted = true;
+              reject(control.signal.reason as Error);
+            });
+          }),
+      });
+      q.start(1);
+      const id = await q.enqueue({ kind: 'long', project: 'p1', principal, input: {} });
+      await running;
+      expect(await q.remove(id)).toBe(true);
+      expect(aborted).toBe(true);
+      expect(await q.get(id)).toBeUndefined();
+      await q.stop();
+    });
+
+    test('finished jobs are purged after the retention time', async () => {
+      const q = queue();
+      q.register({ kind: 'short', run: async () => 'done' });
+      q.start(1);
+      const id = await q.enqueue({ kind: 'short', project: 'p1', principal, input: {} });
+      await until(() => q.get(id), finished);
+      await q.stop();
+      const sweeper = queue({ retentionMs: -1 });
+      sweeper.register({ kind: 'short', run: async () => 'done' });
+      sweeper.start(1);
+      expect(await until(() => sweeper.get(id), (job) => job === undefined)).toBeUndefined();
+      await sweeper.stop();
+    });
+  });
+}
+
+contract('SQLite', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fhir-jobs-'));
+  const store = new SqliteStore(dir);
+  await store.migrate();
+  return { store, second: async () => store, dispose: async () => rmSync(dir, { recursive: true, force: true }) };
+});
+
+if (hasPostgres) {
+  contract('PostgreSQL', async () => {
+    const schema = await freshSchema();
+    const store = new PostgresStore(schema.url);
+    await store.migrate();
+    return {
+      store,
+      second: async () => {
+        const other = new PostgresStore(schema.url);
+        await other.migrate();
+        return other;
+      },
+      dispose: () => schema.drop(),
+    };
+  });
+} else {
+  test.skip(POSTGRES_SKIP_REASON, () => undefined);
+}
