@@ -14,6 +14,7 @@ import type { AppServices } from './services';
 import { JobQueue } from './jobs/queue';
 import { BulkExports, decorateBulkData } from './bulk/export';
 import { r4Model } from './search/model/model';
+import { memoryFilter } from './search/memory-filter';
 import type { ResourceStore } from './storage/store';
 import type { Group } from 'fhir/r4';
 import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
@@ -173,6 +174,7 @@ function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExpo
         .map((r) => r.target_id as string);
     },
     readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
+    typeFilter: (type, query) => memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
   });
   jobs.register(bulk.handler());
   return bulk;

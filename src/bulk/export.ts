@@ -29,6 +29,8 @@ export interface ExportJobInput {
   /** The patients whose compartments are exported (Patient and Group level); absent: every patient. */
   patients?: string[];
   types: string[];
+  /** `_typeFilter` queries per type (a resource of the type must match one). */
+  typeFilters?: Record<string, string[]>;
   since?: string;
   transactionTime: string;
   request: string;
@@ -69,6 +71,8 @@ export interface BulkExportDeps {
   /** The patients whose compartment a resource is in (by the CompartmentDefinition's parameters). */
   patientsOf(resource: Resource): string[];
   readGroup(id: string, ctx: RequestContext): Promise<Group>;
+  /** A `_typeFilter` query as a test of one resource; throws a FhirError (400) for one that cannot be applied. */
+  typeFilter(type: string, query: string): (resource: Resource) => boolean;
 }
 
 export class BulkExports {
@@ -90,13 +94,20 @@ export class BulkExports {
       const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.deps.compartmentTypes];
       types = present.filter((type) => exportable(type) && this.allowed(ctx.principal, type));
     }
+    // A filter of a type not exported is left aside; the others are checked now, so a bad one is 400 at kick-off.
+    const typeFilters: Record<string, string[]> = {};
+    for (const [type, queries] of Object.entries(params.typeFilters ?? {})) {
+      if (!types.includes(type)) continue;
+      for (const query of queries) this.deps.typeFilter(type, query);
+      typeFilters[type] = queries;
+    }
     let patients = params.patients;
     if (call.level === 'group') {
       const group = await this.deps.readGroup(call.groupId as string, ctx);
       const members = (group.member ?? []).map((m) => m.entity.reference ?? '').filter((r) => r.startsWith('Patient/')).map((r) => r.slice('Patient/'.length));
       patients = patients ? patients.filter((p) => members.includes(p)) : members;
     }
-    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), since: params.since, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
+    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
     return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
   }
 
@@ -174,6 +185,8 @@ export class BulkExports {
       const grant = this.grant(job.principal, type);
       if (!grant) continue;
       const writer = new FileWriter(this.deps.store, job.id, `${type}.ndjson`, type);
+      const filters = (input.typeFilters?.[type] ?? []).map((query) => this.deps.typeFilter(type, query));
+      const filtered = (resource: Resource) => filters.length === 0 || filters.some((f) => f(resource));
       let after = '';
       for (;;) {
         if (control.signal.aborted) throw control.signal.reason;
@@ -185,7 +198,7 @@ export class BulkExports {
           }
           const resource = JSON.parse(row.content) as Resource;
           resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
-          if (!this.deps.guard.covers(grant, resource) || !inScope(resource)) continue;
+          if (!this.deps.guard.covers(grant, resource) || !inScope(resource) || !filtered(resource)) continue;
           await writer.add(JSON.stringify(resource));
         }
         if (page.next === undefined) break;

@@ -13,12 +13,14 @@ export interface ExportParameters {
   types?: string[];
   since?: string;
   patients?: string[];
+  /** `_typeFilter`: per type, search queries of which a resource must match one. */
+  typeFilters?: Record<string, string[]>;
   refused: string[];
 }
 
 export const OUTPUT_FORMATS = ['application/fhir+ndjson', 'application/ndjson', 'ndjson'];
 const IGNORED = new Set(['_format', '_pretty']);
-const UNSUPPORTED = new Set(['_typeFilter', '_elements', 'includeAssociatedData', '_until', 'organizeOutputBy', 'allowPartialManifests']);
+const UNSUPPORTED = new Set(['_elements', 'includeAssociatedData', '_until', 'organizeOutputBy', 'allowPartialManifests']);
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
 
 interface Raw {
@@ -63,6 +65,18 @@ export function readExportParameters(
           else refuse(p.name, `'${clip(type)}' is not a resource type`);
         }
         break;
+      case '_typeFilter': {
+        // `Type?query` (Bulk Data 2.0.0); several for one type are alternatives.
+        const text = p.value ?? '';
+        const q = text.indexOf('?');
+        const type = q < 0 ? '' : text.slice(0, q);
+        if (!options.isResourceType(type) || q === text.length - 1) {
+          refuse(p.name, `'${clip(text)}' is not [type]?[search query]`);
+          break;
+        }
+        ((result.typeFilters ??= {})[type] ??= []).push(text.slice(q + 1));
+        break;
+      }
       case 'patient':
         if (options.level === 'system') refuse(p.name, 'applies to Patient and Group level exports');
         else if (!p.reference?.startsWith('Patient/')) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: 'must be a valueReference to Patient/[id]' });

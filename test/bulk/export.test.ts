@@ -147,8 +147,23 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(got).toEqual(expected.map((r) => `${r.resourceType}/${r.id}`).sort());
     });
 
+    test("_typeFilter: a type's resources matching any of its queries; the others whole; one that cannot be applied is 400", async () => {
+      const filter = encodeURIComponent('Patient?gender=male');
+      const other = encodeURIComponent('Patient?gender=female&birthdate=lt1900');
+      const manifest = await finished(await kickOff(`/fhir/R4/$export?_type=Patient,Group&_typeFilter=${filter}&_typeFilter=${other}`));
+      const byType = await download(manifest);
+      const expected = patients.filter((p) => p.gender === 'male' || (p.gender === 'female' && (p.birthDate ?? '9999') < '1900'));
+      expect(byType.Patient.map((p) => p.id).sort()).toEqual(expected.map((p) => p.id).sort());
+      expect(byType.Patient.length).toBeLessThan(patients.length);
+      expect(byType.Group).toHaveLength(1);
+      for (const bad of ['Patient?general-practitioner.name=x', 'Patient?nope=1', 'Nope?x=1', 'Patient']) {
+        const res = await inject('GET', `/fhir/R4/$export?_typeFilter=${encodeURIComponent(bad)}`, { headers: ASYNC });
+        expect(res.statusCode, bad).toBe(400);
+      }
+    });
+
     test('an unsupported parameter is 400, or with handling=lenient listed in the error file', async () => {
-      expect((await inject('GET', '/fhir/R4/$export?_typeFilter=Patient%3Fgender%3Dmale', { headers: ASYNC })).statusCode).toBe(400);
+      expect((await inject('GET', '/fhir/R4/$export?includeAssociatedData=LatestProvenanceResources', { headers: ASYNC })).statusCode).toBe(400);
       const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&_elements=id', { headers: { prefer: 'respond-async, handling=lenient' } }));
       expect(manifest.error).toHaveLength(1);
       const errors = await inject('GET', manifest.error[0].url);
