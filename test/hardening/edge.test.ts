@@ -16,20 +16,25 @@ const outcome = (body: string) => JSON.parse(body) as OperationOutcome;
  * the body has been sent in full, which is what a refusal of a body still arriving looks like;
  * fetch reports EPIPE then instead of the answer.
  */
-function postEarly(port: number, path: string, body: string): Promise<{ status: number; body: string }> {
+function postEarly(port: number, path: string, body: string): Promise<{ status: number; body: string; answeredAt: number }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     let received = '';
+    // When the answer's first bytes arrived (the socket closes later: the client is still writing).
+    let answeredAt = 0;
     socket.on('connect', () => {
       socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/fhir+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`);
       socket.write(body);
     });
-    socket.on('data', (chunk) => (received += chunk));
+    socket.on('data', (chunk) => {
+      answeredAt ||= Date.now();
+      received += chunk;
+    });
     socket.on('error', () => undefined);
     socket.on('close', () => {
       const match = /^HTTP\/1\.1 (\d{3})[^]*?\r\n\r\n([^]*)$/.exec(received);
       if (!match) return reject(new Error(`no answer: ${received.slice(0, 200)}`));
-      resolve({ status: Number(match[1]), body: match[2] });
+      resolve({ status: Number(match[1]), body: match[2], answeredAt });
     });
   });
 }
@@ -45,7 +50,7 @@ describe('a 10 MB deeply nested body', () => {
       const body = '['.repeat(10_000_000);
       const started = Date.now();
       const [nested, metadata] = await Promise.all([
-        postEarly(port, '/fhir/R4/ValueSet/$validate-code', body).then((answer) => ({ ...answer, ms: Date.now() - started })),
+        postEarly(port, '/fhir/R4/ValueSet/$validate-code', body).then((answer) => ({ ...answer, ms: answer.answeredAt - started })),
         fetch(`${server.base}/metadata`).then(async (r) => ({ status: r.status, type: ((await r.json()) as { resourceType: string }).resourceType })),
       ]);
       expect(nested.status).toBe(400);
