@@ -17,13 +17,15 @@ const PRIMITIVE_PATTERNS: Record<string, RegExp> = {
   instant:
     /^([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))$/,
   time: /^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?$/,
-  code: /^[^\s]+(\s[^\s]+)*$/,
+  // code, uri, url and canonical are strings too: no characters below U+0020 (the R4 patterns' \S
+  // would let U+0001 through, and an operation echoing the value would then break its answer).
+  code: /^[^\s\x00-\x1f]+(\s[^\s\x00-\x1f]+)*$/,
   id: /^[A-Za-z0-9\-.]{1,64}$/,
   oid: /^urn:oid:[0-2](\.(0|[1-9][0-9]*))+$/,
   uuid: /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
-  uri: /^\S*$/,
-  url: /^\S*$/,
-  canonical: /^\S*$/,
+  uri: /^[^\s\x00-\x1f]*$/,
+  url: /^[^\s\x00-\x1f]*$/,
+  canonical: /^[^\s\x00-\x1f]*$/,
   // Groups of four base64 characters, whitespace allowed between (the count is checked apart): a
   // nested pattern would overflow the regex engine's stack on a value of a few megabytes.
   base64Binary: /^[\s0-9a-zA-Z+/=]+$/,

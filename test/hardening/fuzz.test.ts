@@ -368,6 +368,9 @@ describe('fuzzing complex-typed operation parameters', () => {
       ['ValueSet/$validate-code', { name: 'codeableConcept', valueCodeableConcept: { coding: [null] } }],
       ['CodeSystem/$lookup', { name: 'coding', valueCoding: { system: GENDER_CS, code: ['female'] } }],
       ['CodeSystem/$subsumes', { name: 'codingA', valueCoding: { system: GENDER_CS, code: 'male', version: 3 } }],
+      // A control character in a uri or a code (found by the fuzz: $translate echoed it into its message).
+      ['ConceptMap/$translate', { name: 'targetCoding', valueCoding: { system: 'x\u0001y' } }],
+      ['ValueSet/$validate-code', { name: 'coding', valueCoding: { system: GENDER_CS, code: 'ma\u0002le' } }],
     ];
     for (const [path, entry] of cases) {
       const res = await app.inject({ method: 'POST', url: `${BASE}/${path}`, headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: path.startsWith('ValueSet') ? GENDER_VS : GENDER_CS }, entry] } });
