@@ -5,6 +5,9 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { onBothBackends, putResource, type OpenServer } from '../helpers/server-app';
+import { seedFuzzing } from '../helpers/fuzz-seed';
+
+seedFuzzing();
 
 /** FHIR GraphQL (R4 graphql.html) over the spec's example resources, on both backends. */
 

@@ -8,6 +8,9 @@ import { DEFINITIONS_DIR } from '../../src/project';
 import type { AppServices } from '../../src/services';
 import { animals } from '../fixtures/terminology';
 import { putResource, serverApp } from '../helpers/server-app';
+import { seedFuzzing } from '../helpers/fuzz-seed';
+
+seedFuzzing();
 
 /**
  * Generated and mutated requests at every kind of route. Whatever comes in, the answer is a FHIR

@@ -3,6 +3,9 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { putResource, serverApp } from '../helpers/server-app';
+import { seedFuzzing } from '../helpers/fuzz-seed';
+
+seedFuzzing();
 
 /**
  * Search query strings from a hostile or broken client: known parameters with every modifier and

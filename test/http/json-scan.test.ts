@@ -1,6 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { containsNulEscape, DepthScanner } from '../../src/http/json-scan';
+import { seedFuzzing } from '../helpers/fuzz-seed';
+
+seedFuzzing();
 
 /** Nesting depth of a parsed value, the plain recursive way (root container = 1). */
 function depthOf(value: unknown): number {
