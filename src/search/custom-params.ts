@@ -1,3 +1,4 @@
+import { RefreshGate } from '../storage/refresh-gate';
 import type { SearchParameter } from 'fhir/r4';
 import type { ContextLog } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
@@ -32,7 +33,7 @@ export class CustomSearchParameters {
   /** Per defining scope, the change mark last read. */
   private readonly marks = new Map<string, number>(DEFINING.map((p) => [p, 0]));
   private fresh = false;
-  private pending?: Promise<void>;
+  private readonly gate = new RefreshGate(() => this.doRefresh());
   /** url -> state, as last read. */
   private readonly states = new Map<string, ParamState>();
   /** type -> codes being indexed. */
@@ -72,33 +73,11 @@ export class CustomSearchParameters {
     return this.indexingCodes.get(type)?.has(code) ?? false;
   }
 
-  /**
-   * Brings the registry up to date with what is stored. A refresh serves only the callers who asked
-   * before it read the change marks: one already reading may have missed a write another process
-   * acknowledged since, so a caller arriving then waits for the next one (shared by everyone who
-   * arrives meanwhile).
-   */
+  /** Brings the registry up to date with what is stored (a refresh that read the change marks after the caller asked: see RefreshGate). */
   refresh(): Promise<void> {
     if (this.fresh) return Promise.resolve();
-    if (this.next) return this.next.promise;
-    const after = this.pending ?? Promise.resolve();
-    const entry = { promise: Promise.resolve() };
-    entry.promise = after
-      .catch(() => undefined)
-      .then(() => {
-        if (this.next === entry) this.next = undefined;
-        return this.doRefresh();
-      })
-      .finally(() => {
-        if (this.pending === entry.promise) this.pending = undefined;
-      });
-    this.pending = entry.promise;
-    this.next = entry;
-    return entry.promise;
+    return this.gate.refresh();
   }
-
-  /** The refresh that has not read the change marks yet, which a new caller may share. */
-  private next?: { promise: Promise<void> };
 
   /** A SearchParameter this process has just written: takes effect here at once (indexing starts in the background). */
   async written(): Promise<void> {

@@ -1,3 +1,4 @@
+import { RefreshGate } from '../../storage/refresh-gate';
 import { SYSTEM_PROJECT, type ResourceStore, type StoredVersion } from '../../storage/store';
 import { TERMINOLOGY_TYPES, type TerminologyResource } from '../canonical-index';
 import { StoredIndex } from './stored-index';
@@ -43,10 +44,7 @@ export class StoredTerminology {
   /** Grows whenever the stored content changes; caches built on it compare generations. */
   generation = 0;
   private readonly marks = new Map<string, number>(TERMINOLOGY_TYPES.map((t) => [t, 0]));
-  /** The refresh running now: it read the change marks before some of its callers asked. */
-  private running?: Promise<void>;
-  /** The refresh that starts when the running one ends, shared by everyone who asked meanwhile. */
-  private queued?: Promise<void>;
+  private readonly gate = new RefreshGate(() => this.doRefresh());
   /** Versions this process wrote, by type/id: the refresh takes them as they are instead of parsing them again. */
   private readonly local = new Map<string, StoredVersion>();
 
@@ -61,32 +59,11 @@ export class StoredTerminology {
   }
 
   /**
-   * Brings the index up to date with every write committed before this call: what a refresh
-   * reads must be read after the caller asked. A refresh already running may have read the
-   * change marks before a write the caller has seen acknowledged (by another process), so it
-   * cannot answer for that caller; the callers that arrive meanwhile share the one refresh
-   * queued behind it.
+   * Brings the index up to date with every write committed before this call (a refresh that
+   * read the change marks after the caller asked: see RefreshGate).
    */
   refresh(): Promise<void> {
-    if (this.queued) return this.queued;
-    if (!this.running) return this.start();
-    const after = this.running.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.queued = after.then(() => {
-      this.queued = undefined;
-      return this.start();
-    });
-    return this.queued;
-  }
-
-  private start(): Promise<void> {
-    const run = this.doRefresh().finally(() => {
-      if (this.running === run) this.running = undefined;
-    });
-    this.running = run;
-    return run;
+    return this.gate.refresh();
   }
 
   private async doRefresh(): Promise<void> {
