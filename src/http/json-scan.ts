@@ -6,12 +6,7 @@
  * ASCII and never occur inside a UTF-8 multi-byte sequence, so bytes need no decoding.
  */
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../fhir/json-chars';
 
 export class DepthScanner {
   private depth = 0;
@@ -72,9 +67,7 @@ export class DepthScanner {
  */
 export function containsNulEscape(text: string): boolean {
   for (let i = text.indexOf('\\u0000'); i >= 0; i = text.indexOf('\\u0000', i + 1)) {
-    let backslashes = 0;
-    for (let j = i - 1; j >= 0 && text.charCodeAt(j) === BACKSLASH; j--) backslashes++;
-    if (backslashes % 2 === 0) return true;
+    if (!escapedAt(text, i)) return true;
   }
   return false;
 }

@@ -1,3 +1,5 @@
+import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../../fhir/json-chars';
+
 /**
  * Reads chosen top-level members of a JSON object without parsing the rest: the other members'
  * values are skipped by scanning for where they end (strings, nesting), which costs a fraction
@@ -27,15 +29,6 @@ export function topLevelMembers(text: string, names: ReadonlySet<string>): Recor
   }
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const COLON = 0x3a;
-const COMMA = 0x2c;
-
 function skipSpace(text: string, at: number): number {
   for (;;) {
     const c = text.charCodeAt(at);
@@ -50,10 +43,7 @@ function stringEnd(text: string, at: number): number {
   for (;;) {
     const quote = text.indexOf('"', i);
     if (quote < 0) throw new SyntaxError('unterminated string');
-    // A quote preceded by an odd number of backslashes is escaped.
-    let backslashes = 0;
-    for (let j = quote - 1; text.charCodeAt(j) === BACKSLASH; j--) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
+    if (!escapedAt(text, quote)) return quote + 1;
     i = quote + 1;
   }
 }
