@@ -28,6 +28,11 @@ export interface Grant {
   ids?: string[];
 }
 
+/** Whether a grant is limited to some resources of its type (its own ids, a patient's compartment). */
+export function isLimited(grant: Grant): boolean {
+  return grant.ids !== undefined || grant.patient !== undefined;
+}
+
 export interface GuardDeps {
   /** The Patient compartment's parameters for a type (undefined: the type is not in it). */
   patientCompartment(type: string): string[] | undefined;

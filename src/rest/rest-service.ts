@@ -10,7 +10,7 @@ import { processBundle, type BundleDeps } from './bundle';
 import { history } from './history';
 import { bundleResponse, versionResponse } from './responses';
 import * as writes from './writes';
-import type { AccessGuard } from '../auth/guard';
+import { isLimited, type AccessGuard } from '../auth/guard';
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import type { Matcher } from './writes';
 
@@ -147,7 +147,7 @@ export class RestService {
    */
   private async readable(type: string, id: string, ctx: RequestContext, interaction: 'read' | 'history'): Promise<void> {
     const grant = this.deps.guard.allow(ctx.principal, interaction, type);
-    if (grant.ids === undefined && grant.patient === undefined) return;
+    if (!isLimited(grant)) return;
     const current = await this.readVersion(type, id, ctx.project).catch(() => undefined);
     if (!current?.resource || !this.deps.guard.covers(grant, current.resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
   }
@@ -155,7 +155,7 @@ export class RestService {
   /** Interactions over a whole type need the type without limits (a patient's compartment cannot be cut out of a type's history). */
   private unlimited(ctx: RequestContext, interaction: 'history', type: string): void {
     const grant = this.deps.guard.allow(ctx.principal, interaction, type);
-    if (grant.ids !== undefined || grant.patient !== undefined) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${interaction} of every ${type} is beyond what the token may see` });
+    if (isLimited(grant)) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${interaction} of every ${type} is beyond what the token may see` });
   }
 
   private write(ctx: RequestContext, work: (w: writes.Writes) => Promise<FhirResponse>): Promise<FhirResponse> {

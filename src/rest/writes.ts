@@ -7,7 +7,7 @@ import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';
 import { applyPatch } from './patch';
 import { versionResponse } from './responses';
-import type { AccessGuard } from '../auth/guard';
+import { isLimited, type AccessGuard } from '../auth/guard';
 
 /**
  * The write interactions, each inside a repository transaction it is given: on its own for a
@@ -86,7 +86,7 @@ export async function permit(w: Writes, interaction: 'create' | 'update' | 'dele
     }
   }
   const grant = guard.allow(w.ctx.principal, interaction, type);
-  if (grant.patient === undefined && grant.ids === undefined) return;
+  if (!isLimited(grant)) return;
   if (current && !guard.covers(grant, current.resource as Resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: id as string });
   if (after && !guard.covers(grant, after)) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${type} would be outside what the token may write (the patient's compartment)` });
 }

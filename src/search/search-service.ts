@@ -15,7 +15,7 @@ import { isTextSort, restrictsType, SqlBuilder, type ResolvedCodes } from './que
 import type { SearchParameterRegistry } from './registry';
 import { subset } from './summary';
 import type { CodeMatcher } from './terminology';
-import type { AccessGuard, Grant } from '../auth/guard';
+import { isLimited, type AccessGuard, type Grant } from '../auth/guard';
 
 /**
  * FHIR search over the index: a query string becomes criteria, the criteria SQL, and the rows a
@@ -301,7 +301,7 @@ export class SearchService implements SearchHandler {
       if (patients.size === 1 && (patient === undefined || (target.compartment === 'Patient' && target.id === patient))) return new Map();
       if (!patients.has(undefined)) return new Map([['*', { ids: [NO_ID] }]]);
     }
-    const limited = [...grants.values()].some((g) => g.ids !== undefined || g.patient !== undefined);
+    const limited = [...grants.values()].some(isLimited);
     if (limited && types.length > 1 && target.level !== 'compartment') {
       throw fhirError('ERR_AUTH_FORBIDDEN', { reason: "the token's limits (a patient's compartment) apply one type at a time; search each type" });
     }
