@@ -1,12 +1,12 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { EphemeralStore } from '../storage/ephemeral';
-import { Accounts, referenceParts } from './accounts';
+import { normalizeEmail, type Accounts } from './accounts';
 import { ASSERTION_TYPE, type ClientAssertions } from './client-assertion';
 import { OAuthError } from './oauth-error';
 import { hashPassword, verifyPassword } from './passwords';
 import type { Principal } from './principal';
 import { formatScopes, narrow, parseScopes, ScopeError, type ScopeSet } from './scopes';
-import { ACCESS_TOKEN_SECONDS, type TokenGrant, type TokenService } from './tokens';
+import { ACCESS_TOKEN_SECONDS, digest, type TokenGrant, type TokenService } from './tokens';
 import type { ClientApplicationResource } from '../fhir/admin-types';
 
 /**
@@ -76,7 +76,7 @@ export class AuthService {
     if ((await ephemeral.count('login-address', request.address, LOGIN_WINDOW_MS)) > MAX_LOGINS_PER_ADDRESS) {
       throw new OAuthError('slow_down', 'too many sign-in attempts from this address; try again later');
     }
-    const account = email.trim().toLowerCase();
+    const account = normalizeEmail(email);
     if (Number((await ephemeral.peek('login-failed', account)) ?? 0) >= MAX_FAILED_LOGINS) {
       throw new OAuthError('slow_down', 'too many failed sign-ins for this account; try again later');
     }
@@ -291,8 +291,3 @@ function sameSecret(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
-function digest(secret: string): string {
-  return createHash('sha256').update(secret, 'utf8').digest('base64url');
-}
-
-export { referenceParts };

@@ -70,8 +70,7 @@ const LIST_CONTROLS = new Set(['fhirpath', '_count', '_offset']);
 
 export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): FieldResolvers {
   const search = async (state: GraphQLRequestState, type: string, query: Record<string, string[]>): Promise<Bundle> => {
-    checkBudget(state);
-    if (++state.searches > limits.searches) throw tooCostly(`more than ${limits.searches} searches in one query`);
+    spendSearch(state, limits);
     return deps.search.search({ level: 'type', type }, query, state.ctx);
   };
   const queryOf = (type: string, args: Record<string, unknown>, skip: string[] = []): Record<string, string[]> => {
@@ -178,8 +177,7 @@ export function referenceLoader(deps: GraphQLDataDeps, stateOf: () => GraphQLReq
     }
     const found = new Map<string, Resource>();
     for (const [type, ids] of byType) {
-      checkBudget(state);
-      if (++state.searches > limits.searches) throw tooCostly(`more than ${limits.searches} searches in one query`);
+      spendSearch(state, limits);
       let bundle: Bundle;
       try {
         bundle = await deps.search.search({ level: 'type', type }, { _id: [ids.join(',')], _count: [String(ids.length)] }, state.ctx);
@@ -260,6 +258,12 @@ function decodeCursor(cursor: string): Record<string, string[]> {
   const query: Record<string, string[]> = {};
   for (const [name, value] of params) (query[name] ??= []).push(value);
   return query;
+}
+
+/** One more search for this query: refused past the limit, or when the time budget is spent. */
+function spendSearch(state: GraphQLRequestState, limits: GraphQLLimits): void {
+  checkBudget(state);
+  if (++state.searches > limits.searches) throw tooCostly(`more than ${limits.searches} searches in one query`);
 }
 
 function checkBudget(state: GraphQLRequestState): void {

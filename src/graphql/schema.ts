@@ -161,7 +161,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
         else type = JsonScalar;
         const listed = info.array ? new GraphQLList(type) : type;
         const field: GraphQLFieldConfig<unknown, GraphQLRequestState> = { type: listed, resolve: resolvers.element(fieldName, info.array) };
-        if (info.array && !isPrimitive(code)) field.args = listArgs(code === 'Extension');
+        if (info.array && !isPrimitive(code)) field.args = listArgs;
         fields[fieldName] = field;
         if (isPrimitive(code)) fields[`_${fieldName}`] = { type: info.array ? new GraphQLList(elementBase) : elementBase, resolve: resolvers.element(`_${fieldName}`, info.array) };
       }
@@ -172,13 +172,9 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     return fields;
   };
 
-  const listArgs = (extension: boolean): GraphQLFieldConfigArgumentMap => {
-    const args: GraphQLFieldConfigArgumentMap = { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } };
-    // Filters by a child's value (`name(use: official)`, `extension(url: "...")`).
-    for (const name of LIST_FILTERS) args[name] = { type: TokenScalar };
-    if (extension) args.url = { type: TokenScalar };
-    return args;
-  };
+  // Filters by a child's value (`name(use: official)`, `extension(url: "...")`), the same on every list.
+  const listArgs: GraphQLFieldConfigArgumentMap = { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } };
+  for (const name of LIST_FILTERS) listArgs[name] = { type: TokenScalar };
 
   function objectType(code: string): GraphQLObjectType {
     let found = objects.get(code);

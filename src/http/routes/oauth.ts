@@ -4,6 +4,8 @@ import type { AuthService } from '../../auth/oauth';
 import type { SigningKeys } from '../../auth/signing-keys';
 import { ASSERTION_ALGORITHMS } from '../../auth/client-assertion';
 import { FormBody } from '../fhir-json';
+import { operatorIn } from '../../auth/principal';
+import { DEFAULT_PROJECT } from '../../storage/store';
 
 /**
  * The OAuth 2 and SMART endpoints: sign-in (`/auth/login`, and the browser flow at
@@ -78,10 +80,8 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps):
     }
   });
 
-  app.get('/auth/me', async (request) => {
-    if (!request.principal) return deps.auth.describe({ operator: true, project: 'default', admin: true });
-    return deps.auth.describe(request.principal);
-  });
+  // The auth hook has set who asks (an operator of the default project on a server without tokens).
+  app.get('/auth/me', async (request) => deps.auth.describe(request.principal ?? operatorIn(DEFAULT_PROJECT)));
 
   app.get('/.well-known/jwks.json', { config: open }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300');
