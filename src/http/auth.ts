@@ -45,18 +45,16 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   const digests = options.tokens.map(digest);
   const metadataPath = `${options.base}/metadata`;
   const challenge = { 'www-authenticate': 'Bearer realm="fhir"' };
-  const knownProjects = new Set<string>([DEFAULT_PROJECT]);
 
   const projectOf = async (request: FastifyRequest): Promise<string> => {
     const header = request.headers[PROJECT_HEADER];
     if (header === undefined) return DEFAULT_PROJECT;
     const project = String(header).trim();
-    if (knownProjects.has(project)) return project;
+    if (project === DEFAULT_PROJECT) return project;
+    // Asked each time (operators only send it): a project deleted by any process is gone at once.
     if (!/^[A-Za-z0-9\-.]{1,64}$/.test(project) || !(await options.projectExists?.(project))) {
       throw fhirError('ERR_PROJECT_HEADER', { project: project.slice(0, 64) });
     }
-    // Projects are not deleted while the server runs, so a known one is kept (bounded).
-    if (knownProjects.size < 10_000) knownProjects.add(project);
     return project;
   };
 
