@@ -99,6 +99,8 @@ export const ERRORS = {
   ERR_SEARCH_COMPARTMENT: spec<{ compartment: string }>(400, 'not-supported', (p) => `There is no ${p.compartment} compartment (R4 defines Patient, Encounter, RelatedPerson, Practitioner and Device)`),
   ERR_SEARCH_VALUESET: spec<{ name: string; url: string }>(
     400, 'invalid', (p) => `Search parameter '${p.name}': the value set '${p.url}' is not known`),
+  ERR_SEARCH_VALUESET_CONTENT: spec<{ url: string; system: string }>(
+    422, 'not-supported', (p) => `The value set '${p.url}' selects codes of '${p.system}' by filter or as a whole, and this server does not hold that code system's content, so membership cannot be decided`),
   ERR_SEARCH_TOO_COSTLY: spec<{ what: string }>(422, 'too-costly', (p) => p.what),
   // conditional interactions, patch, bundles
   ERR_CONDITIONAL_EMPTY: spec<{ type: string }>(400, 'invalid', (p) => `A conditional interaction on ${p.type} needs search criteria`),
