@@ -15,6 +15,7 @@ import { JobQueue } from './jobs/queue';
 import { BulkExports, decorateBulkData } from './bulk/export';
 import { r4Model } from './search/model/model';
 import { memoryFilter } from './search/memory-filter';
+import { subsetWithMandatory } from './search/summary';
 import type { ResourceStore } from './storage/store';
 import type { Group } from 'fhir/r4';
 import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
@@ -175,6 +176,7 @@ function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExpo
     },
     readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
     typeFilter: (type, query) => memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
+    subset: (resource, elements) => subsetWithMandatory(resource, r4Model(), elements),
   });
   jobs.register(bulk.handler());
   return bulk;

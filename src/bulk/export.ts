@@ -32,6 +32,8 @@ export interface ExportJobInput {
   /** `_typeFilter` queries per type (a resource of the type must match one). */
   typeFilters?: Record<string, string[]>;
   since?: string;
+  /** `_elements`, as asked (bare names apply to every type). */
+  elements?: string[];
   transactionTime: string;
   request: string;
   /** Parameters refused under `Prefer: handling=lenient`, for the manifest's error file. */
@@ -73,6 +75,8 @@ export interface BulkExportDeps {
   readGroup(id: string, ctx: RequestContext): Promise<Group>;
   /** A `_typeFilter` query as a test of one resource; throws a FhirError (400) for one that cannot be applied. */
   typeFilter(type: string, query: string): (resource: Resource) => boolean;
+  /** `_elements`: the resource with only the named top-level elements and the mandatory ones, marked SUBSETTED. */
+  subset(resource: Resource, elements: string[]): Resource;
 }
 
 export class BulkExports {
@@ -107,7 +111,7 @@ export class BulkExports {
       const members = (group.member ?? []).map((m) => m.entity.reference ?? '').filter((r) => r.startsWith('Patient/')).map((r) => r.slice('Patient/'.length));
       patients = patients ? patients.filter((p) => members.includes(p)) : members;
     }
-    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
+    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, elements: params.elements, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
     return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
   }
 
@@ -187,6 +191,7 @@ export class BulkExports {
       const writer = new FileWriter(this.deps.store, job.id, `${type}.ndjson`, type);
       const filters = (input.typeFilters?.[type] ?? []).map((query) => this.deps.typeFilter(type, query));
       const filtered = (resource: Resource) => filters.length === 0 || filters.some((f) => f(resource));
+      const elements = input.elements && elementsOf(input.elements, type);
       let after = '';
       for (;;) {
         if (control.signal.aborted) throw control.signal.reason;
@@ -199,7 +204,7 @@ export class BulkExports {
           const resource = JSON.parse(row.content) as Resource;
           resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
           if (!this.deps.guard.covers(grant, resource) || !inScope(resource) || !filtered(resource)) continue;
-          await writer.add(JSON.stringify(resource));
+          await writer.add(JSON.stringify(elements ? this.deps.subset(resource, elements) : resource));
         }
         if (page.next === undefined) break;
         after = page.next;
@@ -273,6 +278,12 @@ class FileWriter {
     await this.store.putPart(this.job, this.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
     this.lines = [];
   }
+}
+
+/** The `_elements` that apply to one type: the bare names and its own `Type.name` ones; undefined when none do. */
+function elementsOf(elements: string[], type: string): string[] | undefined {
+  const names = elements.flatMap((e) => (!e.includes('.') ? [e] : e.startsWith(`${type}.`) ? [e.slice(type.length + 1)] : []));
+  return names.length > 0 ? names : undefined;
 }
 
 function deletion(type: string, id: string): Bundle {

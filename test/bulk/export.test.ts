@@ -164,10 +164,35 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
 
     test('an unsupported parameter is 400, or with handling=lenient listed in the error file', async () => {
       expect((await inject('GET', '/fhir/R4/$export?includeAssociatedData=LatestProvenanceResources', { headers: ASYNC })).statusCode).toBe(400);
-      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&_elements=id', { headers: { prefer: 'respond-async, handling=lenient' } }));
+      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&includeAssociatedData=LatestProvenanceResources', { headers: { prefer: 'respond-async, handling=lenient' } }));
       expect(manifest.error).toHaveLength(1);
       const errors = await inject('GET', manifest.error[0].url);
-      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain('_elements');
+      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain('includeAssociatedData');
+    });
+
+    test('_elements: the named root elements (bare for every type, Type.name for one) and the mandatory ones, marked SUBSETTED', async () => {
+      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Patient,Observation&_elements=Patient.gender,subject,value[x]'));
+      const byType = await download(manifest);
+      const subsetted = (r: Resource) => r.meta?.tag?.some((t) => t.code === 'SUBSETTED') === true;
+      expect(byType.Patient).toHaveLength(patients.length);
+      for (const p of byType.Patient) {
+        expect(Object.keys(p).sort()).toEqual(['gender', 'id', 'meta', 'resourceType'].filter((k) => k !== 'gender' || (p as Patient).gender !== undefined));
+        expect(subsetted(p)).toBe(true);
+      }
+      const observations = resources.filter((r) => r.resourceType === 'Observation');
+      expect(byType.Observation).toHaveLength(observations.length);
+      for (const o of byType.Observation) {
+        // status and code are mandatory (1..1) in R4 Observation; subject and value[x] were asked for.
+        const allowed = new Set(['resourceType', 'id', 'meta', 'status', 'code', 'subject']);
+        expect(Object.keys(o).filter((k) => !allowed.has(k) && !k.startsWith('value'))).toEqual([]);
+        expect(Object.keys(o)).toContain('code');
+        expect(subsetted(o)).toBe(true);
+      }
+      expect(byType.Observation.some((o) => Object.keys(o).some((k) => k.startsWith('value')))).toBe(true);
+      for (const bad of ['Patient.name.given', 'Nope.id', '1x']) {
+        const res = await inject('GET', `/fhir/R4/$export?_elements=${encodeURIComponent(bad)}`, { headers: ASYNC });
+        expect(res.statusCode, bad).toBe(400);
+      }
     });
 
     test('only the project and client that kicked an export off may see it', async () => {
