@@ -4,6 +4,7 @@ import type { Principal } from '../auth/principal';
 import type { RequestContext } from '../context/request-context';
 import { ADMIN_RESOURCE_TYPES } from '../fhir/admin-types';
 import { fhirError } from '../fhir/errors';
+import { SUPPORTING_TYPES } from '../fhir/patient-record';
 import type { Job, JobControl, JobHandler, JobQueue } from '../jobs/queue';
 import type { BulkStore } from '../storage/bulk';
 import { readExportParameters, type ExportLevel } from './parameters';
@@ -72,6 +73,8 @@ export interface BulkExportDeps {
   compartmentTypes: readonly string[];
   /** The patients whose compartment a resource is in (by the CompartmentDefinition's parameters). */
   patientsOf(resource: Resource): string[];
+  /** The resources a resource refers to (through its reference search parameters). */
+  referencesOf(resource: Resource): { type: string; id: string }[];
   readGroup(id: string, ctx: RequestContext): Promise<Group>;
   /** A `_typeFilter` query as a test of one resource; throws a FhirError (400) for one that cannot be applied. */
   typeFilter(type: string, query: string): (resource: Resource) => boolean;
@@ -89,13 +92,14 @@ export class BulkExports {
   async kickOff(call: { level: ExportLevel; groupId?: string; query: Record<string, string | string[]>; body?: unknown; url: string }, ctx: RequestContext): Promise<string> {
     if (!ctx.prefer.respondAsync) throw fhirError('ERR_BULK_ASYNC', {});
     const params = readExportParameters(call.query, call.body, { level: call.level, lenient: ctx.prefer.handling === 'lenient', isResourceType: this.deps.isResourceType });
-    const exportable = (type: string) => !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.deps.compartmentTypes.includes(type));
+    const exportable = (type: string) =>
+      !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.deps.compartmentTypes.includes(type) || SUPPORTING_TYPES.includes(type));
     let types: string[];
     if (params.types) {
       for (const type of params.types) this.deps.guard.allow(ctx.principal, 'read', type);
       types = params.types.filter(exportable);
     } else {
-      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.deps.compartmentTypes];
+      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.deps.compartmentTypes, ...SUPPORTING_TYPES];
       types = present.filter((type) => exportable(type) && this.allowed(ctx.principal, type));
     }
     // A filter of a type not exported is left aside; the others are checked now, so a bad one is 400 at kick-off.
@@ -172,20 +176,34 @@ export class BulkExports {
     return { kind: EXPORT_JOB, run: (job, control) => this.run(job, control) };
   }
 
-  /** Runs an export from the start (a retry after a crash begins again: files of the last attempt are dropped). */
+  /**
+   * Runs an export from the start (a retry after a crash begins again: files of the last attempt
+   * are dropped). At Patient and Group level the compartments come first; the supporting resources
+   * they refer to (as `$everything` adds them) follow.
+   */
   private async run(job: Job<ExportJobInput>, control: JobControl): Promise<ExportJobResult> {
     const { input } = job;
     await this.deps.store.removeFiles(job.id);
     const patients = input.patients ? new Set(input.patients) : undefined;
+    const isSupporting = (type: string) => input.level !== 'system' && !this.deps.compartmentTypes.includes(type);
+    /** Per supporting type, the ids the exported compartments refer to. */
+    const referenced = new Map<string, Set<string>>(input.types.filter(isSupporting).map((type) => [type, new Set<string>()]));
     const inScope = (resource: Resource): boolean => {
       if (input.level === 'system') return true;
+      if (isSupporting(resource.resourceType)) return referenced.get(resource.resourceType)?.has(resource.id as string) === true;
       if (resource.resourceType === 'Patient') return patients ? patients.has(resource.id as string) : true;
       const of = this.deps.patientsOf(resource);
       return patients ? of.some((p) => patients.has(p)) : of.length > 0;
     };
+    const noteReferences = (resource: Resource) => {
+      if (referenced.size === 0 || isSupporting(resource.resourceType)) return;
+      for (const target of this.deps.referencesOf(resource)) referenced.get(target.type)?.add(target.id);
+    };
     const output: ExportFile[] = [];
     const deleted = new FileWriter(this.deps.store, job.id, 'deleted.ndjson', 'Bundle');
-    for (const type of input.types) {
+    const order = [...input.types.filter((type) => !isSupporting(type)), ...input.types.filter(isSupporting)];
+    for (const type of order) {
+      if (referenced.get(type)?.size === 0) continue;
       const grant = this.grant(job.principal, type);
       if (!grant) continue;
       const writer = new FileWriter(this.deps.store, job.id, `${type}.ndjson`, type);
@@ -198,12 +216,14 @@ export class BulkExports {
         const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
         for (const row of page.rows) {
           if (row.content === null) {
-            if (input.since !== undefined) await deleted.add(JSON.stringify(deletion(type, row.id)));
+            // A deleted supporting resource cannot be told to have been referred to: left out.
+            if (input.since !== undefined && !isSupporting(type)) await deleted.add(JSON.stringify(deletion(type, row.id)));
             continue;
           }
           const resource = JSON.parse(row.content) as Resource;
           resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
           if (!this.deps.guard.covers(grant, resource) || !inScope(resource) || !filtered(resource)) continue;
+          noteReferences(resource);
           await writer.add(JSON.stringify(elements ? this.deps.subset(resource, elements) : resource));
         }
         if (page.next === undefined) break;

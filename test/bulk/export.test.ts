@@ -1,8 +1,9 @@
-import type { CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
+import type { Bundle, CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import type { ExportManifest } from '../../src/bulk/export';
 import type { JobView } from '../../src/jobs/queue';
+import { SUPPORTING_TYPES } from '../../src/fhir/patient-record';
 import { inPatientCompartment } from '../helpers/compartment-oracle';
 import { FHIR_JSON, onBothBackends, storeAll } from '../helpers/server-app';
 import { syntheaResources } from '../helpers/synthea';
@@ -135,16 +136,41 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('GET', file)).statusCode).toBe(404);
     });
 
-    test('Patient export: every patient with its compartment; Group export: the members with theirs', async () => {
+    /** The union of the patients' `$everything`, every page followed, as sorted `Type/id` keys. */
+    async function everythingOf(ids: string[]): Promise<string[]> {
+      const keys = new Set<string>();
+      for (const id of ids) {
+        let url: string | undefined = `/fhir/R4/Patient/${id}/$everything?_count=500`;
+        while (url) {
+          const res = await inject('GET', url);
+          expect(res.statusCode, res.body).toBe(200);
+          const bundle = res.json() as Bundle;
+          for (const e of bundle.entry ?? []) keys.add(`${e.resource?.resourceType}/${e.resource?.id}`);
+          url = bundle.link?.find((l) => l.relation === 'next')?.url;
+        }
+      }
+      return [...keys].sort();
+    }
+    const keysOf = (byType: Record<string, Resource[]>) => Object.values(byType).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+    /** The counts of the compartment's own types (every other type exported must be a supporting one). */
+    const compartmentPart = (byType: Record<string, Resource[]>, expected: Record<string, number>) => {
+      const counts = countsIn(byType);
+      expect(Object.keys(counts).filter((type) => !(type in expected) && !SUPPORTING_TYPES.includes(type))).toEqual([]);
+      return Object.fromEntries(Object.entries(counts).filter(([type]) => type in expected));
+    };
+
+    test('Patient export: every patient with its compartment and what it refers to; Group export: the union of its members\' $everything', async () => {
       const all = await download(await finished(await kickOff('/fhir/R4/Patient/$export')));
-      expect(countsIn(all)).toEqual(countsOf(recordsOf(patients.map((p) => p.id as string))));
+      const records = countsOf(recordsOf(patients.map((p) => p.id as string)));
+      expect(compartmentPart(all, records)).toEqual(records);
+      expect(all.Organization?.length).toBeGreaterThan(0);
+      expect(keysOf(all)).toEqual(await everythingOf(patients.map((p) => p.id as string)));
       const members = (group.member ?? []).map((m) => (m.entity.reference as string).slice('Patient/'.length));
       expect(members.length).toBeGreaterThan(0);
       const ofGroup = await download(await finished(await kickOff(`/fhir/R4/Group/${group.id}/$export`, { payload: { resourceType: 'Parameters', parameter: [{ name: '_outputFormat', valueString: 'ndjson' }] } })));
-      const expected = recordsOf(members);
-      expect(countsIn(ofGroup)).toEqual(countsOf(expected));
-      const got = Object.values(ofGroup).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
-      expect(got).toEqual(expected.map((r) => `${r.resourceType}/${r.id}`).sort());
+      const ofMembers = countsOf(recordsOf(members));
+      expect(compartmentPart(ofGroup, ofMembers)).toEqual(ofMembers);
+      expect(keysOf(ofGroup)).toEqual(await everythingOf(members));
     });
 
     test("_typeFilter: a type's resources matching any of its queries; the others whole; one that cannot be applied is 400", async () => {
