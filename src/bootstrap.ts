@@ -101,7 +101,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       searchParams: (type) => [...core.params.forType(type).keys()],
       revision: () => core.params.revision,
     });
-    const jobs = new JobQueue(store.jobs);
+    const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs });
     const bulk = bulkExports(core, store, jobs);
     const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs };
     const app = await buildApp({

@@ -37,6 +37,8 @@ export interface Config {
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
   jobWorkers: number;
+  /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
+  jobLeaseMs: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -100,6 +102,7 @@ export function loadConfig(env: Env): Config {
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     corsOrigins: corsOrigins(env),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
+    jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
   };
 }
 
