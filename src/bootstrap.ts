@@ -133,6 +133,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       logStream: options.logStream,
       guard: core.guard,
       bulk,
+      jobs,
       oauth: {
         auth,
         keys,

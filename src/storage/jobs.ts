@@ -60,6 +60,8 @@ export interface JobStore {
   remove(id: string): Promise<boolean>;
   /** Removes finished (done, dead) jobs that ended before `before`; answers how many. */
   purge(before: number): Promise<number>;
+  /** A project's newest jobs, newest first (of one kind when given). */
+  list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]>;
 }
 
 export function jobsDdl(dialect: 'sqlite' | 'postgres'): string {
@@ -150,6 +152,13 @@ export class SqlJobStore implements JobStore {
   async get(id: string): Promise<JobRow | undefined> {
     const rows = await this.read('SELECT * FROM jobs WHERE id = ?', [id]);
     return rows[0] ? jobFromRow(rows[0]) : undefined;
+  }
+
+  async list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]> {
+    const rows = options.kind === undefined
+      ? await this.read('SELECT * FROM jobs WHERE project = ? ORDER BY created_at DESC, id LIMIT ?', [project, options.limit])
+      : await this.read('SELECT * FROM jobs WHERE project = ? AND kind = ? ORDER BY created_at DESC, id LIMIT ?', [project, options.kind, options.limit]);
+    return rows.map(jobFromRow);
   }
 
   async remove(id: string): Promise<boolean> {

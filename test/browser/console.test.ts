@@ -136,6 +136,22 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     expect(errors).toEqual([]);
   });
 
+  test("the Admin tab shows the token, the project's clients and members, and its jobs with their state", async () => {
+    const kickOff = await server.app.inject({ method: 'GET', url: '/fhir/R4/$export?_type=Patient', headers: { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' } });
+    expect(kickOff.statusCode, kickOff.body).toBe(202);
+    const id = (kickOff.headers['content-location'] as string).split('/').pop() as string;
+    for (let job = await server.jobs.get(id); job?.state !== 'done'; job = await server.jobs.get(id)) {
+      expect(job?.state).not.toBe('dead');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await page.click('.tab[data-tab=admin]');
+    await page.locator('#admin-jobs td', { hasText: 'bulk-export' }).first().waitFor();
+    expect(await page.textContent('#admin-jobs')).toContain('done');
+    await expect.poll(() => page.textContent('#admin-me'), PATIENT).toContain('operator');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-admin.png'), fullPage: true });
+    expect(errors).toEqual([]);
+  });
+
   test('/docs renders the OpenAPI document with Swagger UI, from this server only', async () => {
     const res = await page.goto(`${base}/docs`);
     expect(res?.status()).toBe(200);

@@ -269,6 +269,20 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const types = (await finished(all.headers['content-location'] as string, patientsOnly)).output.map((o) => o.type);
       expect(types).toContain('Observation');
       expect(types).not.toContain('ClientApplication');
+      // The administrators' jobs view: the project's two exports, who asked, done; nobody else's.
+      const view = await inject('GET', '/admin/jobs', { headers: project });
+      expect(view.statusCode, view.body).toBe(200);
+      const jobs = (view.json() as { jobs: { id: string; kind: string; state: string; requestedBy: string }[] }).jobs;
+      expect(jobs.map((j) => [j.kind, j.state, j.requestedBy])).toEqual([
+        ['bulk-export', 'done', `ClientApplication/${client.id}`],
+        ['bulk-export', 'done', `ClientApplication/${client.id}`],
+      ]);
+      const ids = jobs.map((j) => j.id);
+      expect(ids).toContain(location.slice(location.lastIndexOf('/') + 1));
+      const elsewhere = (await inject('GET', '/admin/jobs')).json() as { jobs: { id: string }[] };
+      expect(elsewhere.jobs.filter((j) => ids.includes(j.id))).toEqual([]);
+      expect((await inject('GET', '/admin/jobs', { token: everything })).statusCode).toBe(403);
+      expect((await inject('GET', '/admin/jobs?_count=0', { headers: project })).statusCode).toBe(400);
     });
 
     test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {
