@@ -1,25 +1,13 @@
 import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
-import type { JobQueue, JobView } from './queue';
+import type { JobSummary } from './job-summary';
+import type { JobQueue } from './queue';
 
 /**
  * The project's background work as its administrators see it (the console's Jobs view): the
  * newest jobs with their state and progress, who asked, and the last error. Inputs and results
  * stay out (an export's manifest is for whoever kicked it off, through its status URL).
  */
-export interface JobSummary {
-  id: string;
-  kind: string;
-  state: JobView['state'];
-  attempts: number;
-  progress?: string;
-  lastError?: string;
-  createdAt: string;
-  finishedAt?: string;
-  /** Who asked: `operator`, or the client and user of the token. */
-  requestedBy: string;
-}
-
 export async function listProjectJobs(jobs: JobQueue, query: { kind?: string; limit?: number }, ctx: RequestContext): Promise<JobSummary[]> {
   if (!ctx.principal.admin) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: "only the project's administrators see its jobs" });
   const views = await jobs.list(ctx.project, query);

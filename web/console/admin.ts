@@ -1,18 +1,7 @@
 import type { Bundle, Resource } from 'fhir/r4';
+import type { JobSummary } from '../../src/jobs/job-summary';
 import { fhir, json } from './api';
 import { byId, failure, h, show } from './dom';
-
-interface JobSummary {
-  id: string;
-  kind: string;
-  state: string;
-  attempts: number;
-  progress?: string;
-  lastError?: string;
-  createdAt: string;
-  finishedAt?: string;
-  requestedBy: string;
-}
 
 /** `/auth/me`: who the token is for (references as `{ reference }`). */
 interface Me {
