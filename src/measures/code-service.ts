@@ -1,0 +1,86 @@
+import type { ValueSet as FhirValueSet, ValueSetExpansionContains } from 'fhir/r4';
+import { Code, ValueSet, type TerminologyProvider } from 'cql-execution';
+import { fhirError } from '../fhir/errors';
+import { expandValueSet } from '../terminology/expand';
+import { INTERNAL_LIMIT } from '../terminology/expansion/options';
+import { TerminologyError } from '../terminology/issues';
+import { TxParams } from '../terminology/params';
+import type { TerminologyService } from '../terminology/service';
+import type { EngineContext } from '../terminology/validate-code';
+import type { LoadedLibrary } from './library-closure';
+
+/**
+ * cql-execution's terminology provider over this server's own terminology engine: every value
+ * set the libraries name is resolved by canonical (url, and version when the ELM pins one) among
+ * the project's stored and the bundled value sets, and expanded by the engine's expander (a value
+ * set published with only an expansion, as VSAC's are, is taken as expanded). Expansions are
+ * prepared before any patient is evaluated, so a missing value set fails the request up front.
+ */
+
+export interface CodeServiceOptions {
+  terminology: TerminologyService;
+  project: string;
+  /** Throws when the request's time is spent. */
+  checkBudget: () => void;
+}
+
+/** Expanded value sets kept per project and terminology state (the state token changes when content does). */
+const prepared = new Map<string, Map<string, ValueSet>>();
+const MAX_PREPARED = 64;
+
+export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeServiceOptions): Promise<TerminologyProvider> {
+  const token = await options.terminology.stateToken(options.project);
+  const cacheKey = `${options.project}\u0000${token}`;
+  let sets = prepared.get(cacheKey);
+  if (!sets) {
+    sets = new Map();
+    if (prepared.size >= MAX_PREPARED) prepared.delete(prepared.keys().next().value as string);
+    prepared.set(cacheKey, sets);
+  }
+  const resolver = await options.terminology.resolver(options.project);
+  const engine: EngineContext = { resolver, params: TxParams.from({}), checkBudget: options.checkBudget };
+  for (const library of libraries) {
+    for (const def of library.elm.library.valueSets?.def ?? []) {
+      const key = keyOf(def.id, def.version);
+      if (sets.has(key)) continue;
+      const valueSet = resolver.valueSet(def.id, def.version);
+      if (!valueSet) {
+        throw fhirError('ERR_MEASURE_INVALID', {
+          measure: library.canonical,
+          reason: `the value set '${def.id}${def.version ? `|${def.version}` : ''}' ("${def.name}") is not known to this server`,
+        });
+      }
+      sets.set(key, new ValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, engine)));
+    }
+  }
+  const known = sets;
+  return {
+    findValueSetsByOid: (oid) => [...known.entries()].filter(([k]) => k.startsWith(`${oid}|`)).map(([, v]) => v),
+    findValueSet: (oid, version) => known.get(keyOf(oid, version)) ?? known.get(keyOf(oid)) ?? null,
+  };
+}
+
+function keyOf(url: string, version?: string): string {
+  return `${url}|${version ?? ''}`;
+}
+
+async function codesOf(valueSet: FhirValueSet, engine: EngineContext): Promise<Code[]> {
+  let expanded: FhirValueSet;
+  try {
+    expanded = await expandValueSet(valueSet, { designations: [], properties: [], limit: INTERNAL_LIMIT }, engine);
+  } catch (err) {
+    if (err instanceof TerminologyError) {
+      throw fhirError('ERR_MEASURE_INVALID', { measure: valueSet.url ?? 'value set', reason: `the value set '${valueSet.url}' cannot be expanded: ${err.issue.text}` });
+    }
+    throw err;
+  }
+  const codes: Code[] = [];
+  const walk = (items: ValueSetExpansionContains[] | undefined) => {
+    for (const item of items ?? []) {
+      if (item.code !== undefined && !item.abstract) codes.push(new Code(item.code, item.system, item.version, item.display));
+      walk(item.contains);
+    }
+  };
+  walk(expanded.expansion?.contains);
+  return codes;
+}
