@@ -50,7 +50,7 @@ export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeSe
           reason: `the value set '${def.id}${def.version ? `|${def.version}` : ''}' ("${def.name}") is not known to this server`,
         });
       }
-      sets.set(key, new ValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, engine)));
+      sets.set(key, new ValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, engine, library.canonical)));
     }
   }
   const known = sets;
@@ -64,15 +64,15 @@ function keyOf(url: string, version?: string): string {
   return `${url}|${version ?? ''}`;
 }
 
-async function codesOf(valueSet: FhirValueSet, engine: EngineContext): Promise<Code[]> {
+async function codesOf(valueSet: FhirValueSet, engine: EngineContext, library: string): Promise<Code[]> {
   let expanded: FhirValueSet;
   try {
     expanded = await expandValueSet(valueSet, { designations: [], properties: [], limit: INTERNAL_LIMIT }, engine);
   } catch (err) {
-    if (err instanceof TerminologyError) {
-      throw fhirError('ERR_MEASURE_INVALID', { measure: valueSet.url ?? 'value set', reason: `the value set '${valueSet.url}' cannot be expanded: ${err.issue.text}` });
-    }
-    throw err;
+    if (!(err instanceof TerminologyError)) throw err;
+    const listed = enumerated(valueSet);
+    if (listed) return listed;
+    throw fhirError('ERR_MEASURE_INVALID', { measure: library, reason: `the value set '${valueSet.url}' cannot be expanded: ${err.issue.text}` });
   }
   const codes: Code[] = [];
   const walk = (items: ValueSetExpansionContains[] | undefined) => {
@@ -83,4 +83,16 @@ async function codesOf(valueSet: FhirValueSet, engine: EngineContext): Promise<C
   };
   walk(expanded.expansion?.contains);
   return codes;
+}
+
+/**
+ * The codes a value set lists by hand (`include.concept` only: no filters, imports or excludes),
+ * for a value set the engine cannot expand because its code system is not loaded here (SNOMED CT,
+ * CPT): membership in such a value set needs no more than the list.
+ */
+function enumerated(valueSet: FhirValueSet): Code[] | undefined {
+  const compose = valueSet.compose;
+  if (!compose?.include.length || compose.exclude?.length) return undefined;
+  if (!compose.include.every((i) => i.system && i.concept?.length && !i.filter?.length && !i.valueSet?.length)) return undefined;
+  return compose.include.flatMap((i) => (i.concept ?? []).map((c) => new Code(c.code, i.system, i.version, c.display)));
 }

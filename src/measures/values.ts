@@ -25,6 +25,7 @@ export function numberOf(value: unknown): number | undefined {
   const v = Array.isArray(value) ? value[0] : value;
   if (typeof v === 'number' && Number.isFinite(v)) return v;
   const json = jsonOf(v);
+  if (typeof json === 'number' && Number.isFinite(json)) return json;
   if (typeof json === 'object' && json !== null) {
     const inner = (json as { value?: unknown }).value;
     if (typeof inner === 'number' && Number.isFinite(inner)) return inner;
