@@ -50,7 +50,7 @@ export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeSe
           reason: `the value set '${def.id}${def.version ? `|${def.version}` : ''}' ("${def.name}") is not known to this server`,
         });
       }
-      sets.set(key, new ValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, engine, library.canonical)));
+      sets.set(key, new IndexedValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, engine, library.canonical)));
     }
   }
   const known = sets;
@@ -58,6 +58,39 @@ export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeSe
     findValueSetsByOid: (oid) => [...known.entries()].filter(([k]) => k.startsWith(`${oid}|`)).map(([, v]) => v),
     findValueSet: (oid, version) => known.get(keyOf(oid, version)) ?? known.get(keyOf(oid)) ?? null,
   };
+}
+
+/**
+ * A value set whose membership test is a lookup: cql-execution's own compares a code with each
+ * member in turn, which for value sets of thousands of codes tested against every record of a
+ * patient dominates an eCQM's run time. Strings (CQL's `'x' in "VS"`) keep the engine's rules.
+ */
+class IndexedValueSet extends ValueSet {
+  private readonly index: Set<string>;
+
+  constructor(oid: string, version: string | undefined, codes: Code[]) {
+    super(oid, version, codes);
+    this.index = new Set(codes.map((c) => `${c.system}|${c.code}`));
+  }
+
+  /** Whether the code is a member (used to leave out records before they are wrapped). */
+  mayContain(system: string | undefined, code: string): boolean {
+    return this.index.has(`${system}|${code}`);
+  }
+
+  override hasMatch(code: unknown): boolean {
+    const codes = flatten(code);
+    if (codes.some((c) => typeof c === 'string')) return super.hasMatch(code);
+    return codes.some((c) => this.index.has(`${(c as Code).system}|${(c as Code).code}`));
+  }
+}
+
+/** A code, a concept's codes, or a list of either, as one list (as cql-execution's toCodeList). */
+function flatten(value: unknown): unknown[] {
+  if (value === null || value === undefined) return [];
+  if (Array.isArray(value)) return value.flatMap(flatten);
+  if (typeof value === 'object' && Array.isArray((value as { codes?: unknown }).codes)) return flatten((value as { codes: unknown[] }).codes);
+  return [value];
 }
 
 function keyOf(url: string, version?: string): string {

@@ -38,12 +38,7 @@ export class CqlRunner {
     private readonly codes: TerminologyProvider,
     period: { start: string; end: string },
   ) {
-    const data = Object.fromEntries(closure.all.map((l) => [l.canonical, l.elm]));
-    try {
-      this.library = new Library(closure.main.elm, new Repository(data));
-    } catch (err) {
-      throw fhirError('ERR_MEASURE_ELM_INVALID', { library: closure.main.canonical, reason: messageOf(err) });
-    }
+    this.library = compiled(closure);
     this.parameters = {};
     if (this.library.parameters[MEASUREMENT_PERIOD] !== undefined) {
       this.parameters[MEASUREMENT_PERIOD] = new Interval(DateTime.parse(period.start), DateTime.parse(period.end), true, true);
@@ -105,6 +100,25 @@ export class CqlRunner {
     const def = (this.library.includes[alias] as Library).expressions[local] as ExpressionDef | undefined;
     return def ? { alias, def } : undefined;
   }
+}
+
+/** Compiled libraries by the identities of their closure (expression trees hold no patient state). */
+const compiledLibraries = new Map<string, Library>();
+const MAX_COMPILED = 32;
+
+function compiled(closure: LibraryClosure): Library {
+  const key = closure.all.map((l) => l.identity).join('\u0001');
+  let library = compiledLibraries.get(key);
+  if (library) return library;
+  const data = Object.fromEntries(closure.all.map((l) => [l.canonical, l.elm]));
+  try {
+    library = new Library(closure.main.elm, new Repository(data));
+  } catch (err) {
+    throw fhirError('ERR_MEASURE_ELM_INVALID', { library: closure.main.canonical, reason: messageOf(err) });
+  }
+  if (compiledLibraries.size >= MAX_COMPILED) compiledLibraries.delete(compiledLibraries.keys().next().value as string);
+  compiledLibraries.set(key, library);
+  return library;
 }
 
 /** `SDE.SDE Sex` -> ['SDE', 'SDE Sex'] when SDE is an include's alias; else [undefined, name]. */

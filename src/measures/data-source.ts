@@ -54,12 +54,22 @@ export class CompartmentData {
       return found;
     };
     const patient = wrap.wrap(resource) as unknown as PatientObject;
+    // Wrapping is costly (a getter per element): each resource once, and only those a retrieve's codes may match.
+    const wrapped = new Map<Resource, RecordObject>();
     const findRecords = async (profile: string | null, details?: RetrieveDetails): Promise<RecordObject[]> => {
       const type = resourceTypeOf(details?.datatype ?? profile ?? '');
       if (!this.search.hasParam(type, '_id')) return [];
       const found = await read(type);
-      for (const r of found) resources.set(`${r.resourceType}/${r.id}`, r);
-      return found.map((r) => wrap.wrap(r) as unknown as RecordObject);
+      const test = details?.codes && details.codeProperty ? codeTest(details.codes) : undefined;
+      const out: RecordObject[] = [];
+      for (const r of found) {
+        if (test && !mayMatch(r, details?.codeProperty as string, test)) continue;
+        resources.set(`${r.resourceType}/${r.id}`, r);
+        let record = wrapped.get(r);
+        if (!record) wrapped.set(r, (record = wrap.wrap(r) as unknown as RecordObject));
+        out.push(record);
+      }
+      return out;
     };
     Object.defineProperty(patient, 'findRecords', { value: findRecords, enumerable: false });
     return { patient, resources };
@@ -93,4 +103,42 @@ export async function searchAll(search: SearchService, target: SearchTarget, que
   const out: Resource[] = [];
   for await (const page of searchPages(search, target, query, ctx)) out.push(...page);
   return out;
+}
+
+/** Whether a coding may be among a retrieve's codes (a lookup in the value set's index, or in the listed codes). */
+type CodeTest = (system: string | undefined, code: string) => boolean;
+
+function codeTest(codes: NonNullable<RetrieveDetails['codes']>): CodeTest {
+  const indexed = codes as { mayContain?: CodeTest };
+  if (typeof indexed.mayContain === 'function') return (system, code) => (indexed.mayContain as CodeTest)(system, code);
+  const list = (Array.isArray(codes) ? codes : ((codes as { codes?: { system?: string; code: string }[] }).codes ?? [])) as { system?: string; code: string }[];
+  const keys = new Set(list.map((c) => `${c.system}|${c.code}`));
+  return (system, code) => keys.has(`${system}|${code}`);
+}
+
+/**
+ * Whether a record may pass a retrieve's code filter, judged on its JSON before it is wrapped: a
+ * record is left out only when the coded element is there as codings and none is among the
+ * codes, or is absent (the engine would drop it too). Anything else (a bare code, a reference in
+ * a choice, a path) is kept for the engine to decide.
+ */
+function mayMatch(resource: Resource, property: string, test: CodeTest): boolean {
+  if (property.includes('.')) return true;
+  const json = resource as unknown as Record<string, unknown>;
+  let value = json[property];
+  if (value === undefined) {
+    const choice = Object.keys(json).find((k) => k.startsWith(property) && /^[A-Z]/.test(k.slice(property.length)));
+    if (choice === undefined) return false;
+    if (!choice.endsWith('CodeableConcept') && !choice.endsWith('Coding')) return true;
+    value = json[choice];
+  }
+  const codings: { system?: string; code?: string }[] = [];
+  for (const item of Array.isArray(value) ? value : [value]) {
+    if (typeof item !== 'object' || item === null) return true;
+    const o = item as { coding?: unknown; code?: unknown; system?: unknown };
+    if (Array.isArray(o.coding)) codings.push(...(o.coding as { system?: string; code?: string }[]));
+    else if (typeof o.code === 'string') codings.push(o as { system?: string; code: string });
+    else return true;
+  }
+  return codings.some((c) => typeof c.code === 'string' && test(c.system, c.code));
 }

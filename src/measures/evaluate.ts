@@ -81,7 +81,7 @@ export async function evaluateMeasure(options: EvaluateOptions, deps: EvaluateDe
 }
 
 async function prepareCql(plan: MeasurePlan, period: { start: string; end: string }, deps: EvaluateDeps): Promise<CqlRunner> {
-  const closure = await resolveClosure(plan.library as string, `Measure '${plan.canonical}'`, deps.findLibrary);
+  const closure = await resolveClosure(plan.library as string, `Measure '${plan.canonical}'`, deps.findLibrary, deps.ctx.project);
   const codes = await codeServiceFor(closure.all, { terminology: deps.terminology, project: deps.ctx.project, checkBudget: deps.checkBudget });
   const runner = new CqlRunner(closure, codes, period);
   const missing = plan.cqlNames.filter((name) => !runner.has(name) && !runner.hasFunction(name));

@@ -21,6 +21,8 @@ export interface ElmJson {
 export interface LoadedLibrary {
   /** `url|version` as the Library states them. */
   canonical: string;
+  /** The project, canonical and stored version: what compiled forms of it are cached under. */
+  identity: string;
   resource: Library;
   elm: ElmJson;
 }
@@ -38,7 +40,12 @@ const ELM_JSON = 'application/elm+json';
 /** Includes nest this deep at most (published measures use 3 or 4 levels). */
 const MAX_DEPTH = 16;
 
-export async function resolveClosure(canonical: string, from: string, find: LibraryFinder): Promise<LibraryClosure> {
+/** Parsed ELM by library identity: a published library's ELM is large (200 kB of base64) and read by every evaluation. */
+const parsed = new Map<string, ElmJson>();
+const MAX_PARSED = 256;
+
+/** `project`: whose libraries these are (what caches are keyed by, besides each library's version). */
+export async function resolveClosure(canonical: string, from: string, find: LibraryFinder, project: string): Promise<LibraryClosure> {
   const loaded = new Map<string, LoadedLibrary>();
   const visit = async (ref: string, by: string, depth: number): Promise<LoadedLibrary> => {
     const [url, version] = splitCanonical(ref);
@@ -47,7 +54,15 @@ export async function resolveClosure(canonical: string, from: string, find: Libr
     if (depth > MAX_DEPTH) throw fhirError('ERR_MEASURE_ELM_INVALID', { library: ref, reason: `includes nest more than ${MAX_DEPTH} levels deep` });
     const resource = await find(url, version);
     if (!resource) throw fhirError('ERR_MEASURE_LIBRARY_MISSING', { library: ref, from: by });
-    const library: LoadedLibrary = { canonical: `${resource.url}|${resource.version ?? ''}`, resource, elm: readElm(resource, ref) };
+    const canonicalOf = `${resource.url}|${resource.version ?? ''}`;
+    const identity = `${project}\u0000${canonicalOf}\u0000${resource.id}/${resource.meta?.versionId ?? ''}/${resource.meta?.lastUpdated ?? ''}`;
+    let elm = parsed.get(identity);
+    if (!elm) {
+      elm = readElm(resource, ref);
+      if (parsed.size >= MAX_PARSED) parsed.delete(parsed.keys().next().value as string);
+      parsed.set(identity, elm);
+    }
+    const library: LoadedLibrary = { canonical: canonicalOf, identity, resource, elm };
     loaded.set(library.canonical, library);
     for (const include of library.elm.library.includes?.def ?? []) {
       const target = includeCanonical(resource, include.path, include.version);
