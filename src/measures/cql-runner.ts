@@ -1,7 +1,8 @@
 import type { Resource } from 'fhir/r4';
 import { DateTime, Interval, Library, PatientContext, Repository, type PatientObject, type TerminologyProvider } from 'cql-execution';
 import { fhirError, isFhirError } from '../fhir/errors';
-import type { LibraryClosure } from './library-closure';
+import * as ElmOperators from 'cql-execution/lib/elm/expressions.js';
+import type { LibraryClosure, LoadedLibrary } from './library-closure';
 
 /**
  * The CQL side of an evaluation: the libraries of a closure compiled once per request by
@@ -110,6 +111,7 @@ function compiled(closure: LibraryClosure): Library {
   const key = closure.all.map((l) => l.identity).join('\u0001');
   let library = compiledLibraries.get(key);
   if (library) return library;
+  for (const l of closure.all) checkOperators(l);
   const data = Object.fromEntries(closure.all.map((l) => [l.canonical, l.elm]));
   try {
     library = new Library(closure.main.elm, new Repository(data));
@@ -119,6 +121,26 @@ function compiled(closure: LibraryClosure): Library {
   if (compiledLibraries.size >= MAX_COMPILED) compiledLibraries.delete(compiledLibraries.keys().next().value as string);
   compiledLibraries.set(key, library);
   return library;
+}
+
+/**
+ * cql-execution builds an operator it does not know as null (and the definition then answers
+ * null, silently): an ELM node whose type is neither an operator it implements nor a type
+ * specifier is refused up front, naming it.
+ */
+function checkOperators(library: LoadedLibrary): void {
+  const known = ElmOperators as unknown as Record<string, unknown>;
+  const visit = (value: unknown, where: string): void => {
+    if (Array.isArray(value)) return value.forEach((v) => visit(v, where));
+    if (typeof value !== 'object' || value === null) return;
+    const node = value as Record<string, unknown>;
+    const type = node.type;
+    if (typeof type === 'string' && typeof known[type] !== 'function' && !type.endsWith('TypeSpecifier')) {
+      throw fhirError('ERR_MEASURE_ELM_INVALID', { library: library.canonical, reason: `'${where}' uses the operator '${type.slice(0, 60)}', which the CQL engine does not implement` });
+    }
+    for (const [k, v] of Object.entries(node)) if (k !== 'annotation') visit(v, where);
+  };
+  for (const def of library.elm.library.statements?.def ?? []) visit((def as { expression?: unknown }).expression, def.name);
 }
 
 /** `SDE.SDE Sex` -> ['SDE', 'SDE Sex'] when SDE is an include's alias; else [undefined, name]. */

@@ -96,7 +96,10 @@ const broken: Resource[] = [
   { ...elmLibrary('not-json', 'http://example.org/fhir/Library/NotJson', {}), content: [{ contentType: 'application/elm+json', data: Buffer.from('{"library": ').toString('base64') }] } as Library,
   elmLibrary('no-identifier', 'http://example.org/fhir/Library/NoIdentifier', { library: { statements: { def: [] } } }),
   elmLibrary('bad-include', 'http://example.org/fhir/Library/BadInclude', { library: { ...ownElm.library, identifier: { id: 'BadInclude' }, includes: { def: [{ localIdentifier: 'X', path: 'http://example.org/fhir/Missing', version: '9' }] } } }),
-  ...['CqlOnly', 'NotJson', 'NoIdentifier', 'BadInclude', 'NotThere'].map((name) =>
+  elmLibrary('unknown-type', 'http://example.org/fhir/Library/UnknownType', {
+    library: { ...ownElm.library, identifier: { id: 'UnknownType' }, statements: { def: [{ name: 'Initial Population', context: 'Patient', expression: { type: 'NoSuchOperator' } }] } },
+  }),
+  ...['CqlOnly', 'NotJson', 'NoIdentifier', 'BadInclude', 'UnknownType', 'NotThere'].map((name) =>
     measure(`uses-${name.toLowerCase()}`, { scoringCode: 'cohort', library: [`http://example.org/fhir/Library/${name}`], group: [{ population: [pop('initial-population', cql('Initial Population'))] }] }),
   ),
   measure('undefined-name', { scoringCode: 'cohort', library: [LIB], group: [{ population: [pop('initial-population', cql('No Such Definition'))] }] }),
@@ -222,6 +225,7 @@ onBothBackends((name, open) => {
       ['uses-notjson', 422, 'not JSON'],
       ['uses-noidentifier', 422, 'library.identifier.id'],
       ['uses-badinclude', 422, "The Library 'http://example.org/fhir/Library/Missing|9' that Library"],
+      ['uses-unknowntype', 422, "'Initial Population' uses the operator 'NoSuchOperator'"],
       ['uses-notthere', 422, "The Library 'http://example.org/fhir/Library/NotThere' that Measure"],
       ['undefined-name', 422, "defines no 'No Such Definition'"],
       ['no-group', 422, 'it has no group'],
