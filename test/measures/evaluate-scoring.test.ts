@@ -202,10 +202,12 @@ onBothBackends((name, open) => {
       expect(averaged.group?.[0]?.measureScore?.value).toBe(2);
     });
 
-    test('cohort: the initial population and no score', async () => {
+    test('cohort: the initial population and no score; practitioner keeps its patients only', async () => {
       const report = await ok('cohort');
       expect(countsOf(report)).toEqual({ 'initial-population': 2 });
       expect(report.group?.[0]?.measureScore).toBeUndefined();
+      expect(countsOf(await ok('cohort', '&practitioner=Practitioner/dr-who'))).toEqual({ 'initial-population': 1 });
+      expect(countsOf(await ok('ratio', '&practitioner=Practitioner/dr-who'))).toEqual({ 'initial-population': 2, denominator: 2, numerator: 1 });
     });
 
     test('subject-list with a resource basis lists the encounters; a Group narrows the population to its members', async () => {

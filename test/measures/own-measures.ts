@@ -5,7 +5,7 @@ import type { Condition, Encounter, Expression, Library, Measure, MeasureGroupPo
  * each language the server runs: CQL (a hand-written ELM library, as a CQL translator would emit
  * it), FHIRPath and FHIR queries.
  *
- * - alice: female, 1960, two finished encounters (2 and 1 days long), hypertension
+ * - alice: female, 1960, Practitioner/dr-who's patient (as bob is), two finished encounters (2 and 1 days long), hypertension
  * - bob: male, 1970, one finished encounter (3 days)
  * - carol: female, 1990, no encounter
  * - dave: male, 1950, hypertension, no encounter
@@ -32,8 +32,9 @@ const condition = (id: string, subject: string): Condition => ({
 });
 
 export const ownData: Resource[] = [
-  patient('alice', 'female', '1960-05-01'),
-  patient('bob', 'male', '1970-05-01'),
+  { resourceType: 'Practitioner', id: 'dr-who' },
+  { ...patient('alice', 'female', '1960-05-01'), generalPractitioner: [{ reference: 'Practitioner/dr-who' }] },
+  { ...patient('bob', 'male', '1970-05-01'), generalPractitioner: [{ reference: 'Practitioner/dr-who' }] },
   patient('carol', 'female', '1990-05-01'),
   patient('dave', 'male', '1950-05-01'),
   encounter('alice-1', 'alice', 2),
