@@ -1,5 +1,6 @@
-import type { Coding, MeasureReport, Patient, Period, Resource } from 'fhir/r4';
+import type { Coding, Measure, MeasureReport, Patient, Period, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
+import { fhirError } from '../fhir/errors';
 import type { SearchService } from '../search/search-service';
 import type { TerminologyService } from '../terminology/service';
 import { codeServiceFor } from './code-service';
@@ -12,8 +13,6 @@ import { buildReport, type ReportType } from './report';
 import { applyRules, observed, type Members } from './scoring';
 import { GroupTally, SupplementalTally } from './tally';
 import { codingsOf, holds, keyOf, numberOf, resourcesOf } from './values';
-import { fhirError } from '../fhir/errors';
-import type { Measure } from 'fhir/r4';
 
 /**
  * One $evaluate-measure: the Measure planned, its CQL prepared once (library closure, value sets,
@@ -68,9 +67,11 @@ export async function evaluateMeasure(options: EvaluateOptions, deps: EvaluateDe
     };
     for (let g = 0; g < plan.groups.length; g++) await evaluateGroup(plan.groups[g], scope, criteria, groups[g]);
     for (let s = 0; s < plan.supplemental.length; s++) {
+      // Resources a supplemental element answers are named in evaluatedResource; other values are counted.
       const value = await criteria.value(plan.supplemental[s].criteria, scope);
-      supplemental.add(s, codingsOf(resourcesOf(value).length > 0 ? [] : value));
-      for (const r of resourcesOf(value)) evaluated.add(`${r.resourceType}/${r.id}`);
+      const resources = resourcesOf(value);
+      if (resources.length === 0) supplemental.add(s, codingsOf(value));
+      for (const r of resources) evaluated.add(`${r.resourceType}/${r.id}`);
     }
     if (options.reportType === 'subject') {
       const records: Resource[] = [...(runner && scope.cql ? runner.evaluatedRecords(scope.cql) : []), ...scope.touched.values()];
