@@ -8,6 +8,7 @@ import { resourceValidate } from './resource/validate';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
+import { measureEvaluateMeasure } from './measure/evaluate-measure';
 import { patientEverything } from './patient/everything';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
@@ -32,4 +33,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   projectInit,
   graphqlOperation,
   patientEverything,
+  measureEvaluateMeasure,
 ];
