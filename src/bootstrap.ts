@@ -167,19 +167,12 @@ function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExpo
     store: store.bulk,
     guard: core.guard,
     isResourceType: (type) => SERVED_RESOURCE_TYPES.includes(type),
-    compartmentTypes: [...new Set(['Patient', ...Object.keys(compartment)])],
-    patientsOf: (resource) => {
-      const params = compartment[resource.resourceType] ?? [];
-      return core.extractor
-        .extract(resource)
-        .reference.filter((r) => r.target_type === 'Patient' && r.target_id !== null && params.includes(r.param))
-        .map((r) => r.target_id as string);
-    },
+    compartmentParams: compartment,
     referencesOf: (resource) =>
       core.extractor
         .extract(resource)
         .reference.filter((r) => r.target_type !== null && r.target_id !== null)
-        .map((r) => ({ type: r.target_type as string, id: r.target_id as string })),
+        .map((r) => ({ param: r.param, type: r.target_type as string, id: r.target_id as string })),
     readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
     typeFilter: (type, query) => memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
     subset: (resource, elements) => subsetWithMandatory(resource, r4Model(), elements),

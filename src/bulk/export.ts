@@ -69,12 +69,10 @@ export interface BulkExportDeps {
   store: BulkStore;
   guard: AccessGuard;
   isResourceType(type: string): boolean;
-  /** The types of the Patient compartment (Patient included). */
-  compartmentTypes: readonly string[];
-  /** The patients whose compartment a resource is in (by the CompartmentDefinition's parameters). */
-  patientsOf(resource: Resource): string[];
-  /** The resources a resource refers to (through its reference search parameters). */
-  referencesOf(resource: Resource): { type: string; id: string }[];
+  /** The reference search parameters of each type that put a resource in a patient's compartment (the CompartmentDefinition's). */
+  compartmentParams: Readonly<Record<string, readonly string[]>>;
+  /** What a resource refers to, by reference search parameter (the index's extraction, run once per resource). */
+  referencesOf(resource: Resource): { param: string; type: string; id: string }[];
   readGroup(id: string, ctx: RequestContext): Promise<Group>;
   /** A `_typeFilter` query as a test of one resource; throws a FhirError (400) for one that cannot be applied. */
   typeFilter(type: string, query: string): (resource: Resource) => boolean;
@@ -86,20 +84,25 @@ export class BulkExports {
   /** When each running export's status was last asked for in this process. */
   private readonly polls = new Map<string, number>();
 
-  constructor(private readonly deps: BulkExportDeps) {}
+  /** The types of the Patient compartment (Patient included). */
+  private readonly compartmentTypes: readonly string[];
+
+  constructor(private readonly deps: BulkExportDeps) {
+    this.compartmentTypes = [...new Set(['Patient', ...Object.keys(deps.compartmentParams)])];
+  }
 
   /** Starts an export; answers the job id (the status URL's last segment). */
   async kickOff(call: { level: ExportLevel; groupId?: string; query: Record<string, string | string[]>; body?: unknown; url: string }, ctx: RequestContext): Promise<string> {
     if (!ctx.prefer.respondAsync) throw fhirError('ERR_BULK_ASYNC', {});
     const params = readExportParameters(call.query, call.body, { level: call.level, lenient: ctx.prefer.handling === 'lenient', isResourceType: this.deps.isResourceType });
     const exportable = (type: string) =>
-      !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.deps.compartmentTypes.includes(type) || SUPPORTING_TYPES.includes(type));
+      !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.compartmentTypes.includes(type) || SUPPORTING_TYPES.includes(type));
     let types: string[];
     if (params.types) {
       for (const type of params.types) this.deps.guard.allow(ctx.principal, 'read', type);
       types = params.types.filter(exportable);
     } else {
-      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.deps.compartmentTypes, ...SUPPORTING_TYPES];
+      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.compartmentTypes, ...SUPPORTING_TYPES];
       types = present.filter((type) => exportable(type) && this.allowed(ctx.principal, type));
     }
     // A filter of a type not exported is left aside; the others are checked now, so a bad one is 400 at kick-off.
@@ -185,19 +188,24 @@ export class BulkExports {
     const { input } = job;
     await this.deps.store.removeFiles(job.id);
     const patients = input.patients ? new Set(input.patients) : undefined;
-    const isSupporting = (type: string) => input.level !== 'system' && !this.deps.compartmentTypes.includes(type);
+    const isSupporting = (type: string) => input.level !== 'system' && !this.compartmentTypes.includes(type);
     /** Per supporting type, the ids the exported compartments refer to. */
     const referenced = new Map<string, Set<string>>(input.types.filter(isSupporting).map((type) => [type, new Set<string>()]));
+    /** Whether the resource is exported; a compartment resource that is notes what it refers to. */
     const inScope = (resource: Resource): boolean => {
       if (input.level === 'system') return true;
       if (isSupporting(resource.resourceType)) return referenced.get(resource.resourceType)?.has(resource.id as string) === true;
-      if (resource.resourceType === 'Patient') return patients ? patients.has(resource.id as string) : true;
-      const of = this.deps.patientsOf(resource);
-      return patients ? of.some((p) => patients.has(p)) : of.length > 0;
-    };
-    const noteReferences = (resource: Resource) => {
-      if (referenced.size === 0 || isSupporting(resource.resourceType)) return;
-      for (const target of this.deps.referencesOf(resource)) referenced.get(target.type)?.add(target.id);
+      const references = this.deps.referencesOf(resource);
+      let taken: boolean;
+      if (resource.resourceType === 'Patient') {
+        taken = patients ? patients.has(resource.id as string) : true;
+      } else {
+        const params = this.deps.compartmentParams[resource.resourceType] ?? [];
+        const of = references.filter((r) => r.type === 'Patient' && params.includes(r.param)).map((r) => r.id);
+        taken = patients ? of.some((p) => patients.has(p)) : of.length > 0;
+      }
+      if (taken) for (const target of references) referenced.get(target.type)?.add(target.id);
+      return taken;
     };
     const output: ExportFile[] = [];
     const deleted = new FileWriter(this.deps.store, job.id, 'deleted.ndjson', 'Bundle');
@@ -222,8 +230,7 @@ export class BulkExports {
           }
           const resource = JSON.parse(row.content) as Resource;
           resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
-          if (!this.deps.guard.covers(grant, resource) || !inScope(resource) || !filtered(resource)) continue;
-          noteReferences(resource);
+          if (!this.deps.guard.covers(grant, resource) || !filtered(resource) || !inScope(resource)) continue;
           await writer.add(JSON.stringify(elements ? this.deps.subset(resource, elements) : resource));
         }
         if (page.next === undefined) break;
