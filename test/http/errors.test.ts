@@ -126,10 +126,10 @@ describe('the error catalogue', () => {
     }
   });
 
-  test('the README documents every code with its status and issue code', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  test('docs/errors.md documents every code with its status and issue code', () => {
+    const catalogue = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
     for (const [code, entry] of Object.entries(ERRORS)) {
-      expect(readme).toContain(`| \`${code}\` | ${entry.status} | \`${entry.issue}\` |`);
+      expect(catalogue).toContain(`| \`${code}\` | ${entry.status} | \`${entry.issue}\` |`);
     }
   });
 });
