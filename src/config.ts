@@ -39,6 +39,15 @@ export interface Config {
   jobWorkers: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
   jobLeaseMs: number;
+  /** Heap limit of a bot's isolate, in MB (BOT_MEMORY_MB). */
+  botMemoryMb: number;
+  /** Largest answer a bot may return (BOT_OUTPUT_LIMIT). */
+  botOutputBytes: number;
+  /**
+   * Secrets bots see as `event.secrets` (BOT_SECRETS, JSON): by project id, `*` for every project,
+   * each a map of name to value. Kept in configuration, never in a resource a reader could see.
+   */
+  botSecrets: Record<string, Record<string, string>>;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -103,6 +112,9 @@ export function loadConfig(env: Env): Config {
     corsOrigins: corsOrigins(env),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
+    botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),
+    botOutputBytes: size(env, 'BOT_OUTPUT_LIMIT', 1024 * 1024),
+    botSecrets: botSecrets(env),
   };
 }
 
@@ -140,6 +152,24 @@ function corsOrigins(env: Env): string[] {
     }
   }
   return list.map((o) => (o === '*' ? o : new URL(o).origin));
+}
+
+/** `{"*": {"NAME": "value"}, "<project id>": {...}}`: names to string values, by project. */
+function botSecrets(env: Env): Record<string, Record<string, string>> {
+  const raw = env.BOT_SECRETS?.trim();
+  if (!raw) return {};
+  const fail = () => new ConfigError('BOT_SECRETS: must be JSON such as {"*": {"API_KEY": "..."}, "<project id>": {"NAME": "value"}}');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw fail();
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw fail();
+  for (const values of Object.values(parsed)) {
+    if (!values || typeof values !== 'object' || Array.isArray(values) || Object.values(values).some((v) => typeof v !== 'string')) throw fail();
+  }
+  return parsed as Record<string, Record<string, string>>;
 }
 
 export function isLoopback(host: string): boolean {

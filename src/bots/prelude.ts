@@ -31,6 +31,7 @@ const call = async (method, path, options = {}) => {
 const queryOf = (query) => {
   if (query === undefined || query === null) return undefined;
   if (typeof query === 'string') return query.replace(/^\?/, '');
+  if (Array.isArray(query)) return query.map(([name, value]) => [String(name), String(value)]);
   const pairs = [];
   for (const [name, value] of Object.entries(query)) {
     if (value === undefined) continue;

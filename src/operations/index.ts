@@ -9,6 +9,8 @@ import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
 import { patientEverything } from './patient/everything';
+import { botDeploy } from './bot/deploy';
+import { botExecute } from './bot/execute';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -32,4 +34,6 @@ export const operationModules: OperationModule<AppServices>[] = [
   projectInit,
   graphqlOperation,
   patientEverything,
+  botDeploy,
+  botExecute,
 ];
