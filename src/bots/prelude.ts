@@ -1,14 +1,17 @@
 /**
  * What a bot's fresh context is given before its code runs: plain JavaScript run inside the isolate
- * (evalClosure, with the sandbox's two host functions as $0 and $1), never in the server. It
+ * (compiled once per isolate; the sandbox's two host functions are handed over as globals, which it
+ * takes and removes), never in the server. It
  * defines `console` (captured into the execution log), `require` (only '@medplum/core', a few of its
  * helpers), the Medplum-style FHIR client, and the entry points the sandbox calls. There is no
  * `process`, no Node `require` and no network in an isolate: nothing else is added.
  */
-export const PRELUDE = String.raw`
-const log = $0;
-const host = $1;
+export const PRELUDE = String.raw`(() => {
 const g = globalThis;
+const log = g.__hostLog;
+const host = g.__hostClient;
+delete g.__hostLog;
+delete g.__hostClient;
 const show = (v) => {
   if (typeof v === 'string') return v;
   if (v instanceof Error) return v.stack || String(v);
@@ -102,7 +105,10 @@ g.__botRun = async (eventJson) => {
   const value = JSON.stringify(result);
   return JSON.stringify(value === undefined ? { kind: 'none' } : { kind: 'json', value });
 };
-`;
+})();`;
+
+/** Runs the bot with the event the sandbox left in `__botEvent`. */
+export const RUN = '__botRun(globalThis.__botEvent)';
 
 /** The bot's CommonJS code as a script that hands its module factory to the prelude (line 1 stays line 1). */
 export function wrapModule(code: string): string {

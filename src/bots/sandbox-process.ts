@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import ivm from 'isolated-vm';
-import { PRELUDE, wrapModule } from './prelude';
+import { PRELUDE, RUN, wrapModule } from './prelude';
 import type { BotResult, FromSandbox, RunLimits, ToSandbox } from './protocol';
 
 /**
@@ -12,15 +12,20 @@ import type { BotResult, FromSandbox, RunLimits, ToSandbox } from './protocol';
  * out-of-memory can take the whole process down).
  */
 
-const IDLE_ISOLATES = 4;
+const IDLE_ISOLATES = 8;
 const CACHED_SCRIPTS = 64;
 
 class Slot {
   readonly isolate: ivm.Isolate;
   private readonly scripts = new Map<string, ivm.Script>();
+  /** The prelude and the call of the handler, compiled once per isolate. */
+  readonly prelude: ivm.Script;
+  readonly run: ivm.Script;
 
   constructor(readonly memoryMb: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
+    this.prelude = this.isolate.compileScriptSync(PRELUDE, { filename: 'prelude.js' });
+    this.run = this.isolate.compileScriptSync(RUN, { filename: 'run.js' });
   }
 
   /** The bot's module script, compiled once per isolate for the same code. */
@@ -75,13 +80,19 @@ async function run(message: Extract<ToSandbox, { kind: 'run' }>): Promise<void> 
   }, limits.timeoutMs);
   let context: ivm.Context | undefined;
   try {
+    // Everything runs asynchronously, on the isolate's thread: this process's loop stays free to
+    // answer other executions and to end this one with the timer above.
     context = await slot.isolate.createContext();
-    const logCallback = new ivm.Callback((level: string, text: string) => log.add(level, text));
-    const client = new ivm.Reference((request: string) => clientCall(id, request));
-    await context.evalClosure(PRELUDE, [logCallback, client], { timeout: limits.timeoutMs });
+    const global = context.global;
+    await Promise.all([
+      global.set('__hostLog', new ivm.Callback((level: string, text: string) => log.add(level, text))),
+      global.set('__hostClient', new ivm.Reference((request: string) => clientCall(id, request))),
+      global.set('__botEvent', message.event),
+    ]);
+    await slot.prelude.run(context, { timeout: limits.timeoutMs });
     const script = await slot.script(message.code);
     await script.run(context, { timeout: limits.timeoutMs });
-    const out = (await context.evalClosure('return __botRun($0)', [message.event], { timeout: limits.timeoutMs, result: { promise: true, copy: true } })) as string;
+    const out = (await slot.run.run(context, { timeout: limits.timeoutMs, promise: true, copy: true })) as string;
     if (out.length > limits.outputBytes) throw new Error(`the bot's answer is larger than ${limits.outputBytes} bytes`);
     send({ kind: 'done', id, ok: true, result: JSON.parse(out) as BotResult, log: log.text() });
   } catch (err) {

@@ -1,0 +1,17 @@
+import { createServerApp } from './src/bootstrap';
+import { loadConfig } from './src/config';
+import { internalContext } from './src/context/request-context';
+const server = await createServerApp({ ...loadConfig({ LOG_LEVEL: 'silent' }), dataDir: ':memory:' });
+const app = server.app;
+await app.inject({ method: 'PUT', url: '/fhir/R4/Bot/t', headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Bot', id: 't', auditEventTrigger: 'never' } });
+await app.inject({ method: 'POST', url: '/fhir/R4/Bot/t/$deploy', headers: { 'content-type': 'application/json' }, payload: { code: 'export async function handler(m, e) { return e.input }', filename: 't.js' } });
+const bots = server.services.bots as any;
+const ctx = internalContext();
+const bot = await server.services.rest.readResource('Bot', 't', ctx) as any;
+const time = async (name: string, f: () => Promise<unknown>) => { for (let i = 0; i < 20; i++) await f(); const t = process.hrtime.bigint(); for (let i = 0; i < 100; i++) await f(); console.log(name, Number(process.hrtime.bigint() - t) / 1e8, 'ms'); };
+await time('executableCode', () => bots.executableCode(bot, ctx));
+await time('botPrincipal', () => bots.botPrincipal(bot, ctx));
+await time('runner', () => bots.deps.runner.run('exports.handler = async (m, e) => e.input', '{"input":1}', { memoryMb: 128, timeoutMs: 10000, outputBytes: 1e6, logBytes: 1e5 }, async () => ({ status: 200 })));
+await time('execute', () => bots.execute(bot, { input: 1, contentType: 'application/json' }, ctx));
+await time('inject metadata', () => app.inject({ method: 'GET', url: '/fhir/R4/Patient?_count=1' }));
+await server.close();
