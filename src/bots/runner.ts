@@ -29,6 +29,11 @@ export class BotRunner {
   private nextId = 0;
   private closed = false;
 
+  /** The sandbox process's id, while one runs. */
+  get pid(): number | undefined {
+    return this.child?.exitCode === null ? this.child.pid : undefined;
+  }
+
   run(code: string, event: string, limits: RunLimits, client: ClientHandler): Promise<RunOutcome> {
     return this.send({ kind: 'run', id: ++this.nextId, code, event, limits }, limits.timeoutMs + GRACE_MS, client);
   }
