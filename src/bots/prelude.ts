@@ -3,8 +3,9 @@
  * (compiled once per isolate; the sandbox's two host functions are handed over as globals, which it
  * takes and removes), never in the server. It
  * defines `console` (captured into the execution log), `require` (only '@medplum/core', a few of its
- * helpers), the Medplum-style FHIR client, and the entry points the sandbox calls. There is no
- * `process`, no Node `require` and no network in an isolate: nothing else is added.
+ * helpers), the Medplum-style FHIR client, `fetch` (answered by the server: its own API, or the
+ * origins its configuration allows), and the entry points the sandbox calls. There is no `process`,
+ * no Node `require` and no network of its own in an isolate: nothing else is added.
  */
 export const PRELUDE = String.raw`(() => {
 const g = globalThis;
@@ -20,9 +21,9 @@ const show = (v) => {
 const writer = (level) => (...args) => log(level, args.map(show).join(' '));
 g.console = { log: writer('info'), info: writer('info'), debug: writer('debug'), warn: writer('warn'), error: writer('error'), trace: writer('debug') };
 
+const ask = async (request) => JSON.parse(await host.apply(undefined, [JSON.stringify(request)], { arguments: { copy: true }, result: { promise: true, copy: true } }));
 const call = async (method, path, options = {}) => {
-  const request = JSON.stringify({ method, path: String(path).replace(/^\/+/, '').replace(/^fhir\/R4\/+/, ''), query: queryOf(options.query), body: options.body, contentType: options.contentType, ifNoneExist: options.ifNoneExist });
-  const answer = JSON.parse(await host.apply(undefined, [request], { arguments: { copy: true }, result: { promise: true, copy: true } }));
+  const answer = await ask({ method, path: String(path).replace(/^\/+/, '').replace(/^fhir\/R4\/+/, ''), query: queryOf(options.query), body: options.body, contentType: options.contentType, ifNoneExist: options.ifNoneExist });
   if (answer.status >= 400) {
     const error = new Error(answer.message || ('HTTP ' + answer.status));
     error.status = answer.status;
@@ -47,9 +48,31 @@ const splitPath = (url) => {
   const q = text.indexOf('?');
   return q < 0 ? [text, undefined] : [text.slice(0, q), text.slice(q + 1)];
 };
+// fetch: to this server (as the bot, in-process) or to the origins the configuration allows.
+g.fetch = async (input, init = {}) => {
+  const url = String(input && typeof input === 'object' && input.url ? input.url : input);
+  const headers = {};
+  const given = init.headers || {};
+  for (const [name, value] of Array.isArray(given) ? given : Object.entries(given)) headers[String(name).toLowerCase()] = String(value);
+  const body = init.body === undefined || init.body === null ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+  const answer = await ask({ method: String(init.method || 'GET').toUpperCase(), path: '', url, headers, body });
+  if (answer.status === 0) throw new TypeError('fetch failed: ' + answer.message);
+  const text = answer.text === undefined ? '' : answer.text;
+  const answerHeaders = answer.headers || {};
+  return {
+    ok: answer.status >= 200 && answer.status < 300,
+    status: answer.status,
+    url,
+    headers: { get: (name) => (answerHeaders[String(name).toLowerCase()] === undefined ? null : answerHeaders[String(name).toLowerCase()]) },
+    text: async () => text,
+    json: async () => JSON.parse(text),
+  };
+};
 const referenceOf = (resource) => ({ reference: resource.resourceType + '/' + resource.id });
 
 class BotClient {
+  constructor(base) { this.base = base || ''; }
+  getBaseUrl() { return this.base; }
   readResource(type, id) { return call('GET', type + '/' + id); }
   readReference(reference) { return call('GET', reference.reference); }
   readHistory(type, id) { return call('GET', type + '/' + id + '/_history'); }
@@ -76,7 +99,7 @@ class BotClient {
   post(url, body) { const [path, query] = splitPath(url); return call('POST', path, { query, body }); }
   put(url, body) { const [path, query] = splitPath(url); return call('PUT', path, { query, body }); }
   delete(url) { const [path, query] = splitPath(url); return call('DELETE', path, { query }); }
-  fhirUrl(...parts) { return parts.join('/'); }
+  fhirUrl(...parts) { return this.base + '/' + parts.join('/'); }
 }
 
 const core = {
@@ -99,7 +122,10 @@ g.__botRun = async (eventJson) => {
   const exported = module.exports;
   const handler = typeof exported.handler === 'function' ? exported.handler : exported.default && typeof exported.default.handler === 'function' ? exported.default.handler : undefined;
   if (!handler) throw new Error('the bot exports no handler (export async function handler(medplum, event) { ... })');
-  const result = await handler(new BotClient(), JSON.parse(eventJson));
+  const event = JSON.parse(eventJson);
+  const base = event.baseUrl;
+  delete event.baseUrl;
+  const result = await handler(new BotClient(base), event);
   if (result === undefined) return JSON.stringify({ kind: 'none' });
   if (typeof result === 'string') return JSON.stringify({ kind: 'text', value: result });
   const value = JSON.stringify(result);

@@ -41,11 +41,18 @@ export interface ClientRequest {
   contentType?: string;
   /** If-None-Exist of a conditional create. */
   ifNoneExist?: string;
+  /** A fetch (absolute URL) rather than a client call: answered with `text`. */
+  url?: string;
+  headers?: Record<string, string>;
 }
 
 /** The answer to a client call (JSON in `answer`); status >= 400 makes the bot's call throw. */
 export interface ClientAnswer {
+  /** 0: a fetch that was refused or failed (the bot's fetch throws). */
   status: number;
   body?: unknown;
   message?: string;
+  /** A fetch's answer. */
+  text?: string;
+  headers?: Record<string, string>;
 }

@@ -7,6 +7,8 @@ import type { RequestContext } from '../context/request-context';
 import type { BotResource, ProjectMembershipResource } from '../fhir/admin-types';
 import { FhirError, fhirError } from '../fhir/errors';
 import type { RestService } from '../rest/rest-service';
+import type { Outbound } from '../net/outbound';
+import { FHIR_JSON } from '../fhir/outcome';
 import type { FhirRequest } from '../rest/fhir-request';
 import { compileBot } from './compile';
 import type { BotResult, ClientAnswer, ClientRequest, RunLimits } from './protocol';
@@ -26,6 +28,9 @@ export interface BotServiceDeps {
   outputBytes: number;
   /** By project id, `*` for every project: name -> value. */
   secrets: Record<string, Record<string, string>>;
+  /** Origins a bot's fetch may reach besides this server (`*`: any public address), and how. */
+  fetchAllow: string[];
+  outbound: Outbound;
 }
 
 /** What an execution is given besides the bot. */
@@ -92,6 +97,8 @@ export class BotService {
       traceId: ctx.requestId,
       headers: call.headers ?? {},
       requester: ctx.principal.profile ? { reference: ctx.principal.profile } : undefined,
+      // For the client's getBaseUrl()/fhirUrl() (taken out of the event before the handler sees it).
+      baseUrl: ctx.baseUrl,
     };
     const limits: RunLimits = { memoryMb: this.deps.memoryMb, timeoutMs: timeoutS * 1000, outputBytes: this.deps.outputBytes, logBytes: LOG_BYTES };
     const outcome = await this.deps.runner.run(code, JSON.stringify(event), limits, (request) => this.clientCall(request, botCtx));
@@ -140,6 +147,7 @@ export class BotService {
 
   /** One FHIR call of the bot's client, through the REST core as the bot. */
   private async clientCall(request: ClientRequest, ctx: RequestContext): Promise<ClientAnswer> {
+    if (request.url !== undefined) return this.fetchCall(request, request.url, ctx);
     const query: Record<string, string[]> = {};
     const pairs = typeof request.query === 'string' ? [...new URLSearchParams(request.query)] : (request.query ?? []);
     for (const [name, value] of pairs) (query[name] ??= []).push(value);
@@ -157,6 +165,45 @@ export class BotService {
       if (err instanceof FhirError) return { status: err.status, body: err.outcome, message: err.message };
       ctx.log.error({ err }, 'a bot client call failed');
       return { status: 500, message: 'An unexpected error occurred; it has been logged' };
+    }
+  }
+
+  /**
+   * A bot's fetch: to this server's FHIR base, answered in-process as the bot (its Authorization
+   * header is not needed, nor used); elsewhere only to the allowed origins, through the same
+   * outbound rules as the server's own requests (no private addresses unless allowed).
+   */
+  private async fetchCall(request: ClientRequest, url: string, ctx: RequestContext): Promise<ClientAnswer> {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return { status: 0, message: `'${url.slice(0, 200)}' is not an absolute URL` };
+    }
+    const base = ctx.baseUrl.replace(/\/+$/, '');
+    if (url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)) {
+      const path = parsed.pathname.slice(new URL(base).pathname.length).replace(/^\/+/, '');
+      const contentType = request.headers?.['content-type'];
+      let body: unknown = request.body;
+      if (typeof body === 'string' && body !== '' && (contentType === undefined || /json/i.test(contentType))) {
+        try {
+          body = JSON.parse(body);
+        } catch {
+          return { status: 400, text: JSON.stringify(fhirError('ERR_BODY_JSON', { reason: 'the fetch body is not JSON' }).outcome), headers: { 'content-type': FHIR_JSON } };
+        }
+      }
+      const answer = await this.clientCall({ method: request.method, path, query: parsed.search.slice(1), body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
+      return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers: { 'content-type': FHIR_JSON } };
+    }
+    const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(parsed.origin);
+    if (!allowed) return { status: 0, message: `bots may fetch only this server's API and the origins BOT_FETCH_ALLOW names, not ${parsed.origin}` };
+    try {
+      const answer = await this.deps.outbound.send(url, { method: request.method, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+      return { status: answer.status, text: answer.body, headers };
+    } catch (err) {
+      return { status: 0, message: err instanceof Error ? err.message : String(err) };
     }
   }
 
@@ -185,8 +232,9 @@ export class BotService {
     }
   }
 
-  close(): Promise<void> {
-    return this.deps.runner.close();
+  async close(): Promise<void> {
+    await this.deps.runner.close();
+    await this.deps.outbound.close();
   }
 }
 

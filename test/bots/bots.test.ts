@@ -1,9 +1,11 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { AuditEvent, Bundle, Observation, Patient, Resource } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { executeBot } from '../../src/bots/service';
 import { internalContext } from '../../src/context/request-context';
-import { FHIR_JSON, onBothBackends, type OpenServer } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, serverApp, type OpenServer } from '../helpers/server-app';
 
 /**
  * Bots end to end, on both backends: $deploy from TypeScript, $execute with every input kind, the
@@ -244,3 +246,42 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 }
 
 onBothBackends(suite, { botSecrets: { '*': { GREETING: 'hello from config' } } });
+
+describe('bot fetch', () => {
+  let server: ServerApp;
+  let other: Server;
+  let origin = '';
+  beforeAll(async () => {
+    other = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'x-seen-method': req.method ?? '' });
+      res.end(JSON.stringify({ from: 'the allowed origin', path: req.url }));
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    origin = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    server = await serverApp({ botFetchAllow: [origin], outboundAllowPrivate: true });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await new Promise((resolve) => other.close(resolve));
+  });
+
+  test('reaches this server as the bot, the allowed origins, and nothing else', async () => {
+    const inject = (method: string, url: string, payload?: object) => server.app.inject({ method: method as 'GET', url: `/fhir/R4/${url}`, headers: FHIR_JSON, payload });
+    expect((await inject('PUT', 'Patient/p1', { resourceType: 'Patient', id: 'p1', name: [{ family: 'Fetched' }] })).statusCode).toBeLessThan(300);
+    expect((await inject('PUT', 'Bot/fetcher', { resourceType: 'Bot', id: 'fetcher', name: 'fetcher' })).statusCode).toBeLessThan(300);
+    const code = `export async function handler(medplum, event) {
+      const own = await fetch(medplum.fhirUrl('Patient', 'p1'));
+      const allowed = await fetch(event.input.origin + '/hello', { method: 'POST', body: 'x' });
+      let refused;
+      try { await fetch('http://example.com/'); } catch (err) { refused = err.message; }
+      return { own: [own.status, (await own.json()).name[0].family], allowed: [allowed.status, (await allowed.json()).path, allowed.headers.get('X-Seen-Method')], refused };
+    }`;
+    expect((await inject('POST', 'Bot/fetcher/$deploy', { resourceType: 'Parameters', parameter: [{ name: 'code', valueString: code }, { name: 'filename', valueString: 'fetcher.js' }] })).statusCode).toBe(200);
+    const res = await server.app.inject({ method: 'POST', url: '/fhir/R4/Bot/fetcher/$execute', headers: { 'content-type': 'application/json' }, payload: { origin } });
+    expect(res.statusCode, res.body).toBe(200);
+    const answer = res.json();
+    expect(answer.own).toEqual([200, 'Fetched']);
+    expect(answer.allowed).toEqual([200, '/hello', 'POST']);
+    expect(answer.refused).toContain('BOT_FETCH_ALLOW');
+  });
+});
