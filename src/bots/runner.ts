@@ -22,20 +22,34 @@ interface Pending {
 
 /** Time the sandbox has beyond a bot's own timeout to report it. */
 const GRACE_MS = 500;
+/**
+ * Executions in the sandbox at once; more wait their turn (each may hold an isolate of up to
+ * BOT_MEMORY_MB, so this bounds the sandbox's memory too).
+ */
+const MAX_RUNNING = 16;
 
 export class BotRunner {
   private child?: ChildProcess;
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private closed = false;
+  private running = 0;
+  private readonly queue: (() => void)[] = [];
 
   /** The sandbox process's id, while one runs. */
   get pid(): number | undefined {
     return this.child?.exitCode === null ? this.child.pid : undefined;
   }
 
-  run(code: string, event: string, limits: RunLimits, client: ClientHandler): Promise<RunOutcome> {
-    return this.send({ kind: 'run', id: ++this.nextId, code, event, limits }, limits.timeoutMs + GRACE_MS, client);
+  async run(code: string, event: string, limits: RunLimits, client: ClientHandler): Promise<RunOutcome> {
+    if (this.running >= MAX_RUNNING) await new Promise<void>((resolve) => this.queue.push(resolve));
+    this.running++;
+    try {
+      return await this.send({ kind: 'run', id: ++this.nextId, code, event, limits }, limits.timeoutMs + GRACE_MS, client);
+    } finally {
+      this.running--;
+      this.queue.shift()?.();
+    }
   }
 
   /** Whether the code compiles in the sandbox; the syntax error's message when not. */

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { AuditEvent, Binary, Bundle, Reference, Resource } from 'fhir/r4';
 import type { Accounts } from '../auth/accounts';
 import { operatorIn, type Principal } from '../auth/principal';
@@ -50,6 +50,9 @@ const LOG_BYTES = 64 * 1024;
 const AUDIT_LOG_CHARS = 10_000;
 
 export class BotService {
+  /** AuditEvents being written (the answer does not wait for them; close does). */
+  private readonly audits = new Set<Promise<void>>();
+
   constructor(private readonly deps: BotServiceDeps) {}
 
   /**
@@ -66,7 +69,7 @@ export class BotService {
     const binary: Binary = { resourceType: 'Binary', id: binaryId, contentType: 'application/javascript', data: Buffer.from(compiled.code, 'utf8').toString('base64') };
     const updated: BotResource = {
       ...bot,
-      executableCode: { contentType: 'application/javascript', url: `Binary/${binaryId}`, title: filename.replace(/\.(c|m)?ts$/i, '.js') },
+      executableCode: { contentType: 'application/javascript', url: `Binary/${binaryId}`, title: filename.replace(/\.(c|m)?ts$/i, '.js'), hash: sha1(Buffer.from(compiled.code, 'utf8')) },
     };
     delete updated.meta;
     const entries: NonNullable<Bundle['entry']> = [
@@ -102,7 +105,8 @@ export class BotService {
     };
     const limits: RunLimits = { memoryMb: this.deps.memoryMb, timeoutMs: timeoutS * 1000, outputBytes: this.deps.outputBytes, logBytes: LOG_BYTES };
     const outcome = await this.deps.runner.run(code, JSON.stringify(event), limits, (request) => this.clientCall(request, botCtx));
-    await this.audit(bot, outcome.ok ? undefined : outcome.error, outcome.log, ctx);
+    const audit = this.audit(bot, outcome.ok ? undefined : outcome.error, outcome.log, ctx).finally(() => this.audits.delete(audit));
+    this.audits.add(audit);
     if (!outcome.ok) {
       const message = `the bot failed: ${outcome.error}`;
       throw fhirError('ERR_BOT_FAILED', { message: outcome.error }, { issues: [{ severity: 'error', code: 'processing', details: { text: message }, diagnostics: outcome.log || undefined }] });
@@ -110,7 +114,10 @@ export class BotService {
     return { ...outcome.result, log: outcome.log };
   }
 
-  /** The deployed code: the Binary executableCode points at, read as the caller (who may read the Bot). */
+  /**
+   * The deployed code: the Binary executableCode points at. Its SHA-1 must match the hash $deploy
+   * wrote beside it: whoever may write Binaries but not Bots cannot change what a bot runs.
+   */
   private async executableCode(bot: BotResource, ctx: RequestContext): Promise<string> {
     const url = bot.executableCode?.url;
     const id = url?.startsWith('Binary/') ? url.slice('Binary/'.length) : undefined;
@@ -120,7 +127,10 @@ export class BotService {
     }
     const binary = (await this.deps.rest.readResource('Binary', id, { ...ctx, principal: operatorIn(ctx.project) }).catch(() => undefined)) as { data?: string } | undefined;
     if (!binary?.data) throw fhirError('ERR_BOT_NOT_DEPLOYED', { id: bot.id as string });
-    return Buffer.from(binary.data, 'base64').toString('utf8');
+    const code = Buffer.from(binary.data, 'base64');
+    const expected = bot.executableCode?.hash;
+    if (expected !== undefined && sha1(code) !== expected) throw fhirError('ERR_BOT_INPUT', { reason: `${url} no longer holds the code deployed to Bot/${bot.id}; deploy it again` });
+    return code.toString('utf8');
   }
 
   /** The bot's own membership in the project (created, as Medplum does, when it has none). */
@@ -207,7 +217,10 @@ export class BotService {
     }
   }
 
-  /** An AuditEvent for the execution, as the Bot's auditEventTrigger says (default: always). */
+  /**
+   * An AuditEvent for the execution, as the Bot's auditEventTrigger says (default: always). Written
+   * beside the answer, not before it: a failing bot's 400 is not held up by the write.
+   */
   private async audit(bot: BotResource, error: string | undefined, log: string, ctx: RequestContext): Promise<void> {
     const trigger = bot.auditEventTrigger ?? 'always';
     if (trigger === 'never' || (trigger === 'on-error' && error === undefined) || (trigger === 'on-output' && log === '')) return;
@@ -233,9 +246,15 @@ export class BotService {
   }
 
   async close(): Promise<void> {
+    await Promise.allSettled([...this.audits]);
     await this.deps.runner.close();
     await this.deps.outbound.close();
   }
+}
+
+/** Attachment.hash: base64 SHA-1 of the data. */
+function sha1(data: Buffer): string {
+  return createHash('sha1').update(data).digest('base64');
 }
 
 /**

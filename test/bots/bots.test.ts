@@ -100,8 +100,13 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(res.statusCode, res.body).toBe(200);
       expect(res.headers['content-type']).toContain('application/json');
       expect(res.json()).toBe(true);
-      const audit = await inject('GET', 'AuditEvent?entity=Bot/hello');
-      const events = ((audit.json() as Bundle).entry ?? []).map((e) => e.resource as AuditEvent);
+      // The AuditEvent is written beside the answer: wait for it.
+      let events: AuditEvent[] = [];
+      for (let tries = 0; events.length === 0 && tries < 200; tries++) {
+        if (tries > 0) await new Promise((resolve) => setTimeout(resolve, 25));
+        const audit = await inject('GET', 'AuditEvent?entity=Bot/hello');
+        events = ((audit.json() as Bundle).entry ?? []).map((e) => e.resource as AuditEvent);
+      }
       expect(events).toHaveLength(1);
       expect(events[0].outcome).toBe('0');
       expect(events[0].outcomeDesc).toContain('Hello Peter Chalmers');
@@ -179,6 +184,16 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const run = await inject('POST', 'Bot/broken/$execute', { x: 1 });
       expect(run.statusCode).toBe(400);
       expect(run.json().issue[0].details.text).toContain('deploy it first');
+    });
+
+    test('a Binary changed behind the bot is not run (its hash no longer matches)', async () => {
+      const bot = await deployBot('tamper', "export async function handler() { return 'deployed'; }", { filename: 'tamper.js' });
+      expect((await inject('POST', 'Bot/tamper/$execute', { x: 1 })).body).toBe('deployed');
+      const id = (bot.executableCode?.url as string).split('/')[1];
+      await put({ resourceType: 'Binary', id, contentType: 'application/javascript', data: Buffer.from("exports.handler = async () => 'swapped';").toString('base64') } as Resource);
+      const res = await inject('POST', 'Bot/tamper/$execute', { x: 1 });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().issue[0].details.text).toContain('no longer holds the code deployed');
     });
 
     test('a thrown error is 400 with the message and the log', async () => {

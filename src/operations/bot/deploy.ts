@@ -16,7 +16,6 @@ export interface DeployInput {
 export const botDeploy = defineRawOperation<AppServices>({
   definition: 'https://medplum.com/fhir/OperationDefinition/bot-deploy',
   raw: async (input, ctx) => {
-    if (input.method === 'GET') throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: 'deploy' }, { headers: { allow: 'POST' } });
     const bot = targetOf<BotResource>(ctx, 'Bot') as BotResource;
     const { code, filename } = deployInput(input);
     const source = code ?? bot.code;
