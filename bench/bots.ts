@@ -1,8 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freePort } from '../test/helpers/process';
-import { rssMb, startProcess, stop, waitForOk } from './harness';
+import { rssMb, runBench, withBuiltServer } from './harness';
 
 /**
  * `npm run bench:bots`: the built server (as `npm start` runs it, on SQLite) with one trivial bot
@@ -16,13 +12,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const AUDIT = process.env.BENCH_AUDIT === 'never' ? 'never' : 'always';
 
-async function main(): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-bots-'));
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}/fhir/R4`;
-  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
-  try {
-    await waitForOk(`${base}/metadata`, 60_000);
+runBench(() =>
+  withBuiltServer('bots', {}, async (base, server) => {
     const put = await fetch(`${base}/Bot/trivial`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify({ resourceType: 'Bot', id: 'trivial', name: 'trivial', auditEventTrigger: AUDIT }) });
     if (put.status >= 300) throw new Error(`PUT Bot: ${put.status} ${await put.text()}`);
     const code = 'export async function handler(medplum: unknown, event: { input: unknown }) { return event.input; }';
@@ -56,13 +47,5 @@ async function main(): Promise<void> {
     );
     console.log(`trivial bot, ${CONCURRENCY} in flight: ${done} executions in ${((Date.now() - started) / 1000).toFixed(1)} s = ${(done / ((Date.now() - started) / 1000)).toFixed(0)} executions/s`);
     console.log(`server RSS: ${rssMb(server.pid)} MB (the sandbox process is separate)`);
-  } finally {
-    await stop(server);
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exit(1);
-});
+  }),
+);
