@@ -26,6 +26,7 @@ export type BotResult = { kind: 'none' } | { kind: 'text'; value: string } | { k
 
 /** Sandbox -> server. */
 export type FromSandbox =
+  | { kind: 'ready' }
   | { kind: 'done'; id: number; ok: true; result: BotResult; log: string }
   | { kind: 'done'; id: number; ok: false; error: string; log: string }
   | { kind: 'client-call'; id: number; call: number; request: string };

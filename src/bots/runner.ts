@@ -20,8 +20,11 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
-/** Time the sandbox has beyond a bot's own timeout to report it. */
-const GRACE_MS = 500;
+/**
+ * Time the sandbox has beyond a bot's own timeout to report it (it ends the bot itself, on time;
+ * this is for a sandbox that is stuck, and generous so that a loaded machine does not look stuck).
+ */
+const GRACE_MS = 5000;
 /**
  * Executions in the sandbox at once; more wait their turn (each may hold an isolate of up to
  * BOT_MEMORY_MB, so this bounds the sandbox's memory too).
@@ -30,6 +33,8 @@ const MAX_RUNNING = 16;
 
 export class BotRunner {
   private child?: ChildProcess;
+  /** Settles when the current sandbox has loaded (its start-up is not counted against any bot's time). */
+  private ready?: Promise<boolean>;
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private closed = false;
@@ -70,9 +75,11 @@ export class BotRunner {
     }
   }
 
-  private send(message: ToSandbox & { id: number }, deadlineMs: number, client?: ClientHandler): Promise<RunOutcome> {
-    if (this.closed) return Promise.resolve({ ok: false, error: 'the server is shutting down', log: '' });
+  private async send(message: ToSandbox & { id: number }, deadlineMs: number, client?: ClientHandler): Promise<RunOutcome> {
+    if (this.closed) return { ok: false, error: 'the server is shutting down', log: '' };
     const child = this.sandbox();
+    if (!(await this.ready)) return { ok: false, error: 'the bot sandbox stopped before it started', log: '' };
+    if (this.child !== child || !child.connected) return { ok: false, error: 'the bot sandbox stopped (a bot may have exhausted its memory)', log: '' };
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         // The sandbox did not answer in time: it is stuck, and so is anything else it runs.
@@ -96,8 +103,14 @@ export class BotRunner {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
-    child.on('message', (message: FromSandbox) => this.receive(child, message));
+    let started: (ok: boolean) => void = () => undefined;
+    this.ready = new Promise((resolve) => (started = resolve));
+    child.on('message', (message: FromSandbox) => {
+      if (message.kind === 'ready') started(true);
+      else this.receive(child, message);
+    });
     child.on('exit', () => {
+      started(false);
       if (this.child === child) {
         this.child = undefined;
         this.failAll('the bot sandbox stopped (a bot may have exhausted its memory)');
@@ -108,7 +121,7 @@ export class BotRunner {
     return child;
   }
 
-  private receive(child: ChildProcess, message: FromSandbox): void {
+  private receive(child: ChildProcess, message: Exclude<FromSandbox, { kind: 'ready' }>): void {
     const pending = this.pending.get(message.id);
     if (!pending) return;
     if (message.kind === 'client-call') {

@@ -174,3 +174,4 @@ process.on('message', (message: ToSandbox) => {
 });
 // The server went away: so does the sandbox.
 process.on('disconnect', () => process.exit(0));
+send({ kind: 'ready' });

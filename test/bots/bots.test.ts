@@ -208,13 +208,16 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     test.each(HOSTILE)('%s fails cleanly with 400 within timeout + 1 s while the server keeps answering', async (label, body) => {
       const id = `hostile-${HOSTILE.findIndex(([l]) => l === label)}`;
       await deployBot(id, `export async function handler(medplum, event) { ${body} }`, { filename: `${id}.js`, timeout: HOSTILE_TIMEOUT_S });
+      // A client asking for the CapabilityStatement about every 10 ms while the bot runs (paced, so
+      // that the loop itself does not starve the process it measures on a loaded machine).
       let running = true;
-      let answered = 0;
+      const latencies: number[] = [];
       const loop = (async () => {
         while (running) {
+          const asked = Date.now();
           const res = await inject('GET', 'metadata');
-          if (res.statusCode === 200) answered++;
-          await new Promise((resolve) => setImmediate(resolve));
+          if (res.statusCode === 200) latencies.push(Date.now() - asked);
+          await new Promise((resolve) => setTimeout(resolve, 10));
         }
       })();
       const started = Date.now();
@@ -225,7 +228,9 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(res.statusCode, res.body).toBe(400);
       expect(res.json().resourceType).toBe('OperationOutcome');
       expect(elapsed).toBeLessThan((HOSTILE_TIMEOUT_S + 1) * 1000);
-      expect(answered).toBeGreaterThan(0);
+      expect(latencies.length).toBeGreaterThan(0);
+      latencies.sort((a, b) => a - b);
+      console.log(`${label}: ${latencies.length} GET /metadata answered meanwhile, p99 ${latencies[Math.floor(latencies.length * 0.99)]} ms`);
       // The sandbox is still usable afterwards.
       expect((await inject('POST', 'Bot/alive/$execute', { x: 1 })).body).toBe('alive');
     });
