@@ -1,6 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../test/helpers/process';
 
 /** What the benchmark and the soak share: starting processes, waiting for them, measuring them. */
 
@@ -43,3 +46,29 @@ export async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
+
+/**
+ * The built server (dist/server.mjs, as `npm start` runs it) on SQLite in a fresh data folder, for
+ * the duration of `work`; stopped and its folder removed afterwards, whatever happens.
+ */
+export async function withBuiltServer(name: string, env: Record<string, string>, work: (base: string, server: ChildProcess) => Promise<void>): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), `fhir-bench-${name}-`));
+  const port = await freePort();
+  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
+  try {
+    const base = `http://127.0.0.1:${port}/fhir/R4`;
+    await waitForOk(`${base}/metadata`, 60_000);
+    await work(base, server);
+  } finally {
+    await stop(server);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Runs a benchmark's main; a failure is printed and exits 1. */
+export function runBench(main: () => Promise<void>): void {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

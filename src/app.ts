@@ -180,6 +180,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     invoker,
     answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     contextOf,
+    bodyLimit: config.bodyLimit,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
   if (parts.jobs) registerAdminRoutes(app, { jobs: parts.jobs, contextOf });

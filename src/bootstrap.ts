@@ -35,6 +35,8 @@ import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
 import { Outbound } from './net/outbound';
 import { GraphQLService } from './graphql/service';
+import { BotRunner } from './bots/runner';
+import { BotService } from './bots/service';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
@@ -45,6 +47,8 @@ export interface ServerApp {
   core: Core;
   /** The durable job queue, its workers started (JOB_WORKERS). */
   jobs: JobQueue;
+  /** What operation handlers are given (for parts wired beside them: a subscription running a bot). */
+  services: AppServices;
   /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
   close(): Promise<void>;
 }
@@ -103,7 +107,9 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs });
     const bulk = bulkExports(core, store, jobs);
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs };
+    // The sandbox process starts with the first bot deployed or run, not here.
+    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner(), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots };
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -147,9 +153,11 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       app,
       core,
       jobs,
+      services,
       close: async () => {
         await app.close();
         await jobs.stop();
+        await bots.close();
         await store.close();
       },
     };

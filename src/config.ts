@@ -39,6 +39,17 @@ export interface Config {
   jobWorkers: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
   jobLeaseMs: number;
+  /** Heap limit of a bot's isolate, in MB (BOT_MEMORY_MB). */
+  botMemoryMb: number;
+  /** Largest answer a bot may return (BOT_OUTPUT_LIMIT). */
+  botOutputBytes: number;
+  /**
+   * Secrets bots see as `event.secrets` (BOT_SECRETS, JSON): by project id, `*` for every project,
+   * each a map of name to value. Kept in configuration, never in a resource a reader could see.
+   */
+  botSecrets: Record<string, Record<string, string>>;
+  /** Origins a bot's fetch may reach besides this server (BOT_FETCH_ALLOW); `*` for any public address. */
+  botFetchAllow: string[];
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -100,9 +111,13 @@ export function loadConfig(env: Env): Config {
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
-    corsOrigins: corsOrigins(env),
+    corsOrigins: origins(env, 'CORS_ORIGINS'),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
+    botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),
+    botOutputBytes: size(env, 'BOT_OUTPUT_LIMIT', 1024 * 1024),
+    botSecrets: botSecrets(env),
+    botFetchAllow: origins(env, 'BOT_FETCH_ALLOW'),
   };
 }
 
@@ -123,8 +138,8 @@ function baseUrl(env: Env): string | undefined {
 }
 
 /** Comma-separated origins as a browser sends them in `Origin`: scheme, host and port, nothing more. */
-function corsOrigins(env: Env): string[] {
-  const raw = env.CORS_ORIGINS?.trim();
+function origins(env: Env, name: string): string[] {
+  const raw = env[name]?.trim();
   if (!raw) return [];
   const list = raw.split(',').map((o) => o.trim()).filter((o) => o !== '');
   for (const origin of list) {
@@ -136,10 +151,28 @@ function corsOrigins(env: Env): string[] {
       url = undefined;
     }
     if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin.replace(/\/$/, '').toLowerCase()) {
-      throw new ConfigError(`CORS_ORIGINS: '${origin}' is not an origin such as https://app.example.org or http://localhost:3000 (no path)`);
+      throw new ConfigError(`${name}: '${origin}' is not an origin such as https://app.example.org or http://localhost:3000 (no path)`);
     }
   }
   return list.map((o) => (o === '*' ? o : new URL(o).origin));
+}
+
+/** `{"*": {"NAME": "value"}, "<project id>": {...}}`: names to string values, by project. */
+function botSecrets(env: Env): Record<string, Record<string, string>> {
+  const raw = env.BOT_SECRETS?.trim();
+  if (!raw) return {};
+  const fail = () => new ConfigError('BOT_SECRETS: must be JSON such as {"*": {"API_KEY": "..."}, "<project id>": {"NAME": "value"}}');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw fail();
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw fail();
+  for (const values of Object.values(parsed)) {
+    if (!values || typeof values !== 'object' || Array.isArray(values) || Object.values(values).some((v) => typeof v !== 'string')) throw fail();
+  }
+  return parsed as Record<string, Record<string, string>>;
 }
 
 export function isLoopback(host: string): boolean {

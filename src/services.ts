@@ -1,6 +1,7 @@
 import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
 import type { Accounts } from './auth/accounts';
+import type { BotService } from './bots/service';
 import type { AuthService } from './auth/oauth';
 import type { GraphQLService } from './graphql/service';
 import type { Repository } from './storage/repository';
@@ -29,4 +30,6 @@ export interface AppServices {
   search: SearchService;
   /** The durable job queue (bulk export and other background work). */
   jobs: JobQueue;
+  /** Bots: $deploy and $execute, their sandbox (src/bots). */
+  bots: BotService;
 }

@@ -51,7 +51,7 @@ export class Accounts {
   }
 
   /** The live memberships of a person or a client, in every project. */
-  memberships(member: { type: 'User' | 'ClientApplication'; id: string }): Promise<MembershipKey[]> {
+  memberships(member: { type: 'User' | 'ClientApplication' | 'Bot'; id: string }): Promise<MembershipKey[]> {
     return membershipsOf(this.repository.store, member);
   }
 

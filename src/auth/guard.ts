@@ -1,5 +1,5 @@
 import type { Resource } from 'fhir/r4';
-import { PROJECT_ADMIN_TYPES, SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
+import { ADMIN_WRITTEN_TYPES, PROJECT_ADMIN_TYPES, SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import { fhirError } from '../fhir/errors';
 import type { Principal } from './principal';
 import { contextsAllowing, type Permission } from './scopes';
@@ -9,6 +9,7 @@ import { contextsAllowing, type Permission } from './scopes';
  * - operators may do everything;
  * - Project and User (system scope): a member reads its own project and its own user, nothing more,
  *   and writes neither; ProjectMembership, ClientApplication, AccessPolicy: project admins only;
+ *   Bot: members read, project admins write;
  *   SearchParameter (they shape the whole server's index): operators write them;
  * - the membership's access policy, when it has one, names the types allowed and which only to read;
  * - SMART scopes, when the token has them: `system/` and `user/` allow the type in the project,
@@ -53,6 +54,7 @@ export class AccessGuard {
       grant.ids = type === 'Project' ? [principal.project] : principal.user ? [principal.user] : [];
     }
     if (PROJECT_ADMIN_TYPES.has(type) && !principal.admin) throw forbidden(`${type} resources are the project administrators' to see and change`);
+    if (ADMIN_WRITTEN_TYPES.has(type) && writing && !principal.admin) throw forbidden(`${type} resources are the project administrators' to change`);
     if (type === 'SearchParameter' && writing) throw forbidden("search parameters apply to the whole server; the server's operators define them");
     if (principal.policy) {
       const rule = principal.policy.find((r) => r.type === type) ?? principal.policy.find((r) => r.type === '*');

@@ -96,8 +96,7 @@ export class TokenService {
       return undefined;
     }
     if (typeof payload.project !== 'string' || typeof payload.exp !== 'number') return undefined;
-    const principal: Principal = {
-      operator: false,
+    const principal = principalOf({
       project: payload.project,
       admin: payload.admin === true,
       membership: payload.membership,
@@ -105,9 +104,9 @@ export class TokenService {
       client: payload.client_id,
       profile: payload.profile,
       patient: payload.patient,
-      scopes: payload.scope !== undefined ? parseScopes(payload.scope) : undefined,
+      scope: payload.scope,
       policy: payload.pol?.map(([type, readonly]) => ({ type, readonly: readonly === 1 })),
-    };
+    });
     if (this.verified.size >= VERIFIED_KEPT) this.verified.delete(this.verified.keys().next().value as string);
     this.verified.set(token, { principal, exp: payload.exp });
     return principal;
@@ -125,6 +124,22 @@ export class TokenService {
     const stored = await this.store.take('refresh-token', digest(token));
     return stored === undefined ? undefined : (JSON.parse(stored) as TokenGrant);
   }
+}
+
+/** Who acts under a grant: the principal a token carrying it stands for (a bot's executions use it without a token). */
+export function principalOf(grant: TokenGrant): Principal {
+  return {
+    operator: false,
+    project: grant.project,
+    admin: grant.admin,
+    membership: grant.membership,
+    user: grant.user,
+    client: grant.client,
+    profile: grant.profile,
+    patient: grant.patient,
+    scopes: grant.scope !== undefined ? parseScopes(grant.scope) : undefined,
+    policy: grant.policy,
+  };
 }
 
 /** Secrets are stored as their SHA-256: a database dump gives nothing usable. */

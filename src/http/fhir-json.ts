@@ -96,6 +96,19 @@ export function registerFormBodies(app: FastifyInstance): void {
   });
 }
 
+/** Media types raw operations take as text ($execute's input): plain text and HL7 v2. */
+export const TEXT_BODY_TYPES = ['text/plain', 'x-application/hl7-v2+er7'];
+
+/**
+ * Text bodies, for the raw operations' routes only (registered in their own Fastify scope): every
+ * other route still answers 415 to them.
+ */
+export function registerTextBodies(scope: FastifyInstance, options: { bodyLimit: number }): void {
+  scope.addContentTypeParser(TEXT_BODY_TYPES, { parseAs: 'string', bodyLimit: options.bodyLimit }, (_req, body, done) => {
+    done(null, body);
+  });
+}
+
 /** The body text of a request, as it was parsed (for keys that must match the exact request). */
 const rawBodies = new WeakMap<FastifyRequest, string>();
 

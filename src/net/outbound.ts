@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { Agent, request } from 'undici';
 
 /**
- * Requests the server makes to addresses users give it (a client's jwksUri; later, webhooks):
+ * Requests the server makes to addresses users give it (a client's jwksUri, a bot's fetch):
  * never to loopback, link-local or private addresses (where the server's own neighbours live)
  * unless OUTBOUND_ALLOW_PRIVATE=true, checked on the address actually connected to (a name that
  * resolves to 127.0.0.1 is refused too); bounded in time and in size.
@@ -48,7 +48,12 @@ export class Outbound {
     });
   }
 
-  async getText(url: string): Promise<FetchedText> {
+  getText(url: string): Promise<FetchedText> {
+    return this.send(url);
+  }
+
+  /** Any method, with headers and a text body (a bot's fetch to an allowed origin). */
+  async send(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<FetchedText> {
     const parsed = new URL(url);
     if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new OutboundError(`only http(s) URLs are fetched, not ${parsed.protocol}`);
     // A literal address never goes through the lookup: check it here.
@@ -58,7 +63,9 @@ export class Outbound {
     }
     const response = await request(url, {
       dispatcher: this.agent,
-      method: 'GET',
+      method: (init.method ?? 'GET') as 'GET',
+      headers: init.headers,
+      body: init.body,
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
       // Redirects are not followed (undici's request never does): a 3xx is an answer like any other.

@@ -10,6 +10,8 @@ import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
 import { measureEvaluateMeasure } from './measure/evaluate-measure';
 import { patientEverything } from './patient/everything';
+import { botDeploy } from './bot/deploy';
+import { botExecute } from './bot/execute';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
 import { valueSetCompare } from './valueset/compare';
@@ -34,4 +36,6 @@ export const operationModules: OperationModule<AppServices>[] = [
   graphqlOperation,
   patientEverything,
   measureEvaluateMeasure,
+  botDeploy,
+  botExecute,
 ];

@@ -11,8 +11,8 @@ export interface MembershipKey {
   id: string;
 }
 
-/** The live memberships, in any project, whose `user` is this User or ClientApplication. */
-export async function membershipsOf(reader: StoreReader, member: { type: 'User' | 'ClientApplication'; id: string }): Promise<MembershipKey[]> {
+/** The live memberships, in any project, whose `user` is this User, ClientApplication or Bot. */
+export async function membershipsOf(reader: StoreReader, member: { type: 'User' | 'ClientApplication' | 'Bot'; id: string }): Promise<MembershipKey[]> {
   return reader.query<MembershipKey>(
     `SELECT r.project, r.id FROM search_reference x JOIN resources r ON r.rid = x.rid
       WHERE x.param = ? AND x.target_type = ? AND x.target_id = ? AND r.type = 'ProjectMembership' AND r.deleted = FALSE

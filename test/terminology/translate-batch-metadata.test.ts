@@ -125,7 +125,7 @@ describe('metadata', () => {
     expect(features).toContainEqual(['http://hl7.org/fhir/uv/tx-ecosystem/FeatureDefinition/CodeSystemAsParameter', true]);
     const types = cs.rest?.[0].resource?.map((r) => r.type) ?? [];
     expect(types).toContain('ValueSet');
-    expect(types).not.toContain('Bot');
+    expect(types).not.toContain('Agent');
     const codeSystem = cs.rest?.[0].resource?.find((r) => r.type === 'CodeSystem');
     expect(codeSystem?.operation?.map((o) => o.name).sort()).toEqual(['graphql', 'lookup', 'subsumes', 'validate', 'validate-code']);
   });
@@ -142,8 +142,8 @@ describe('metadata', () => {
     expect(tc.codeSystem?.some((c) => c.uri === 'http://hl7.org/fhir/administrative-gender')).toBe(true);
   });
 
-  test('resources of types R4 does not define are unknown', async () => {
-    const res = await app.inject({ method: 'POST', url: '/fhir/R4/Bot', headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Bot' } });
+  test('resources of types R4 does not define are unknown (Medplum types the server does not serve)', async () => {
+    const res = await app.inject({ method: 'POST', url: '/fhir/R4/Agent', headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Agent' } });
     expect(res.statusCode).toBe(404);
     expect((res.json() as OperationOutcome).issue[0].code).toBe('not-supported');
   });

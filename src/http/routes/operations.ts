@@ -5,7 +5,7 @@ import type { OperationCall, OperationInvoker } from '../../operations/invoke';
 import type { Level } from '../../operations/operation';
 import type { BoundOperation, OperationRegistry } from '../../operations/registry';
 import type { AnswerCache } from '../answer-cache';
-import { rawBodyOf } from '../fhir-json';
+import { FormBody, rawBodyOf, registerTextBodies } from '../fhir-json';
 
 export interface OperationRouteDeps<S> {
   base: string;
@@ -16,6 +16,7 @@ export interface OperationRouteDeps<S> {
   invoker: OperationInvoker<S>;
   /** The context of a request: its project, deadline, base URL. */
   contextOf: (request: FastifyRequest) => RequestContext;
+  bodyLimit: number;
 }
 
 /** Headers an operation may honour, passed through to its context. */
@@ -26,14 +27,20 @@ const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'];
  * GET unless the definition affects state (checked per request, to answer 405 rather than 404).
  */
 export function registerOperationRoutes<S>(app: FastifyInstance, deps: OperationRouteDeps<S>): void {
-  for (const op of deps.registry.operations) {
+  const routes = (scope: FastifyInstance, op: BoundOperation<S>) => {
     const { spec } = op;
-    if (spec.system) route(app, deps, op, `${deps.base}/$${spec.code}`, 'system');
+    if (spec.system) route(scope, deps, op, `${deps.base}/$${spec.code}`, 'system');
     for (const type of spec.resources) {
-      if (spec.typeLevel) route(app, deps, op, `${deps.base}/${type}/$${spec.code}`, 'type', type);
-      if (spec.instance) route(app, deps, op, `${deps.base}/${type}/:id/$${spec.code}`, 'instance', type);
+      if (spec.typeLevel) route(scope, deps, op, `${deps.base}/${type}/$${spec.code}`, 'type', type);
+      if (spec.instance) route(scope, deps, op, `${deps.base}/${type}/:id/$${spec.code}`, 'instance', type);
     }
-  }
+  };
+  for (const op of deps.registry.operations) if (!op.raw) routes(app, op);
+  // Raw operations read their own bodies, text ones included ($execute's HL7 v2), in a scope of their own.
+  void app.register(async (scope) => {
+    registerTextBodies(scope, { bodyLimit: deps.bodyLimit });
+    for (const op of deps.registry.operations) if (op.raw) routes(scope, op);
+  });
 }
 
 function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOperation<S>, url: string, level: Level, type?: string) {
@@ -44,7 +51,9 @@ function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOp
       const ctx = deps.contextOf(request);
       const call = callOf(request, op, level, type);
       if (op.raw) {
-        const out = await deps.invoker.invokeRaw({ ...call, contentType: headerValue(request, 'content-type') }, ctx, op);
+        // A form body reaches raw operations as the name/value object it stands for.
+        const body = call.body instanceof FormBody ? Object.fromEntries(call.body.params) : call.body;
+        const out = await deps.invoker.invokeRaw({ ...call, body, contentType: headerValue(request, 'content-type') }, ctx, op);
         return reply.code(out.status).type(out.contentType).send(out.body);
       }
       // A reused answer is still only for callers allowed to ask.

@@ -1,0 +1,59 @@
+/**
+ * The messages between the server and its bot sandbox process (child_process IPC). The sandbox
+ * holds the isolates; everything a bot does outside its isolate (its FHIR client) is a message
+ * back to the server, which answers it as the bot's principal.
+ */
+
+export interface RunLimits {
+  /** Heap of the bot's isolate, in MB. */
+  memoryMb: number;
+  /** Wall-clock (and CPU) time of one execution, in ms. */
+  timeoutMs: number;
+  /** Largest answer (JSON or text), in bytes. */
+  outputBytes: number;
+  /** Largest captured console log, in bytes (the rest is cut). */
+  logBytes: number;
+}
+
+/** Server -> sandbox. */
+export type ToSandbox =
+  | { kind: 'run'; id: number; code: string; event: string; limits: RunLimits }
+  | { kind: 'compile'; id: number; code: string }
+  | { kind: 'client-answer'; id: number; call: number; answer: string };
+
+/** What a bot returned: nothing, text, or a JSON value (as JSON text). */
+export type BotResult = { kind: 'none' } | { kind: 'text'; value: string } | { kind: 'json'; value: string };
+
+/** Sandbox -> server. */
+export type FromSandbox =
+  | { kind: 'ready' }
+  | { kind: 'done'; id: number; ok: true; result: BotResult; log: string }
+  | { kind: 'done'; id: number; ok: false; error: string; log: string }
+  | { kind: 'client-call'; id: number; call: number; request: string };
+
+/** A FHIR call of a bot's client, as the sandbox sends it (JSON in `request`). */
+export interface ClientRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
+  /** Below the FHIR base: `Patient/1`, `Observation`. */
+  path: string;
+  /** A query string, or name/value pairs. */
+  query?: string | [string, string][];
+  body?: unknown;
+  contentType?: string;
+  /** If-None-Exist of a conditional create. */
+  ifNoneExist?: string;
+  /** A fetch (absolute URL) rather than a client call: answered with `text`. */
+  url?: string;
+  headers?: Record<string, string>;
+}
+
+/** The answer to a client call (JSON in `answer`); status >= 400 makes the bot's call throw. */
+export interface ClientAnswer {
+  /** 0: a fetch that was refused or failed (the bot's fetch throws). */
+  status: number;
+  body?: unknown;
+  message?: string;
+  /** A fetch's answer. */
+  text?: string;
+  headers?: Record<string, string>;
+}

@@ -1,0 +1,157 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { BotResult, ClientAnswer, ClientRequest, FromSandbox, RunLimits, ToSandbox } from './protocol';
+
+/**
+ * The server's side of the bot sandbox: forks src/bots/sandbox-process.ts (dist/bot-sandbox.mjs
+ * once built), sends it executions, answers its bots' client calls, and restarts it when it dies.
+ * Each execution has a deadline here too (timeout + grace): a sandbox that does not answer by then
+ * is killed, its executions fail, and the next one starts a new sandbox.
+ */
+
+export type RunOutcome = { ok: true; result: BotResult; log: string } | { ok: false; error: string; log: string };
+
+/** Answers a bot's FHIR call (the server runs it as the bot's principal). */
+export type ClientHandler = (request: ClientRequest) => Promise<ClientAnswer>;
+
+interface Pending {
+  resolve: (outcome: RunOutcome) => void;
+  client?: ClientHandler;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Time the sandbox has beyond a bot's own timeout to report it (it ends the bot itself, on time;
+ * this is for a sandbox that is stuck, and generous so that a loaded machine does not look stuck).
+ */
+const GRACE_MS = 5000;
+/**
+ * Executions in the sandbox at once; more wait their turn (each may hold an isolate of up to
+ * BOT_MEMORY_MB, so this bounds the sandbox's memory too).
+ */
+const MAX_RUNNING = 16;
+
+export class BotRunner {
+  private child?: ChildProcess;
+  /** Settles when the current sandbox has loaded (its start-up is not counted against any bot's time). */
+  private ready?: Promise<boolean>;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 0;
+  private closed = false;
+  private running = 0;
+  private readonly queue: (() => void)[] = [];
+
+  /** The sandbox process's id, while one runs. */
+  get pid(): number | undefined {
+    return this.child?.exitCode === null ? this.child.pid : undefined;
+  }
+
+  async run(code: string, event: string, limits: RunLimits, client: ClientHandler): Promise<RunOutcome> {
+    if (this.running >= MAX_RUNNING) await new Promise<void>((resolve) => this.queue.push(resolve));
+    this.running++;
+    try {
+      return await this.send({ kind: 'run', id: ++this.nextId, code, event, limits }, limits.timeoutMs + GRACE_MS, client);
+    } finally {
+      this.running--;
+      this.queue.shift()?.();
+    }
+  }
+
+  /** Whether the code compiles in the sandbox; the syntax error's message when not. */
+  async compile(code: string): Promise<string | undefined> {
+    const outcome = await this.send({ kind: 'compile', id: ++this.nextId, code }, 10_000);
+    return outcome.ok ? undefined : outcome.error;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const child = this.child;
+    this.child = undefined;
+    this.failAll('the server is shutting down');
+    if (child && child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    }
+  }
+
+  private async send(message: ToSandbox & { id: number }, deadlineMs: number, client?: ClientHandler): Promise<RunOutcome> {
+    if (this.closed) return { ok: false, error: 'the server is shutting down', log: '' };
+    const child = this.sandbox();
+    if (!(await this.ready)) return { ok: false, error: 'the bot sandbox stopped before it started', log: '' };
+    if (this.child !== child || !child.connected) return { ok: false, error: 'the bot sandbox stopped (a bot may have exhausted its memory)', log: '' };
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        // The sandbox did not answer in time: it is stuck, and so is anything else it runs.
+        this.pending.delete(message.id);
+        resolve({ ok: false, error: `the bot did not finish within its timeout (the sandbox was restarted)`, log: '' });
+        this.restart(child, 'a bot sandbox stopped answering');
+      }, deadlineMs);
+      timer.unref();
+      this.pending.set(message.id, { resolve, client, timer });
+      child.send(message);
+    });
+  }
+
+  private sandbox(): ChildProcess {
+    if (this.child && this.child.exitCode === null && this.child.connected) return this.child;
+    const source = import.meta.url.endsWith('.ts');
+    const entry = fileURLToPath(new URL(source ? './sandbox-process.ts' : './bot-sandbox.mjs', import.meta.url));
+    // isolated-vm on Node 20+ wants no startup snapshot; the TypeScript source runs through tsx.
+    const child = fork(entry, [], {
+      execArgv: ['--no-node-snapshot', ...(source ? ['--import', 'tsx'] : [])],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'json',
+    });
+    let started: (ok: boolean) => void = () => undefined;
+    this.ready = new Promise((resolve) => (started = resolve));
+    child.on('message', (message: FromSandbox) => {
+      if (message.kind === 'ready') started(true);
+      else this.receive(child, message);
+    });
+    child.on('exit', () => {
+      started(false);
+      if (this.child === child) {
+        this.child = undefined;
+        this.failAll('the bot sandbox stopped (a bot may have exhausted its memory)');
+      }
+    });
+    child.on('error', () => undefined);
+    this.child = child;
+    return child;
+  }
+
+  private receive(child: ChildProcess, message: Exclude<FromSandbox, { kind: 'ready' }>): void {
+    const pending = this.pending.get(message.id);
+    if (!pending) return;
+    if (message.kind === 'client-call') {
+      const handler = pending.client;
+      const answer = handler ? handler(JSON.parse(message.request) as ClientRequest) : Promise.resolve({ status: 400, message: 'no client here' });
+      void answer
+        .catch((err: unknown) => ({ status: 500, message: err instanceof Error ? err.message : String(err) }))
+        .then((a) => {
+          if (child.connected) child.send({ kind: 'client-answer', id: message.id, call: message.call, answer: JSON.stringify(a) } satisfies ToSandbox);
+        });
+      return;
+    }
+    clearTimeout(pending.timer);
+    this.pending.delete(message.id);
+    pending.resolve(message.ok ? { ok: true, result: message.result, log: message.log } : { ok: false, error: message.error, log: message.log });
+  }
+
+  private restart(child: ChildProcess, why: string): void {
+    if (this.child === child) {
+      this.child = undefined;
+      this.failAll(why);
+    }
+    child.kill('SIGKILL');
+  }
+
+  private failAll(why: string): void {
+    for (const [id, pending] of this.pending) {
+      clearTimeout(pending.timer);
+      pending.resolve({ ok: false, error: why, log: '' });
+      this.pending.delete(id);
+    }
+  }
+}
