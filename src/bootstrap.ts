@@ -34,6 +34,7 @@ import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
 import { Outbound } from './net/outbound';
 import { GraphQLService } from './graphql/service';
+import { Subscriptions } from './subscriptions/subscriptions';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
@@ -73,6 +74,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
+      prepare: (resource) => subscriptions.prepare(resource),
       validate: async (resource, ctx) => {
         if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline, project: ctx.project });
       },
@@ -102,6 +104,15 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     const jobs = new JobQueue(store.jobs);
     const bulk = bulkExports(core, store, jobs);
+    const subscriptions = new Subscriptions({
+      repository,
+      jobs,
+      outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }),
+      retryMs: config.subscriptionRetryMs,
+      registry: core.params,
+      extractor: core.extractor,
+      isResourceType: (type) => schema.isResourceType(type),
+    });
     const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs };
     const app = await buildApp({
       config,
@@ -140,6 +151,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       },
     });
     jobs.log = app.log;
+    subscriptions.log = app.log;
     jobs.start(config.jobWorkers);
     return {
       app,

@@ -37,6 +37,8 @@ export interface Config {
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
   jobWorkers: number;
+  /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
+  subscriptionRetryMs: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -100,6 +102,7 @@ export function loadConfig(env: Env): Config {
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     corsOrigins: corsOrigins(env),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
+    subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
   };
 }
 

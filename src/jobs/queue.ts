@@ -24,6 +24,8 @@ export interface Job<I = unknown> {
   principal: Principal;
   input: I;
   attempt: number;
+  /** The attempts it has in all: a handler failing its last one may record why (a Subscription's error). */
+  maxAttempts: number;
 }
 
 /** What a running handler may do: note progress (which renews its lease) and see that it lost the job. */
@@ -37,6 +39,8 @@ export interface JobHandler<I = unknown> {
   kind: string;
   /** Answers the job's result (stored as JSON); throws to fail the attempt. */
   run(job: Job<I>, control: JobControl): Promise<unknown>;
+  /** The delay before the retry that follows failed attempt `attempt` (default: the queue's exponential backoff). */
+  backoff?(attempt: number): number;
 }
 
 export interface JobQueueOptions {
@@ -196,16 +200,19 @@ export class JobQueue {
     const beat = setInterval(() => void renew().catch(() => undefined), Math.max(10, Math.floor(this.leaseMs / 3)));
     try {
       if (row.attempts > row.maxAttempts) throw new Error(`its lease ran out ${row.attempts - 1} times`);
-      const job: Job = { id: row.id, kind: row.kind, project: row.project, principal: principalFrom(row.principal), input: JSON.parse(row.input), attempt: row.attempts };
+      const job: Job = { id: row.id, kind: row.kind, project: row.project, principal: principalFrom(row.principal), input: JSON.parse(row.input), attempt: row.attempts, maxAttempts: row.maxAttempts };
       const result = await handler.run(job, { progress: (note) => renew(note), signal: controller.signal });
       if (controller.signal.aborted) return;
       await this.store.complete(row.id, worker, JSON.stringify(result ?? null));
     } catch (err) {
       if (controller.signal.aborted) return;
       const message = (err as Error).message ?? String(err);
-      const retry = row.attempts < row.maxAttempts ? Date.now() + Math.min(this.maxBackoffMs, this.backoffMs * 2 ** (row.attempts - 1)) : undefined;
+      const delay = handler.backoff?.(row.attempts) ?? this.backoffMs * 2 ** (row.attempts - 1);
+      const retry = row.attempts < row.maxAttempts ? Date.now() + Math.round(Math.min(this.maxBackoffMs, delay)) : undefined;
       this.log?.warn({ job: row.id, kind: row.kind, attempt: row.attempts, err: message, dead: retry === undefined }, 'job failed');
       await this.store.fail(row.id, worker, message, retry).catch(() => undefined);
+      // A retry sooner than the next poll is claimed on time (short backoffs: subscription deliveries).
+      if (retry !== undefined && retry - Date.now() < this.pollMs) setTimeout(() => this.wake(), Math.max(0, retry - Date.now())).unref();
     } finally {
       clearInterval(beat);
       this.active.delete(row.id);
