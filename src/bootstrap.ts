@@ -113,7 +113,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       extractor: core.extractor,
       isResourceType: (type) => schema.isResourceType(type),
     });
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs };
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, subscriptions };
     const app = await buildApp({
       config,
       rest: core.rest,

@@ -7,6 +7,7 @@ import type { Repository } from './storage/repository';
 import type { JobQueue } from './jobs/queue';
 import type { RestService } from './rest/rest-service';
 import type { SearchService } from './search/search-service';
+import type { Subscriptions } from './subscriptions/subscriptions';
 import type { TerminologyService } from './terminology/service';
 import type { ResourceValidator } from './validation/validator';
 
@@ -29,4 +30,6 @@ export interface AppServices {
   search: SearchService;
   /** The durable job queue (bulk export and other background work). */
   jobs: JobQueue;
+  /** R4 Subscriptions: matching, delivery, websocket bindings. */
+  subscriptions: Subscriptions;
 }

@@ -5,6 +5,7 @@ import { codeSystemSubsumes } from './codesystem/subsumes';
 import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
+import { resourceResend } from './resource/resend';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
@@ -32,4 +33,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   projectInit,
   graphqlOperation,
   patientEverything,
+  resourceResend,
 ];

@@ -179,6 +179,68 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       }
     });
 
+    test('$resend delivers the current version again, without writing a new one; subscription= limits it', async () => {
+      const { criteria, patient } = tagged();
+      const one = await new Receiver().start();
+      const two = await new Receiver().start();
+      try {
+        const subOne = await subscribe({ criteria, channel: hookOf(one.url) });
+        await subscribe({ criteria, channel: hookOf(two.url) });
+        const created = (await request('POST', 'Patient', patient())).body as Patient;
+        await one.until((r) => r.length >= 1);
+        await two.until((r) => r.length >= 1);
+        // A Parameters body: every matching subscription.
+        const all = await request('POST', `Patient/${created.id}/$resend`, { resourceType: 'Parameters', parameter: [{ name: 'verbose', valueBoolean: true }] });
+        expect(all.status, JSON.stringify(all.body)).toBe(200);
+        expect((all.body as OperationOutcome).resourceType).toBe('OperationOutcome');
+        expect((all.body as OperationOutcome).issue.map((i) => i.details?.text)).toContain(`Subscription/${subOne.id}`);
+        await one.until((r) => r.length >= 2);
+        await two.until((r) => r.length >= 2);
+        expect(JSON.parse(one.received[1].body).meta.versionId).toBe('1');
+        // Medplum's plain JSON body, limited to one subscription.
+        const limited = await request('POST', `Patient/${created.id}/$resend`, { subscription: `Subscription/${subOne.id}`, verbose: true });
+        expect(limited.status, JSON.stringify(limited.body)).toBe(200);
+        expect((limited.body as OperationOutcome).issue.map((i) => i.details?.text)).toEqual([expect.stringContaining('1 subscription'), `Subscription/${subOne.id}`]);
+        await one.until((r) => r.length >= 3);
+        expect(await jobsFor('Patient', created.id as string)).toBe(5);
+        expect(two.received).toHaveLength(2);
+        const read = (await request('GET', `Patient/${created.id}`)).body as Patient;
+        expect(read.meta?.versionId).toBe('1');
+      } finally {
+        await one.stop();
+        await two.stop();
+      }
+    });
+
+    test('$resend: bad input is 400, an unknown resource 404, a deleted one 410', async () => {
+      const created = (await request('POST', 'Patient', { resourceType: 'Patient' })).body as Patient;
+      expect((await request('POST', `Patient/${created.id}/$resend`, { interaction: 'explode' })).status).toBe(400);
+      expect((await request('POST', `Patient/${created.id}/$resend`, { verbose: 'yes' })).status).toBe(400);
+      expect((await request('POST', `Patient/no-such-patient/$resend`, {})).status).toBe(404);
+      await request('DELETE', `Patient/${created.id}`);
+      expect((await request('POST', `Patient/${created.id}/$resend`, {})).status).toBe(410);
+    });
+
+    test('$resend is for administrators: a project client without admin gets 403', async () => {
+      const init = await server.app.inject({ method: 'POST', url: '/fhir/R4/Project/$init', headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: `resend-${randomUUID()}` }] } });
+      expect(init.statusCode, init.body).toBe(201);
+      const project = init.json().id as string;
+      const clients = await server.app.inject({ method: 'GET', url: '/fhir/R4/ClientApplication', headers: { 'x-project': project } });
+      const client = clients.json().entry[0].resource as { id: string; secret: string };
+      const token = await server.app.inject({
+        method: 'POST',
+        url: '/oauth2/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}` },
+        payload: new URLSearchParams({ grant_type: 'client_credentials' }).toString(),
+      });
+      expect(token.statusCode, token.body).toBe(200);
+      const bearer = { authorization: `Bearer ${token.json().access_token}` };
+      const created = await server.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: { ...FHIR_JSON, ...bearer }, payload: { resourceType: 'Patient' } });
+      expect(created.statusCode, created.body).toBe(201);
+      const res = await server.app.inject({ method: 'POST', url: `/fhir/R4/Patient/${created.json().id}/$resend`, headers: { ...FHIR_JSON, ...bearer }, payload: {} });
+      expect(res.statusCode, res.body).toBe(403);
+    });
+
     test('a receiver failing three times (500) gets the notification on the 4th attempt', async () => {
       const { criteria, patient } = tagged();
       const hook = await new Receiver().start();
