@@ -31,6 +31,8 @@ import type { Principal } from './auth/principal';
 import type { SigningKeys } from './auth/signing-keys';
 import { oauthUris, registerOAuthRoutes } from './http/routes/oauth';
 import { registerBulkRoutes } from './http/routes/bulk';
+import { registerSubscriptionSocketRoute } from './http/routes/subscriptions-ws';
+import type { WebsocketHub } from './subscriptions/websocket';
 import type { BulkExports } from './bulk/export';
 
 export const FHIR_BASE = '/fhir/R4';
@@ -63,6 +65,8 @@ export interface AppParts<S> {
   };
   /** Bulk Data export (kick-off, status and file routes); absent: none. */
   bulk?: BulkExports;
+  /** The websocket channel of Subscriptions (/ws/subscriptions-r4); absent: none. */
+  subscriptionSocket?: WebsocketHub;
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
@@ -178,6 +182,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     contextOf,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
+  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, parts.subscriptionSocket);
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});

@@ -143,6 +143,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       logStream: options.logStream,
       guard: core.guard,
       bulk,
+      subscriptionSocket: subscriptions.websocket,
       oauth: {
         auth,
         keys,
@@ -152,6 +153,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     jobs.log = app.log;
     subscriptions.log = app.log;
+    await subscriptions.start();
     jobs.start(config.jobWorkers);
     return {
       app,
@@ -159,6 +161,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       jobs,
       close: async () => {
         await app.close();
+        subscriptions.stop();
         await jobs.stop();
         await store.close();
       },

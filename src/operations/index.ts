@@ -6,6 +6,7 @@ import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
 import { resourceResend } from './resource/resend';
+import { subscriptionBindingToken } from './subscription/get-ws-binding-token';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
@@ -34,4 +35,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   graphqlOperation,
   patientEverything,
   resourceResend,
+  subscriptionBindingToken,
 ];

@@ -6,6 +6,7 @@ import type { Repository } from '../storage/repository';
 import { compileSubscription, type SubscriptionDeps } from './definition';
 import { SubscriptionDelivery } from './delivery';
 import { SubscriptionMatcher } from './matcher';
+import { WebsocketHub } from './websocket';
 
 /**
  * R4 Subscriptions, wired: the check and status change of a Subscription when it is written, the
@@ -22,6 +23,7 @@ export interface SubscriptionsOptions extends SubscriptionDeps {
 export class Subscriptions {
   readonly matcher: SubscriptionMatcher;
   readonly delivery: SubscriptionDelivery;
+  readonly websocket: WebsocketHub;
 
   constructor(private readonly options: SubscriptionsOptions) {
     this.matcher = new SubscriptionMatcher({ ...options, jobs: options.jobs });
@@ -34,12 +36,25 @@ export class Subscriptions {
       options.jobs.wake();
     });
     options.jobs.register(this.delivery.handler());
+    const store = options.repository.store;
+    this.websocket = new WebsocketHub({ notices: store.notices, ephemeral: store.ephemeral, repository: options.repository });
+    this.delivery.registerChannelHandler('websocket', this.websocket.channelHandler());
+  }
+
+  /** Starts listening for websocket events (from every process). */
+  start(): Promise<void> {
+    return this.websocket.start();
+  }
+
+  stop(): void {
+    this.websocket.close();
   }
 
   set log(log: ContextLog) {
     this.options.log = log;
     this.delivery.log = log;
     this.matcher.log = log;
+    this.websocket.log = log;
   }
 
   /** Before a Subscription is stored: criteria, channel and endpoint must be runnable (400 otherwise); `requested` becomes `active`. */

@@ -241,6 +241,44 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(res.statusCode, res.body).toBe(403);
     });
 
+    test('websocket: bind with a token from $get-ws-binding-token, then a create arrives as a notification Bundle', async () => {
+      const { criteria, patient } = tagged();
+      const sub = await subscribe({ criteria, channel: { type: 'websocket' } });
+      const res = await request('GET', `Subscription/${sub.id}/$get-ws-binding-token`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const out = Object.fromEntries((res.body as { parameter: { name: string; valueString?: string; valueUrl?: string }[] }).parameter.map((p) => [p.name, p.valueString ?? p.valueUrl]));
+      expect(out.subscription).toBe(sub.id);
+      expect(out['websocket-url']).toMatch(/^ws:\/\/[^/]+\/ws\/subscriptions-r4$/);
+      const socket = await server.app.injectWS('/ws/subscriptions-r4');
+      const messages: { type?: string; entry?: { resource: { resourceType: string; id?: string; type?: string } }[] }[] = [];
+      socket.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString())));
+      try {
+        socket.send(JSON.stringify({ type: 'bind-with-token', payload: { token: out.token } }));
+        await waitFor(async () => messages.some((m) => m.entry?.[0].resource.type === 'handshake'));
+        const created = (await request('POST', 'Patient', patient())).body as Patient;
+        await waitFor(async () => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'));
+        const event = messages.find((m) => m.entry?.[0].resource.type === 'event-notification');
+        expect(event).toMatchObject({ resourceType: 'Bundle', type: 'history' });
+        expect(event?.entry?.[0].resource).toMatchObject({ resourceType: 'SubscriptionStatus', subscription: { reference: `Subscription/${sub.id}` }, notificationEvent: [{ focus: { reference: `Patient/${created.id}` } }] });
+        expect(event?.entry?.[1].resource).toMatchObject({ resourceType: 'Patient', id: created.id });
+      } finally {
+        socket.terminate();
+      }
+    });
+
+    test('websocket: a bad binding token is refused and the socket closed; a rest-hook has no binding token', async () => {
+      const socket = await server.app.injectWS('/ws/subscriptions-r4');
+      const messages: { type?: string; payload?: OperationOutcome }[] = [];
+      let closed = false;
+      socket.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString())));
+      socket.on('close', () => (closed = true));
+      socket.send(JSON.stringify({ type: 'bind-with-token', payload: { token: 'not-a-token' } }));
+      await waitFor(async () => closed);
+      expect(messages[0]).toMatchObject({ type: 'error', payload: { resourceType: 'OperationOutcome' } });
+      const hook = await subscribe({ criteria: 'Patient?name=nobody-at-all', channel: hookOf(receiver.url) });
+      expect((await request('GET', `Subscription/${hook.id}/$get-ws-binding-token`)).status).toBe(400);
+    });
+
     test('a receiver failing three times (500) gets the notification on the 4th attempt', async () => {
       const { criteria, patient } = tagged();
       const hook = await new Receiver().start();
