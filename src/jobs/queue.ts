@@ -47,6 +47,8 @@ export interface JobHandler<I = unknown> {
    * (on SQLite each claim and completion is a durable commit: batching is what makes 1,000/s).
    */
   batch?: number;
+  /** How long this kind's done jobs are kept, when shorter than the queue's retention (dead ones keep it). */
+  keepDoneMs?: number;
 }
 
 export interface JobQueueOptions {
@@ -248,6 +250,7 @@ export class JobQueue {
     if (now - this.lastPurge < 60_000) return;
     this.lastPurge = now;
     await this.store.purge(now - this.retentionMs);
+    for (const handler of this.handlers.values()) if (handler.keepDoneMs !== undefined) await this.store.purgeDone(handler.kind, now - handler.keepDoneMs);
   }
 }
 

@@ -78,6 +78,7 @@ export class OperationInvoker<S> {
   /** Runs a raw operation: its handler reads the request body and writes the answer itself. */
   async invokeRaw(call: OperationCall & { contentType?: string }, ctx: RequestContext, op: BoundOperation<S>): Promise<RawOutput> {
     this.deps.authorize?.(op, call, ctx);
+    if (call.method === 'GET' && op.spec.affectsState) throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: op.spec.code }, { headers: { allow: 'POST' } });
     const context = await this.context(call, ctx);
     return (op.raw as RawHandler<S>)({ method: call.method, query: call.query, body: call.body, contentType: call.contentType }, context);
   }

@@ -64,6 +64,8 @@ export interface JobStore {
   remove(id: string): Promise<boolean>;
   /** Removes finished (done, dead) jobs that ended before `before`; answers how many. */
   purge(before: number): Promise<number>;
+  /** Removes the jobs of one kind that ended done before `before` (short-lived records of many small jobs). */
+  purgeDone(kind: string, before: number): Promise<number>;
 }
 
 export function jobsDdl(dialect: 'sqlite' | 'postgres'): string {
@@ -185,6 +187,10 @@ export class SqlJobStore implements JobStore {
 
   async remove(id: string): Promise<boolean> {
     return (await this.write('DELETE FROM jobs WHERE id = ? RETURNING id', [id])).length === 1;
+  }
+
+  async purgeDone(kind: string, before: number): Promise<number> {
+    return (await this.write(`DELETE FROM jobs WHERE kind = ? AND state = 'done' AND finished_at < ? RETURNING id`, [kind, before])).length;
   }
 
   async purge(before: number): Promise<number> {

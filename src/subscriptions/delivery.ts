@@ -97,6 +97,8 @@ export class SubscriptionDelivery {
       kind: DELIVERY_JOB,
       // Deliveries are short and many: claimed and completed 32 at a time.
       batch: 32,
+      // A delivered notification needs no record beyond a day; failed (dead) ones keep the queue's retention.
+      keepDoneMs: 24 * 3_600_000,
       // Exponential, with jitter in [1/2, 1) of each step: spread out, and each gap still longer than the last.
       backoff: (attempt) => retryMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2),
       run: (job) => this.run(job),

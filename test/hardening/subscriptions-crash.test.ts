@@ -8,6 +8,7 @@ import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from 
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { Receiver } from '../helpers/receiver';
 import { stopServer } from './write-stream';
+import { serverApp } from '../helpers/server-app';
 
 /**
  * Subscriptions' delivery is durable: the job is written in the transaction of the write it is
@@ -38,14 +39,14 @@ function crashSuite(name: string, env: () => Record<string, string>) {
     let second: ServerProcess | undefined;
     try {
       first = startServer({ ...env(), JOB_WORKERS: '0', OUTBOUND_ALLOW_PRIVATE: 'true' }, port);
-      await waitForServer(first);
+      await waitForServer(first, 120_000);
       await post(first.base, 'Subscription', subscription(receiver.url, 'crash'));
       const created = await post(first.base, 'Patient', patient('crash'));
       first.child.kill('SIGKILL');
       await first.exited;
       expect(receiver.received).toHaveLength(0);
       second = startServer({ ...env(), JOB_WORKERS: '1', OUTBOUND_ALLOW_PRIVATE: 'true' }, port);
-      await waitForServer(second);
+      await waitForServer(second, 120_000);
       const [got] = await receiver.until((r) => r.length >= 1);
       expect(got.url).toBe(`/hook/Patient/${created.id}`);
     } finally {
@@ -83,7 +84,7 @@ describe.skipIf(!hasPostgres)('two processes over one PostgreSQL', () => {
         const server = startServer({ DATABASE_URL: schema.url, JOB_WORKERS: '2', OUTBOUND_ALLOW_PRIVATE: 'true' }, await freePort());
         servers.push(server);
       }
-      for (const server of servers) await waitForServer(server);
+      for (const server of servers) await waitForServer(server, 120_000);
       // Created through one process; the other must see it at its next write (the change mark).
       await post(servers[0].base, 'Subscription', subscription(receiver.url, 'pair'));
       const ids: string[] = [];
@@ -110,3 +111,45 @@ describe.skipIf(!hasPostgres)('two processes over one PostgreSQL', () => {
     }
   });
 });
+
+describe.skipIf(!hasPostgres)('websocket fan-out over one PostgreSQL', () => {
+  test('a notification reaches a socket held by a process other than the one that delivered it (NOTIFY)', async () => {
+    const schema = await freshSchema();
+    const writer = startServer({ DATABASE_URL: schema.url, JOB_WORKERS: '1' }, await freePort());
+    let holder: Awaited<ReturnType<typeof serverApp>> | undefined;
+    try {
+      await waitForServer(writer, 120_000);
+      // The socket's process runs no workers: only the writer's worker delivers.
+      holder = await serverApp({ databaseUrl: schema.url, jobWorkers: 0 });
+      const sub = await post(writer.base, 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'ws', criteria: 'Patient?identifier=urn:crash|ws', channel: { type: 'websocket' } });
+      const tokenRes = await holder.app.inject({ method: 'GET', url: `/fhir/R4/Subscription/${sub.id}/$get-ws-binding-token` });
+      expect(tokenRes.statusCode, tokenRes.body).toBe(200);
+      const token = (tokenRes.json() as { parameter: { name: string; valueString?: string }[] }).parameter.find((p) => p.name === 'token')?.valueString;
+      const socket = await holder.app.injectWS('/ws/subscriptions-r4');
+      const messages: { entry?: { resource: { type?: string; id?: string } }[] }[] = [];
+      socket.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString())));
+      try {
+        socket.send(JSON.stringify({ type: 'bind-with-token', payload: { token } }));
+        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'handshake'));
+        const created = await post(writer.base, 'Patient', patient('ws'));
+        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'));
+        const event = messages.find((m) => m.entry?.[0].resource.type === 'event-notification');
+        expect(event?.entry?.[1].resource.id).toBe(created.id);
+      } finally {
+        socket.terminate();
+      }
+    } finally {
+      await holder?.close();
+      await stopServer(writer, 'SIGTERM');
+      await schema.drop();
+    }
+  });
+});
+
+async function until(check: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('the condition did not come true');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -239,6 +239,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(created.statusCode, created.body).toBe(201);
       const res = await server.app.inject({ method: 'POST', url: `/fhir/R4/Patient/${created.json().id}/$resend`, headers: { ...FHIR_JSON, ...bearer }, payload: {} });
       expect(res.statusCode, res.body).toBe(403);
+      expect(res.body).toContain('$resend is for project administrators');
     });
 
     test('websocket: bind with a token from $get-ws-binding-token, then a create arrives as a notification Bundle', async () => {
