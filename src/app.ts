@@ -182,7 +182,6 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     contextOf,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
-  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, parts.subscriptionSocket);
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
@@ -191,6 +190,8 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     revision: parts.searchParamsRevision,
   });
   registerConsoleRoutes(publicRoutes);
+  // Last: the websocket plugin wraps the handler of every route declared after it.
+  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, parts.subscriptionSocket);
   await app.ready();
   return app;
 }

@@ -9,6 +9,8 @@ import type { WebsocketHub } from '../../subscriptions/websocket';
  * (browsers cannot set Authorization on a websocket).
  */
 export async function registerSubscriptionSocketRoute(app: FastifyInstance, hub: WebsocketHub): Promise<void> {
+  // Registered after every other route: the plugin wraps the handler of each route declared after
+  // it (to refuse upgrades there), which broke the console's sign-in when the oauth routes came later.
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   app.get('/ws/subscriptions-r4', { websocket: true, config: { public: true } }, (socket) => {
     socket.on('message', (data: Buffer) => {
