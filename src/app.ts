@@ -33,6 +33,8 @@ import { oauthUris, registerOAuthRoutes } from './http/routes/oauth';
 import { registerBulkRoutes } from './http/routes/bulk';
 import { registerSubscriptionSocketRoute } from './http/routes/subscriptions-ws';
 import type { WebsocketHub } from './subscriptions/websocket';
+import { registerAdminRoutes } from './http/routes/admin';
+import type { JobQueue } from './jobs/queue';
 import type { BulkExports } from './bulk/export';
 
 export const FHIR_BASE = '/fhir/R4';
@@ -67,6 +69,8 @@ export interface AppParts<S> {
   bulk?: BulkExports;
   /** The websocket channel of Subscriptions (/ws/subscriptions-r4); absent: none. */
   subscriptionSocket?: WebsocketHub;
+  /** The job queue, for the administrators' jobs view (`/admin/jobs`); absent: none. */
+  jobs?: JobQueue;
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
@@ -182,11 +186,12 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     contextOf,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
+  if (parts.jobs) registerAdminRoutes(app, { jobs: parts.jobs, contextOf });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
   if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
   registerDocsRoutes(publicRoutes, {
-    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined, subscriptionSocket: parts.subscriptionSocket !== undefined },
+    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined, admin: parts.jobs !== undefined, subscriptionSocket: parts.subscriptionSocket !== undefined },
     revision: parts.searchParamsRevision,
   });
   registerConsoleRoutes(publicRoutes);

@@ -15,6 +15,7 @@ import { JobQueue } from './jobs/queue';
 import { BulkExports, decorateBulkData } from './bulk/export';
 import { r4Model } from './search/model/model';
 import { memoryFilter } from './search/memory-filter';
+import { subsetWithMandatory } from './search/summary';
 import type { ResourceStore } from './storage/store';
 import type { Group } from 'fhir/r4';
 import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
@@ -102,7 +103,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       searchParams: (type) => [...core.params.forType(type).keys()],
       revision: () => core.params.revision,
     });
-    const jobs = new JobQueue(store.jobs);
+    const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs });
     const bulk = bulkExports(core, store, jobs);
     const subscriptions = new Subscriptions({
       repository,
@@ -144,6 +145,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       guard: core.guard,
       bulk,
       subscriptionSocket: subscriptions.websocket,
+      jobs,
       oauth: {
         auth,
         keys,
@@ -180,16 +182,15 @@ function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExpo
     store: store.bulk,
     guard: core.guard,
     isResourceType: (type) => SERVED_RESOURCE_TYPES.includes(type),
-    compartmentTypes: [...new Set(['Patient', ...Object.keys(compartment)])],
-    patientsOf: (resource) => {
-      const params = compartment[resource.resourceType] ?? [];
-      return core.extractor
+    compartmentParams: compartment,
+    referencesOf: (resource) =>
+      core.extractor
         .extract(resource)
-        .reference.filter((r) => r.target_type === 'Patient' && r.target_id !== null && params.includes(r.param))
-        .map((r) => r.target_id as string);
-    },
+        .reference.filter((r) => r.target_type !== null && r.target_id !== null)
+        .map((r) => ({ param: r.param, type: r.target_type as string, id: r.target_id as string })),
     readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
     typeFilter: (type, query) => memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
+    subset: (resource, elements) => subsetWithMandatory(resource, r4Model(), elements),
   });
   jobs.register(bulk.handler());
   return bulk;

@@ -39,6 +39,8 @@ export interface Config {
   jobWorkers: number;
   /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
   subscriptionRetryMs: number;
+  /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
+  jobLeaseMs: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -103,6 +105,7 @@ export function loadConfig(env: Env): Config {
     corsOrigins: corsOrigins(env),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
+    jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
   };
 }
 

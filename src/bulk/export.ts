@@ -4,6 +4,7 @@ import type { Principal } from '../auth/principal';
 import type { RequestContext } from '../context/request-context';
 import { ADMIN_RESOURCE_TYPES } from '../fhir/admin-types';
 import { fhirError } from '../fhir/errors';
+import { SUPPORTING_TYPES } from '../fhir/patient-record';
 import type { Job, JobControl, JobHandler, JobQueue } from '../jobs/queue';
 import type { BulkStore } from '../storage/bulk';
 import { readExportParameters, type ExportLevel } from './parameters';
@@ -32,6 +33,8 @@ export interface ExportJobInput {
   /** `_typeFilter` queries per type (a resource of the type must match one). */
   typeFilters?: Record<string, string[]>;
   since?: string;
+  /** `_elements`, as asked (bare names apply to every type). */
+  elements?: string[];
   transactionTime: string;
   request: string;
   /** Parameters refused under `Prefer: handling=lenient`, for the manifest's error file. */
@@ -66,32 +69,40 @@ export interface BulkExportDeps {
   store: BulkStore;
   guard: AccessGuard;
   isResourceType(type: string): boolean;
-  /** The types of the Patient compartment (Patient included). */
-  compartmentTypes: readonly string[];
-  /** The patients whose compartment a resource is in (by the CompartmentDefinition's parameters). */
-  patientsOf(resource: Resource): string[];
+  /** The reference search parameters of each type that put a resource in a patient's compartment (the CompartmentDefinition's). */
+  compartmentParams: Readonly<Record<string, readonly string[]>>;
+  /** What a resource refers to, by reference search parameter (the index's extraction, run once per resource). */
+  referencesOf(resource: Resource): { param: string; type: string; id: string }[];
   readGroup(id: string, ctx: RequestContext): Promise<Group>;
   /** A `_typeFilter` query as a test of one resource; throws a FhirError (400) for one that cannot be applied. */
   typeFilter(type: string, query: string): (resource: Resource) => boolean;
+  /** `_elements`: the resource with only the named top-level elements and the mandatory ones, marked SUBSETTED. */
+  subset(resource: Resource, elements: string[]): Resource;
 }
 
 export class BulkExports {
   /** When each running export's status was last asked for in this process. */
   private readonly polls = new Map<string, number>();
 
-  constructor(private readonly deps: BulkExportDeps) {}
+  /** The types of the Patient compartment (Patient included). */
+  private readonly compartmentTypes: readonly string[];
+
+  constructor(private readonly deps: BulkExportDeps) {
+    this.compartmentTypes = [...new Set(['Patient', ...Object.keys(deps.compartmentParams)])];
+  }
 
   /** Starts an export; answers the job id (the status URL's last segment). */
   async kickOff(call: { level: ExportLevel; groupId?: string; query: Record<string, string | string[]>; body?: unknown; url: string }, ctx: RequestContext): Promise<string> {
     if (!ctx.prefer.respondAsync) throw fhirError('ERR_BULK_ASYNC', {});
     const params = readExportParameters(call.query, call.body, { level: call.level, lenient: ctx.prefer.handling === 'lenient', isResourceType: this.deps.isResourceType });
-    const exportable = (type: string) => !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.deps.compartmentTypes.includes(type));
+    const exportable = (type: string) =>
+      !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.compartmentTypes.includes(type) || SUPPORTING_TYPES.includes(type));
     let types: string[];
     if (params.types) {
       for (const type of params.types) this.deps.guard.allow(ctx.principal, 'read', type);
       types = params.types.filter(exportable);
     } else {
-      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.deps.compartmentTypes];
+      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.compartmentTypes, ...SUPPORTING_TYPES];
       types = present.filter((type) => exportable(type) && this.allowed(ctx.principal, type));
     }
     // A filter of a type not exported is left aside; the others are checked now, so a bad one is 400 at kick-off.
@@ -107,7 +118,7 @@ export class BulkExports {
       const members = (group.member ?? []).map((m) => m.entity.reference ?? '').filter((r) => r.startsWith('Patient/')).map((r) => r.slice('Patient/'.length));
       patients = patients ? patients.filter((p) => members.includes(p)) : members;
     }
-    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
+    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, elements: params.elements, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
     return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
   }
 
@@ -168,38 +179,59 @@ export class BulkExports {
     return { kind: EXPORT_JOB, run: (job, control) => this.run(job, control) };
   }
 
-  /** Runs an export from the start (a retry after a crash begins again: files of the last attempt are dropped). */
+  /**
+   * Runs an export from the start (a retry after a crash begins again: files of the last attempt
+   * are dropped). At Patient and Group level the compartments come first; the supporting resources
+   * they refer to (as `$everything` adds them) follow.
+   */
   private async run(job: Job<ExportJobInput>, control: JobControl): Promise<ExportJobResult> {
     const { input } = job;
     await this.deps.store.removeFiles(job.id);
     const patients = input.patients ? new Set(input.patients) : undefined;
+    const isSupporting = (type: string) => input.level !== 'system' && !this.compartmentTypes.includes(type);
+    /** Per supporting type, the ids the exported compartments refer to. */
+    const referenced = new Map<string, Set<string>>(input.types.filter(isSupporting).map((type) => [type, new Set<string>()]));
+    /** Whether the resource is exported; a compartment resource that is notes what it refers to. */
     const inScope = (resource: Resource): boolean => {
       if (input.level === 'system') return true;
-      if (resource.resourceType === 'Patient') return patients ? patients.has(resource.id as string) : true;
-      const of = this.deps.patientsOf(resource);
-      return patients ? of.some((p) => patients.has(p)) : of.length > 0;
+      if (isSupporting(resource.resourceType)) return referenced.get(resource.resourceType)?.has(resource.id as string) === true;
+      const references = this.deps.referencesOf(resource);
+      let taken: boolean;
+      if (resource.resourceType === 'Patient') {
+        taken = patients ? patients.has(resource.id as string) : true;
+      } else {
+        const params = this.deps.compartmentParams[resource.resourceType] ?? [];
+        const of = references.filter((r) => r.type === 'Patient' && params.includes(r.param)).map((r) => r.id);
+        taken = patients ? of.some((p) => patients.has(p)) : of.length > 0;
+      }
+      if (taken) for (const target of references) referenced.get(target.type)?.add(target.id);
+      return taken;
     };
     const output: ExportFile[] = [];
     const deleted = new FileWriter(this.deps.store, job.id, 'deleted.ndjson', 'Bundle');
-    for (const type of input.types) {
+    const order = [...input.types.filter((type) => !isSupporting(type)), ...input.types.filter(isSupporting)];
+    for (const type of order) {
+      if (referenced.get(type)?.size === 0) continue;
       const grant = this.grant(job.principal, type);
       if (!grant) continue;
       const writer = new FileWriter(this.deps.store, job.id, `${type}.ndjson`, type);
       const filters = (input.typeFilters?.[type] ?? []).map((query) => this.deps.typeFilter(type, query));
       const filtered = (resource: Resource) => filters.length === 0 || filters.some((f) => f(resource));
+      const elements = input.elements && elementsOf(input.elements, type);
       let after = '';
       for (;;) {
         if (control.signal.aborted) throw control.signal.reason;
         const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
         for (const row of page.rows) {
           if (row.content === null) {
-            if (input.since !== undefined) await deleted.add(JSON.stringify(deletion(type, row.id)));
+            // A deleted supporting resource cannot be told to have been referred to: left out.
+            if (input.since !== undefined && !isSupporting(type)) await deleted.add(JSON.stringify(deletion(type, row.id)));
             continue;
           }
           const resource = JSON.parse(row.content) as Resource;
           resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
-          if (!this.deps.guard.covers(grant, resource) || !inScope(resource) || !filtered(resource)) continue;
-          await writer.add(JSON.stringify(resource));
+          if (!this.deps.guard.covers(grant, resource) || !filtered(resource) || !inScope(resource)) continue;
+          await writer.add(JSON.stringify(elements ? this.deps.subset(resource, elements) : resource));
         }
         if (page.next === undefined) break;
         after = page.next;
@@ -273,6 +305,12 @@ class FileWriter {
     await this.store.putPart(this.job, this.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
     this.lines = [];
   }
+}
+
+/** The `_elements` that apply to one type: the bare names and its own `Type.name` ones; undefined when none do. */
+function elementsOf(elements: string[], type: string): string[] | undefined {
+  const names = elements.flatMap((e) => (!e.includes('.') ? [e] : e.startsWith(`${type}.`) ? [e.slice(type.length + 1)] : []));
+  return names.length > 0 ? names : undefined;
 }
 
 function deletion(type: string, id: string): Bundle {

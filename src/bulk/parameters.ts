@@ -15,12 +15,15 @@ export interface ExportParameters {
   patients?: string[];
   /** `_typeFilter`: per type, search queries of which a resource must match one. */
   typeFilters?: Record<string, string[]>;
+  /** `_elements`: top-level element names, bare (every type) or `Type.name` (that type only). */
+  elements?: string[];
   refused: string[];
 }
 
 export const OUTPUT_FORMATS = ['application/fhir+ndjson', 'application/ndjson', 'ndjson'];
 const IGNORED = new Set(['_format', '_pretty']);
-const UNSUPPORTED = new Set(['_elements', 'includeAssociatedData', '_until', 'organizeOutputBy', 'allowPartialManifests']);
+const UNSUPPORTED = new Set(['includeAssociatedData', '_until', 'organizeOutputBy', 'allowPartialManifests']);
+const ELEMENT_NAME = /^[a-z][A-Za-z0-9]*(\[x\])?$/;
 const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
 
 interface Raw {
@@ -77,6 +80,16 @@ export function readExportParameters(
         ((result.typeFilters ??= {})[type] ??= []).push(text.slice(q + 1));
         break;
       }
+      case '_elements':
+        for (const element of (p.value ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '')) {
+          const dot = element.indexOf('.');
+          const type = dot < 0 ? undefined : element.slice(0, dot);
+          const name = dot < 0 ? element : element.slice(dot + 1);
+          // Only root elements are permitted (Bulk Data 2.0.0): `name` or `Type.name`.
+          if (!ELEMENT_NAME.test(name) || (type !== undefined && !options.isResourceType(type))) refuse(p.name, `'${clip(element)}' is not [element] or [resource type].[element] of a root element`);
+          else (result.elements ??= []).push(element);
+        }
+        break;
       case 'patient':
         if (options.level === 'system') refuse(p.name, 'applies to Patient and Group level exports');
         else if (!p.reference?.startsWith('Patient/')) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: 'must be a valueReference to Patient/[id]' });

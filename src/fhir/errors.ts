@@ -103,6 +103,8 @@ export const ERRORS = {
   ERR_SEARCH_COMPARTMENT: spec<{ compartment: string }>(400, 'not-supported', (p) => `There is no ${p.compartment} compartment (R4 defines Patient, Encounter, RelatedPerson, Practitioner and Device)`),
   ERR_SEARCH_VALUESET: spec<{ name: string; url: string }>(
     400, 'invalid', (p) => `Search parameter '${p.name}': the value set '${p.url}' is not known`),
+  ERR_SEARCH_VALUESET_CONTENT: spec<{ url: string; system: string }>(
+    422, 'not-supported', (p) => `The value set '${p.url}' selects codes of '${p.system}' by filter or as a whole, and this server does not hold that code system's content, so membership cannot be decided`),
   ERR_SEARCH_TOO_COSTLY: spec<{ what: string }>(422, 'too-costly', (p) => p.what),
   // conditional interactions, patch, bundles
   ERR_CONDITIONAL_EMPTY: spec<{ type: string }>(400, 'invalid', (p) => `A conditional interaction on ${p.type} needs search criteria`),
@@ -142,6 +144,21 @@ export const ERRORS = {
     400, 'invalid', (p) => `The package cannot be imported (nothing was stored): ${p.file}: ${p.reason}`),
   ERR_PACKAGE_TOO_LARGE: spec<{ limit: number }>(
     413, 'too-costly', (p) => `The package cannot be imported (nothing was stored): it unpacks to more than ${p.limit} bytes`),
+  // measures ($evaluate-measure)
+  ERR_MEASURE_UNKNOWN: spec<{ measure: string }>(404, 'not-found', (p) => `The Measure '${p.measure}' is not known`),
+  ERR_MEASURE_PERIOD: spec<{ start: string; end: string }>(
+    400, 'invalid', (p) => `The measurement period ends (${p.end}) before it starts (${p.start})`),
+  ERR_MEASURE_SUBJECT: spec<{ subject: string; reason: string }>(400, 'invalid', (p) => `Subject '${p.subject}': ${p.reason}`),
+  ERR_MEASURE_LIBRARY_MISSING: spec<{ library: string; from: string }>(
+    422, 'not-found', (p) => `The Library '${p.library}' that ${p.from} depends on is not on this server`),
+  ERR_MEASURE_NO_ELM: spec<{ library: string }>(
+    422, 'not-supported', (p) => `The Library '${p.library}' has no application/elm+json content; this server runs CQL only as ELM (translate the CQL first)`),
+  ERR_MEASURE_ELM_INVALID: spec<{ library: string; reason: string }>(
+    422, 'invalid', (p) => `The ELM of Library '${p.library}' cannot be used: ${p.reason}`),
+  ERR_MEASURE_INVALID: spec<{ measure: string; reason: string }>(
+    422, 'invalid', (p) => `The Measure '${p.measure}' cannot be evaluated: ${p.reason}`),
+  ERR_MEASURE_EVALUATION: spec<{ expression: string; reason: string }>(
+    422, 'processing', (p) => `Evaluating '${p.expression}' failed: ${p.reason}`),
   // security
   ERR_AUTH_MISSING: spec(401, 'login', () => 'This server requires a bearer token (Authorization: Bearer <token>)'),
   ERR_AUTH_INVALID: spec(401, 'login', () => 'The bearer token is not valid'),

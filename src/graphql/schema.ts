@@ -53,6 +53,28 @@ export const JsonScalar = new GraphQLScalarType({
   parseLiteral: (ast) => literalValue(ast),
 });
 
+/**
+ * `PatientInput` and its kind: the resource a mutation takes, as R4 graphql.html names it. A scalar
+ * holding the resource's JSON rather than a generated input type per element (150 more types
+ * for a schema already large), so a client can declare `$res: PatientInput!` as the page shows;
+ * the REST core validates the content as for any write.
+ */
+function resourceInput(type: string): GraphQLScalarType {
+  const check = (value: unknown): unknown => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError(`${type}Input must be a ${type} resource (a JSON object)`);
+    const found = (value as { resourceType?: unknown }).resourceType;
+    if (found !== undefined && found !== type) throw new TypeError(`${type}Input must be a ${type} resource, not ${String(found).slice(0, 64)}`);
+    return { ...value, resourceType: type };
+  };
+  return new GraphQLScalarType({
+    name: `${type}Input`,
+    description: `A ${type} resource, as its FHIR JSON`,
+    serialize: (value) => value,
+    parseValue: check,
+    parseLiteral: (ast) => check(literalValue(ast)),
+  });
+}
+
 type Literal = Parameters<NonNullable<GraphQLScalarType['parseLiteral']>>[0];
 
 function literalValue(ast: Literal): unknown {
@@ -255,8 +277,10 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     query[type] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.read(type) };
     query[`${type}List`] = { type: new GraphQLList(resourceObject(type)), args: searchArgs(type), resolve: resolvers.list(type) };
     query[`${type}Connection`] = { type: connection(type), args: searchArgs(type), resolve: resolvers.connection(type) };
-    mutation[`${type}Create`] = { type: resourceObject(type), args: { res: { type: new GraphQLNonNull(JsonScalar) } }, resolve: resolvers.create(type) };
-    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) }, res: { type: new GraphQLNonNull(JsonScalar) } }, resolve: resolvers.update(type) };
+    // Task.input's backbone type is already `TaskInput`: that one type keeps the plain JSON scalar.
+    const input = model.element(type, 'input') ? JsonScalar : resourceInput(type);
+    mutation[`${type}Create`] = { type: resourceObject(type), args: { res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.create(type) };
+    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) }, res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.update(type) };
     mutation[`${type}Delete`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.remove(type) };
   }
   const system = new GraphQLSchema({

@@ -22,6 +22,8 @@ export interface OpenApiSource {
   bulk?: boolean;
   /** The websocket channel of Subscriptions (/ws/subscriptions-r4). */
   subscriptionSocket?: boolean;
+  /** The administrators' views (`/admin/jobs`). */
+  admin?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -246,6 +248,17 @@ function bulkPaths(source: OpenApiSource, paths: Record<string, PathItem>): void
   };
 }
 
+/** The administrators' views (src/http/routes/admin.ts). */
+function adminPaths(paths: Record<string, PathItem>): void {
+  paths['/admin/jobs'] = {
+    get: {
+      tags: ['admin'], operationId: 'admin-jobs', summary: "The project's newest background jobs (administrators only)",
+      parameters: [{ name: 'kind', in: 'query', required: false, schema: { type: 'string' } }, { name: '_count', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 } }],
+      responses: { '200': { description: '{ jobs: [...] }, newest first', content: { 'application/json': { schema: { type: 'object' } } } }, default: { $ref: '#/components/responses/Error' } },
+    },
+  };
+}
+
 /**
  * The whole document, or (`only`) the part about some resource types: the system level, the
  * pages, and those types' interactions and operations. A viewer renders a part much faster.
@@ -265,6 +278,7 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
       },
     };
   }
+  if (source.admin) adminPaths(paths);
   systemPaths(source, paths);
   for (const type of included) resourcePaths(source, type, paths);
   for (const spec of source.operations) {
@@ -277,7 +291,7 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
     servers: [{ url: '/' }],
     security: [{ bearer: [] }],
     tags: [
-      { name: 'system' }, { name: 'health' }, { name: 'pages' }, ...(source.oauth ? [{ name: 'oauth' }] : []), ...(source.bulk ? [{ name: 'bulk' }] : []),
+      { name: 'system' }, { name: 'health' }, { name: 'pages' }, ...(source.oauth ? [{ name: 'oauth' }] : []), ...(source.bulk ? [{ name: 'bulk' }] : []), ...(source.admin ? [{ name: 'admin' }] : []),
       ...included.map((name) => ({ name })),
     ],
     paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),

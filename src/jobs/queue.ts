@@ -125,21 +125,13 @@ export class JobQueue {
 
   async get<I = unknown, R = unknown>(id: string): Promise<JobView<I, R> | undefined> {
     const row = await this.store.get(id);
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      kind: row.kind,
-      project: row.project,
-      principal: principalFrom(row.principal),
-      input: JSON.parse(row.input) as I,
-      state: row.state,
-      attempts: row.attempts,
-      progress: row.progress,
-      result: row.result === undefined ? undefined : (JSON.parse(row.result) as R),
-      lastError: row.lastError,
-      createdAt: row.createdAt,
-      finishedAt: row.finishedAt,
-    };
+    return row ? viewOf<I, R>(row) : undefined;
+  }
+
+  /** A project's newest jobs (at most 1,000), newest first. */
+  async list(project: string, options: { limit?: number; kind?: string } = {}): Promise<JobView[]> {
+    const limit = Math.max(1, Math.min(options.limit ?? 100, 1000));
+    return (await this.store.list(project, { limit, kind: options.kind })).map((row) => viewOf(row));
   }
 
   /** Removes a job in any state; a handler running it here is aborted (elsewhere: at its next heartbeat). */
@@ -263,4 +255,21 @@ export function principalFrom(text: string): Principal {
   return JSON.parse(text, (_key, value: unknown) =>
     value && typeof value === 'object' && '$set' in value && Array.isArray((value as { $set: unknown }).$set) ? new Set((value as { $set: unknown[] }).$set) : value,
   ) as Principal;
+}
+
+function viewOf<I = unknown, R = unknown>(row: JobRow): JobView<I, R> {
+  return {
+    id: row.id,
+    kind: row.kind,
+    project: row.project,
+    principal: principalFrom(row.principal),
+    input: JSON.parse(row.input) as I,
+    state: row.state,
+    attempts: row.attempts,
+    progress: row.progress,
+    result: row.result === undefined ? undefined : (JSON.parse(row.result) as R),
+    lastError: row.lastError,
+    createdAt: row.createdAt,
+    finishedAt: row.finishedAt,
+  };
 }

@@ -10,6 +10,7 @@ import { subscriptionBindingToken } from './subscription/get-ws-binding-token';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
+import { measureEvaluateMeasure } from './measure/evaluate-measure';
 import { patientEverything } from './patient/everything';
 import { versions } from './system/versions';
 import { valueSetBatchValidateCode } from './valueset/batch-validate-code';
@@ -36,4 +37,5 @@ export const operationModules: OperationModule<AppServices>[] = [
   patientEverything,
   resourceResend,
   subscriptionBindingToken,
+  measureEvaluateMeasure,
 ];

@@ -15,7 +15,7 @@ export function subset(resource: Resource, model: ElementModel, options: { summa
   let keep: ((key: string) => boolean) | undefined;
   if (elements && elements.length > 0) {
     const wanted = new Set(elements.map((e) => e.split('.')[0]));
-    keep = (key) => ALWAYS.has(key) || wanted.has(baseName(key));
+    keep = (key) => ALWAYS.has(key) || wanted.has(baseName(key)) || choiceInSummary(wanted, key);
   } else if (summary === 'true') {
     const inSummary = new Set(model.topLevel(resource.resourceType).filter(([, info]) => info.summary).map(([name]) => name));
     keep = (key) => ALWAYS.has(key) || inSummary.has(baseName(key)) || inSummary.has(`${baseName(key)}[x]`) || choiceInSummary(inSummary, key);
@@ -32,6 +32,12 @@ export function subset(resource: Resource, model: ElementModel, options: { summa
   meta.tag = [...(meta.tag ?? []).filter((t) => t.code !== SUBSETTED.code), SUBSETTED];
   out.meta = meta;
   return out as unknown as Resource;
+}
+
+/** Bulk Data `_elements`: the named top-level elements plus the mandatory ones (min 1), marked SUBSETTED. */
+export function subsetWithMandatory(resource: Resource, model: ElementModel, names: string[]): Resource {
+  const mandatory = model.topLevel(resource.resourceType).filter(([, info]) => info.required).map(([name]) => name);
+  return subset(resource, model, { elements: [...names, ...mandatory] });
 }
 
 /** `_birthDate` (a primitive's extensions) travels with `birthDate`. */

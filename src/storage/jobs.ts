@@ -66,6 +66,8 @@ export interface JobStore {
   purge(before: number): Promise<number>;
   /** Removes the jobs of one kind that ended done before `before` (short-lived records of many small jobs). */
   purgeDone(kind: string, before: number): Promise<number>;
+  /** A project's newest jobs, newest first (of one kind when given). */
+  list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]>;
 }
 
 export function jobsDdl(dialect: 'sqlite' | 'postgres'): string {
@@ -183,6 +185,13 @@ export class SqlJobStore implements JobStore {
   async get(id: string): Promise<JobRow | undefined> {
     const rows = await this.read('SELECT * FROM jobs WHERE id = ?', [id]);
     return rows[0] ? jobFromRow(rows[0]) : undefined;
+  }
+
+  async list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]> {
+    const rows = options.kind === undefined
+      ? await this.read('SELECT * FROM jobs WHERE project = ? ORDER BY created_at DESC, id LIMIT ?', [project, options.limit])
+      : await this.read('SELECT * FROM jobs WHERE project = ? AND kind = ? ORDER BY created_at DESC, id LIMIT ?', [project, options.kind, options.limit]);
+    return rows.map(jobFromRow);
   }
 
   async remove(id: string): Promise<boolean> {

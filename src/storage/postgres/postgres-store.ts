@@ -86,6 +86,8 @@ const MIGRATIONS: string[] = [
   // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
   `${jobsDdl('postgres')}
    ${bulkDdl('postgres')}`,
+  // The admin view lists a project's newest jobs.
+  `CREATE INDEX jobs_by_project ON jobs (project, created_at)`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */

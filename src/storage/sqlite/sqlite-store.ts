@@ -94,6 +94,8 @@ const MIGRATIONS: string[] = [
   // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
   `${jobsDdl('sqlite')}
    ${bulkDdl('sqlite')}`,
+  // The admin view lists a project's newest jobs.
+  `CREATE INDEX jobs_by_project ON jobs (project, created_at)`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content

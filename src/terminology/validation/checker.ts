@@ -175,6 +175,13 @@ export class ValueSetChecker {
       } else if (include.system === system && (!chosenVersion || include.version === chosenVersion) && this.useThisVersion(include, version)) {
         const v = this.determineVersion(path, include.system, include.version, version, state);
         const cs = this.provider(system, v);
+        if (!cs && this.env.params.membershipOnly && isEnumeration(include)) {
+          // Membership only: a listed code is in the value set by its definition, whether or not
+          // this server holds the code system's content (search's :in on LOINC lists, say).
+          result = include.concept?.some((c) => c.code === code) === true;
+          if (result) break;
+          continue;
+        }
         if (!cs) return this.unknownSystem(path, system, v, state);
         this.checkVersionRules(path, cs.url, cs.version, state);
         state.defLang = new Language(cs.language ?? 'en');
@@ -374,4 +381,9 @@ function flatten(entries: ExpansionEntry[]): ExpansionEntry[] {
 
 function findInExpansion(entries: ExpansionEntry[], system: string, code: string): ExpansionEntry | undefined {
   return flatten(entries).find((e) => e.system === system && e.code === code);
+}
+
+/** An include that lists its codes and nothing else: membership needs no code system content. */
+export function isEnumeration(include: ValueSetComposeInclude): boolean {
+  return (include.concept?.length ?? 0) > 0 && !include.filter?.length && !include.valueSet?.length;
 }
