@@ -31,6 +31,8 @@ import type { Principal } from './auth/principal';
 import type { SigningKeys } from './auth/signing-keys';
 import { oauthUris, registerOAuthRoutes } from './http/routes/oauth';
 import { registerBulkRoutes } from './http/routes/bulk';
+import { registerSubscriptionSocketRoute } from './http/routes/subscriptions-ws';
+import type { WebsocketHub } from './subscriptions/websocket';
 import { registerAdminRoutes } from './http/routes/admin';
 import type { JobQueue } from './jobs/queue';
 import type { BulkExports } from './bulk/export';
@@ -65,6 +67,8 @@ export interface AppParts<S> {
   };
   /** Bulk Data export (kick-off, status and file routes); absent: none. */
   bulk?: BulkExports;
+  /** The websocket channel of Subscriptions (/ws/subscriptions-r4); absent: none. */
+  subscriptionSocket?: WebsocketHub;
   /** The job queue, for the administrators' jobs view (`/admin/jobs`); absent: none. */
   jobs?: JobQueue;
 }
@@ -188,10 +192,12 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
   registerDocsRoutes(publicRoutes, {
-    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined, admin: parts.jobs !== undefined },
+    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined, admin: parts.jobs !== undefined, subscriptionSocket: parts.subscriptionSocket !== undefined },
     revision: parts.searchParamsRevision,
   });
   registerConsoleRoutes(publicRoutes);
+  // Last: the websocket plugin wraps the handler of every route declared after it.
+  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, parts.subscriptionSocket);
   await app.ready();
   return app;
 }

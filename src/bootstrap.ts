@@ -37,6 +37,8 @@ import { Outbound } from './net/outbound';
 import { GraphQLService } from './graphql/service';
 import { BotRunner } from './bots/runner';
 import { BotService } from './bots/service';
+import { botEndpointHandler } from './bots/subscription-endpoint';
+import { Subscriptions } from './subscriptions/subscriptions';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
@@ -78,6 +80,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
+      prepare: (resource) => subscriptions.prepare(resource),
       validate: async (resource, ctx) => {
         if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline, project: ctx.project });
       },
@@ -109,7 +112,18 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const bulk = bulkExports(core, store, jobs);
     // The sandbox process starts with the first bot deployed or run, not here.
     const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner(), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots };
+    const subscriptions = new Subscriptions({
+      repository,
+      jobs,
+      outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }),
+      retryMs: config.subscriptionRetryMs,
+      registry: core.params,
+      extractor: core.extractor,
+      isResourceType: (type) => schema.isResourceType(type),
+    });
+    // Medplum's convention: a rest-hook Subscription whose endpoint is Bot/[id] runs that bot.
+    subscriptions.delivery.registerEndpointHandler('Bot/', botEndpointHandler({ bots, rest: core.rest }, { baseUrl: config.baseUrl }));
+    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -139,6 +153,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       logStream: options.logStream,
       guard: core.guard,
       bulk,
+      subscriptionSocket: subscriptions.websocket,
       jobs,
       oauth: {
         auth,
@@ -148,6 +163,8 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       },
     });
     jobs.log = app.log;
+    subscriptions.log = app.log;
+    await subscriptions.start();
     jobs.start(config.jobWorkers);
     return {
       app,
@@ -156,6 +173,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       services,
       close: async () => {
         await app.close();
+        subscriptions.stop();
         await jobs.stop();
         await bots.close();
         await store.close();

@@ -37,6 +37,8 @@ export interface Config {
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
   jobWorkers: number;
+  /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
+  subscriptionRetryMs: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
   jobLeaseMs: number;
   /** Heap limit of a bot's isolate, in MB (BOT_MEMORY_MB). */
@@ -113,6 +115,7 @@ export function loadConfig(env: Env): Config {
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
+    subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
     botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),
     botOutputBytes: size(env, 'BOT_OUTPUT_LIMIT', 1024 * 1024),

@@ -33,6 +33,8 @@ export interface CoreOptions {
   /** The code system of a required binding's value set (tokens of bare codes get it as system). */
   bindingSystem?: (valueSet: string) => string | undefined;
   log?: ContextLog;
+  /** Checks (and settles, e.g. a Subscription's status) a resource about to be written, after the structural check; throws a FhirError. */
+  prepare?: (resource: Resource, ctx: RequestContext) => Promise<void>;
   /** Full validation before writes (VALIDATE_ON_WRITE, X-Validate-On-Write). */
   validate?: (resource: Resource, ctx: RequestContext) => Promise<void>;
   /** Most resources one conditional delete removes (default 100); most entries in one Bundle (default 100,000; the body size limit applies too). */
@@ -107,7 +109,13 @@ export function buildCore(options: CoreOptions): Core {
     readOnlyTypes: READ_ONLY_TYPES,
     checkResource: (type, resource, ctx) => checkResource(type, resource, ctx.project),
     beforeRequest: () => custom.refresh(),
-    validate: options.validate,
+    validate:
+      options.prepare || options.validate
+        ? async (resource, ctx) => {
+            await options.prepare?.(resource, ctx);
+            await options.validate?.(resource, ctx);
+          }
+        : undefined,
     search,
     model: r4Model(),
     builtIn,

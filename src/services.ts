@@ -8,6 +8,7 @@ import type { Repository } from './storage/repository';
 import type { JobQueue } from './jobs/queue';
 import type { RestService } from './rest/rest-service';
 import type { SearchService } from './search/search-service';
+import type { Subscriptions } from './subscriptions/subscriptions';
 import type { TerminologyService } from './terminology/service';
 import type { ResourceValidator } from './validation/validator';
 
@@ -32,4 +33,6 @@ export interface AppServices {
   jobs: JobQueue;
   /** Bots: $deploy and $execute, their sandbox (src/bots). */
   bots: BotService;
+  /** R4 Subscriptions: matching, delivery, websocket bindings. */
+  subscriptions: Subscriptions;
 }

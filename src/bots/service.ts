@@ -208,7 +208,7 @@ export class BotService {
     const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(parsed.origin);
     if (!allowed) return { status: 0, message: `bots may fetch only this server's API and the origins BOT_FETCH_ALLOW names, not ${parsed.origin}` };
     try {
-      const answer = await this.deps.outbound.send(url, { method: request.method, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
+      const answer = await this.deps.outbound.send({ url, method: request.method ?? 'GET', headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
       return { status: answer.status, text: answer.body, headers };

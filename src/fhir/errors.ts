@@ -74,6 +74,10 @@ export const ERRORS = {
     404, 'not-found', (p) => `${p.type}/${p.id} has no version ${p.vid}`),
   ERR_RESOURCE_INVALID: spec<{ type: string; path: string; reason: string }>(
     400, 'structure', (p) => `The ${p.type} is not valid at ${p.path}: ${p.reason}`),
+  ERR_SUBSCRIPTION_INVALID: spec<{ path: string; reason: string }>(
+    400, 'invalid', (p) => `The Subscription is not valid at ${p.path}: ${p.reason}`),
+  ERR_SUBSCRIPTION_CHANNEL: spec<{ channel: string }>(
+    400, 'not-supported', (p) => `Subscription channel type '${p.channel}' is not supported (rest-hook and websocket are)`),
   ERR_RESOURCE_TYPE_MISMATCH: spec<{ expected: string; found: string }>(
     400, 'invalid', (p) => `The body is a ${p.found} but the URL is for ${p.expected}`),
   ERR_RESOURCE_ID_MISSING: spec(400, 'required', () => 'The resource in an update must carry the id given in the URL'),

@@ -20,6 +20,8 @@ export interface OpenApiSource {
   oauth?: boolean;
   /** The server runs Bulk Data exports (kick-off, status and file URLs). */
   bulk?: boolean;
+  /** The websocket channel of Subscriptions (/ws/subscriptions-r4). */
+  subscriptionSocket?: boolean;
   /** The administrators' views (`/admin/jobs`). */
   admin?: boolean;
 }
@@ -267,6 +269,15 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
   publicPaths(source, paths);
   if (source.oauth) oauthPaths(source, paths);
   if (source.bulk) bulkPaths(source, paths);
+  if (source.subscriptionSocket) {
+    paths['/ws/subscriptions-r4'] = {
+      get: {
+        tags: ['system'], operationId: 'subscriptions-websocket', security: [{}],
+        summary: 'Websocket of Subscriptions (upgrade): bind with {"type":"bind-with-token","payload":{"token":...}} (token from Subscription/[id]/$get-ws-binding-token), then receive notification Bundles',
+        responses: { '101': { description: 'Switching to the websocket protocol' }, '404': { description: 'Not a websocket upgrade request' } },
+      },
+    };
+  }
   if (source.admin) adminPaths(paths);
   systemPaths(source, paths);
   for (const type of included) resourcePaths(source, type, paths);

@@ -24,6 +24,8 @@ export interface Job<I = unknown> {
   principal: Principal;
   input: I;
   attempt: number;
+  /** The attempts it has in all: a handler failing its last one may record why (a Subscription's error). */
+  maxAttempts: number;
 }
 
 /** What a running handler may do: note progress (which renews its lease) and see that it lost the job. */
@@ -37,6 +39,16 @@ export interface JobHandler<I = unknown> {
   kind: string;
   /** Answers the job's result (stored as JSON); throws to fail the attempt. */
   run(job: Job<I>, control: JobControl): Promise<unknown>;
+  /** The delay before the retry that follows failed attempt `attempt` (default: the queue's exponential backoff). */
+  backoff?(attempt: number): number;
+  /**
+   * For many short jobs (subscription deliveries): a worker that claims one of this kind claims up
+   * to `batch - 1` more with it, runs them together and ends the successful ones in one statement
+   * (on SQLite each claim and completion is a durable commit: batching is what makes 1,000/s).
+   */
+  batch?: number;
+  /** How long this kind's done jobs are kept, when shorter than the queue's retention (dead ones keep it). */
+  keepDoneMs?: number;
 }
 
 export interface JobQueueOptions {
@@ -161,7 +173,7 @@ export class JobQueue {
         this.log?.error({ err: (err as Error).message }, 'job claim failed');
       }
       if (claimed) {
-        await this.runJob(claimed, worker);
+        await this.runClaimed(claimed, worker);
         continue;
       }
       await new Promise<void>((resolve) => {
@@ -174,7 +186,24 @@ export class JobQueue {
     }
   }
 
-  private async runJob(row: JobRow, worker: string): Promise<void> {
+  /** Runs a claimed job, with the others of its kind claimed alongside when its handler batches. */
+  private async runClaimed(first: JobRow, worker: string): Promise<void> {
+    const batch = this.handlers.get(first.kind)?.batch ?? 1;
+    if (batch <= 1) {
+      const done = await this.runJob(first, worker);
+      if (done) await this.store.complete(done.id, worker, done.result).catch((err: Error) => this.log?.error({ job: done.id, err: err.message }, 'job completion failed'));
+      return;
+    }
+    const more = await this.store.claimMore(first.kind, worker, this.leaseMs, batch - 1).catch((err: Error) => {
+      this.log?.error({ err: err.message }, 'job claim failed');
+      return [] as JobRow[];
+    });
+    const done = (await Promise.all([first, ...more].map((row) => this.runJob(row, worker)))).filter((d) => d !== undefined);
+    await this.store.completeMany(done, worker).catch((err: Error) => this.log?.error({ err: err.message }, 'job completion failed'));
+  }
+
+  /** Runs one job: answers its result to record, or undefined when it failed (recorded here) or was lost. */
+  private async runJob(row: JobRow, worker: string): Promise<{ id: string; result: string } | undefined> {
     const handler = this.handlers.get(row.kind) as JobHandler;
     const controller = new AbortController();
     this.active.set(row.id, controller);
@@ -188,16 +217,20 @@ export class JobQueue {
     const beat = setInterval(() => void renew().catch(() => undefined), Math.max(10, Math.floor(this.leaseMs / 3)));
     try {
       if (row.attempts > row.maxAttempts) throw new Error(`its lease ran out ${row.attempts - 1} times`);
-      const job: Job = { id: row.id, kind: row.kind, project: row.project, principal: principalFrom(row.principal), input: JSON.parse(row.input), attempt: row.attempts };
+      const job: Job = { id: row.id, kind: row.kind, project: row.project, principal: principalFrom(row.principal), input: JSON.parse(row.input), attempt: row.attempts, maxAttempts: row.maxAttempts };
       const result = await handler.run(job, { progress: (note) => renew(note), signal: controller.signal });
-      if (controller.signal.aborted) return;
-      await this.store.complete(row.id, worker, JSON.stringify(result ?? null));
+      if (controller.signal.aborted) return undefined;
+      return { id: row.id, result: JSON.stringify(result ?? null) };
     } catch (err) {
-      if (controller.signal.aborted) return;
+      if (controller.signal.aborted) return undefined;
       const message = (err as Error).message ?? String(err);
-      const retry = row.attempts < row.maxAttempts ? Date.now() + Math.min(this.maxBackoffMs, this.backoffMs * 2 ** (row.attempts - 1)) : undefined;
+      const delay = handler.backoff?.(row.attempts) ?? this.backoffMs * 2 ** (row.attempts - 1);
+      const retry = row.attempts < row.maxAttempts ? Date.now() + Math.round(Math.min(this.maxBackoffMs, delay)) : undefined;
       this.log?.warn({ job: row.id, kind: row.kind, attempt: row.attempts, err: message, dead: retry === undefined }, 'job failed');
       await this.store.fail(row.id, worker, message, retry).catch(() => undefined);
+      // A retry sooner than the next poll is claimed on time (short backoffs: subscription deliveries).
+      if (retry !== undefined && retry - Date.now() < this.pollMs) setTimeout(() => this.wake(), Math.max(0, retry - Date.now())).unref();
+      return undefined;
     } finally {
       clearInterval(beat);
       this.active.delete(row.id);
@@ -209,6 +242,7 @@ export class JobQueue {
     if (now - this.lastPurge < 60_000) return;
     this.lastPurge = now;
     await this.store.purge(now - this.retentionMs);
+    for (const handler of this.handlers.values()) if (handler.keepDoneMs !== undefined) await this.store.purgeDone(handler.kind, now - handler.keepDoneMs);
   }
 }
 

@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { Agent, request } from 'undici';
 
 /**
- * Requests the server makes to addresses users give it (a client's jwksUri, a bot's fetch):
+ * Requests the server makes to addresses users give it (a client's jwksUri, subscriptions' rest-hook endpoints, a bot's fetch):
  * never to loopback, link-local or private addresses (where the server's own neighbours live)
  * unless OUTBOUND_ALLOW_PRIVATE=true, checked on the address actually connected to (a name that
  * resolves to 127.0.0.1 is refused too); bounded in time and in size.
@@ -38,7 +38,7 @@ export class Outbound {
           lookup(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
             if (err) return callback(err, '', 4);
             const list = Array.isArray(addresses) ? addresses : [{ address: String(addresses), family: 4 }];
-            const refused = list.find((a) => !this.options.allowPrivate && isPrivateAddress(a.address));
+            const refused = list.find((a) => isRefusedAddress(a.address, this.options.allowPrivate));
             if (refused) return callback(new OutboundError(`${hostname} is a private address (${refused.address}); set OUTBOUND_ALLOW_PRIVATE=true to allow it`), '', 4);
             if (lookupOptions.all) return callback(null, list as never, 4);
             return callback(null, list[0].address, list[0].family);
@@ -48,27 +48,24 @@ export class Outbound {
     });
   }
 
-  getText(url: string): Promise<FetchedText> {
-    return this.send(url);
+  async getText(url: string): Promise<FetchedText> {
+    return this.send({ method: 'GET', url });
   }
 
-  /** Any method, with headers and a text body (a bot's fetch to an allowed origin). */
-  async send(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<FetchedText> {
-    const parsed = new URL(url);
-    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new OutboundError(`only http(s) URLs are fetched, not ${parsed.protocol}`);
-    // A literal address never goes through the lookup: check it here.
-    const host = parsed.hostname.replace(/^\[|\]$/g, '');
-    if (isIP(host) && !this.options.allowPrivate && isPrivateAddress(host)) {
-      throw new OutboundError(`${host} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
-    }
+  /**
+   * One request (no redirects followed: undici's request never does, a 3xx is an answer like any
+   * other), bounded in time and in the size of the answer read.
+   */
+  async send(call: { method: string; url: string; headers?: Record<string, string>; body?: string }): Promise<FetchedText> {
+    const { url } = call;
+    this.refuseLiteral(url);
     const response = await request(url, {
       dispatcher: this.agent,
-      method: (init.method ?? 'GET') as 'GET',
-      headers: init.headers,
-      body: init.body,
+      method: call.method as 'GET',
+      headers: call.headers,
+      body: call.body,
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
-      // Redirects are not followed (undici's request never does): a 3xx is an answer like any other.
       signal: AbortSignal.timeout(this.timeoutMs * 2),
     });
     const chunks: Buffer[] = [];
@@ -84,9 +81,45 @@ export class Outbound {
     return { status: response.statusCode, headers: response.headers, body: Buffer.concat(chunks).toString('utf8') };
   }
 
+  /**
+   * Whether a URL may be called, checked before it is stored (a webhook's endpoint): http(s), and
+   * unless private addresses are allowed, neither a private literal nor a name resolving to one.
+   * A name that does not resolve now is accepted (it is checked again at each connection).
+   */
+  async check(url: string): Promise<void> {
+    this.refuseLiteral(url);
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    if (isIP(host)) return;
+    const addresses = await new Promise<{ address: string }[]>((resolve) => lookup(host, { all: true }, (err, list) => resolve(err ? [] : list)));
+    const refused = addresses.find((a) => isRefusedAddress(a.address, this.options.allowPrivate));
+    if (refused) throw new OutboundError(`${host} is a private address (${refused.address}); set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
+  }
+
+  private refuseLiteral(url: string): void {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new OutboundError(`'${url.slice(0, 200)}' is not an absolute URL`);
+    }
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new OutboundError(`only http(s) URLs are called, not ${parsed.protocol}`);
+    // A literal address never goes through the lookup: check it here.
+    const host = parsed.hostname.replace(/^\[|\]$/g, '');
+    if (isIP(host) && isRefusedAddress(host, this.options.allowPrivate)) {
+      throw new OutboundError(`${host} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it (cloud metadata addresses never are)`);
+    }
+  }
+
   close(): Promise<void> {
     return this.agent.close();
   }
+}
+
+/** Cloud metadata services: refused even when private addresses are allowed (they hand out credentials). */
+const METADATA_ADDRESSES = new Set(['169.254.169.254', 'fd00:ec2::254', '::ffff:169.254.169.254']);
+
+export function isRefusedAddress(address: string, allowPrivate: boolean): boolean {
+  return METADATA_ADDRESSES.has(address.toLowerCase()) || (!allowPrivate && isPrivateAddress(address));
 }
 
 /** Loopback, private (RFC 1918, unique local), link-local, unspecified, CGNAT and mapped forms of them. */

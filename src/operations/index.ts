@@ -5,6 +5,8 @@ import { codeSystemSubsumes } from './codesystem/subsumes';
 import { codeSystemValidateCode } from './codesystem/validate-code';
 import { conceptMapTranslate } from './conceptmap/translate';
 import { resourceValidate } from './resource/validate';
+import { resourceResend } from './resource/resend';
+import { subscriptionBindingToken } from './subscription/get-ws-binding-token';
 import { importPackageOperation } from './system/import-package';
 import { projectInit } from './project/init';
 import { graphqlOperation } from './system/graphql';
@@ -35,6 +37,8 @@ export const operationModules: OperationModule<AppServices>[] = [
   projectInit,
   graphqlOperation,
   patientEverything,
+  resourceResend,
+  subscriptionBindingToken,
   measureEvaluateMeasure,
   botDeploy,
   botExecute,

@@ -50,6 +50,10 @@ export interface JobStore {
   enqueue(job: NewJob): Promise<string>;
   /** Takes the oldest ready job of these kinds (queued and due, or running with its lease run out). */
   claim(kinds: string[], worker: string, leaseMs: number): Promise<JobRow | undefined>;
+  /** Up to `limit` more ready jobs of one kind, claimed together (one statement: one commit for many short jobs). */
+  claimMore(kind: string, worker: string, leaseMs: number, limit: number): Promise<JobRow[]>;
+  /** Ends several of this worker's jobs done at once; answers the ids it ended. */
+  completeMany(results: { id: string; result: string }[], worker: string): Promise<string[]>;
   /** Renews the lease (and notes progress); false when the job is no longer this worker's. */
   heartbeat(id: string, worker: string, leaseMs: number, progress?: string): Promise<boolean>;
   complete(id: string, worker: string, result: string): Promise<boolean>;
@@ -60,6 +64,8 @@ export interface JobStore {
   remove(id: string): Promise<boolean>;
   /** Removes finished (done, dead) jobs that ended before `before`; answers how many. */
   purge(before: number): Promise<number>;
+  /** Removes the jobs of one kind that ended done before `before` (short-lived records of many small jobs). */
+  purgeDone(kind: string, before: number): Promise<number>;
   /** A project's newest jobs, newest first (of one kind when given). */
   list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]>;
 }
@@ -116,6 +122,33 @@ export class SqlJobStore implements JobStore {
     return rows[0] ? jobFromRow(rows[0]) : undefined;
   }
 
+  async claimMore(kind: string, worker: string, leaseMs: number, limit: number): Promise<JobRow[]> {
+    if (limit <= 0) return [];
+    const now = this.now();
+    const lock = this.dialect === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '';
+    const rows = await this.write(
+      `UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?, worker = ?, updated_at = ?
+       WHERE id IN (SELECT id FROM jobs WHERE kind = ?
+         AND ((state = 'queued' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))
+         ORDER BY run_at, id LIMIT ?${lock})
+       RETURNING *`,
+      [now + leaseMs, worker, now, kind, now, now, limit],
+    );
+    return rows.map(jobFromRow);
+  }
+
+  async completeMany(results: { id: string; result: string }[], worker: string): Promise<string[]> {
+    if (results.length === 0) return [];
+    const now = this.now();
+    const cases = results.map(() => 'WHEN ? THEN ?').join(' ');
+    const rows = await this.write(
+      `UPDATE jobs SET state = 'done', result = CASE id ${cases} END, lease_until = NULL, finished_at = ?, updated_at = ?
+       WHERE id IN (${results.map(() => '?').join(', ')}) AND worker = ? AND state = 'running' RETURNING id`,
+      [...results.flatMap((r) => [r.id, r.result]), now, now, ...results.map((r) => r.id), worker],
+    );
+    return rows.map((r) => String(r.id));
+  }
+
   async heartbeat(id: string, worker: string, leaseMs: number, progress?: string): Promise<boolean> {
     const now = this.now();
     const rows = await this.write(
@@ -163,6 +196,10 @@ export class SqlJobStore implements JobStore {
 
   async remove(id: string): Promise<boolean> {
     return (await this.write('DELETE FROM jobs WHERE id = ? RETURNING id', [id])).length === 1;
+  }
+
+  async purgeDone(kind: string, before: number): Promise<number> {
+    return (await this.write(`DELETE FROM jobs WHERE kind = ? AND state = 'done' AND finished_at < ? RETURNING id`, [kind, before])).length;
   }
 
   async purge(before: number): Promise<number> {

@@ -25,6 +25,21 @@ export interface Written {
 
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
 
+/** One version a transaction wrote, with the state before it (absent: a create). */
+export interface WriteEvent {
+  version: StoredVersion;
+  previous?: CurrentState;
+}
+
+/**
+ * Hears of every version a transaction writes, inside that transaction, before it commits: what it
+ * does with the transaction (enqueue jobs) commits with the write or not at all (subscriptions'
+ * transactional outbox). Must be cheap when it has nothing to do: it runs on every write.
+ */
+export interface WriteObserver {
+  written(tx: StoreTx, project: string, events: WriteEvent[]): Promise<void>;
+}
+
 export interface RepositoryOptions {
   /** The search index rows of a resource about to be stored. */
   index?: (resource: Resource) => IndexRows | null;
@@ -56,6 +71,7 @@ export class Repository {
   private readonly index: (resource: Resource) => IndexRows | null;
   private readonly now: () => Date;
   private readonly scopes = new Map<string, ProjectRepository>();
+  private readonly observers: WriteObserver[] = [];
 
   constructor(
     readonly store: ResourceStore,
@@ -70,6 +86,11 @@ export class Repository {
     this.written.push(listener);
   }
 
+  /** Adds an observer of every write, called inside the writing transaction (see WriteObserver). */
+  observe(observer: WriteObserver): void {
+    this.observers.push(observer);
+  }
+
   /** The repository of one project. */
   in(project: string): ProjectRepository {
     let scoped = this.scopes.get(project);
@@ -77,6 +98,7 @@ export class Repository {
       scoped = new ProjectRepository(this.store, project, {
         index: this.index,
         now: this.now,
+        observers: this.observers,
         committed: (versions) => {
           for (const version of versions) for (const listener of this.written) listener(version);
         },
@@ -90,6 +112,7 @@ export class Repository {
 interface ScopeParts {
   index: (resource: Resource) => IndexRows | null;
   now: () => Date;
+  observers: readonly WriteObserver[];
   committed: (versions: StoredVersion[]) => void;
 }
 
@@ -170,10 +193,23 @@ export class ProjectRepository {
   }
 
   private txOf(tx: StoreTx, writes: StoredVersion[]): RepositoryTx {
+    const observe = async (events: WriteEvent[]) => {
+      for (const observer of this.parts.observers) await observer.written(tx, this.project, events);
+    };
     const write = async (op: WriteOp) => {
       const result = await tx.write(op);
-      if (result.status === 'ok') writes.push(result.version);
+      if (result.status === 'ok') {
+        writes.push(result.version);
+        if (this.parts.observers.length > 0) await observe([{ version: result.version, previous: result.previous }]);
+      }
       return result;
+    };
+    const writeMany = async (ops: WriteOp[]) => {
+      const results = await tx.writeMany(ops);
+      if (this.parts.observers.length > 0) {
+        await observe(results.flatMap((r) => (r.status === 'ok' ? [{ version: r.version, previous: r.previous }] : [])));
+      }
+      return results;
     };
     return {
       store: tx,
@@ -196,7 +232,7 @@ export class ProjectRepository {
       },
       createMany: async (resources) => {
         const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ifMatch: 0 }));
-        const results = await tx.writeMany(ops);
+        const results = await writeMany(ops);
         return results.map((result, i) => {
           if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type: ops[i].type, id: ops[i].id });
           writes.push(result.version);
@@ -205,7 +241,7 @@ export class ProjectRepository {
       },
       putMany: async (resources) => {
         const ops = resources.map((r) => this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)));
-        const results = await tx.writeMany(ops);
+        const results = await writeMany(ops);
         return results.map((result, i) => {
           if (result.status !== 'ok') throw conflict(ops[i].type, ops[i].id, 0, result.current);
           writes.push(result.version);

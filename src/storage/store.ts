@@ -2,6 +2,7 @@ import type { Resource } from 'fhir/r4';
 import type { EphemeralStore } from './ephemeral';
 import type { JobStore, NewJob } from './jobs';
 import type { BulkStore } from './bulk';
+import type { Notices } from './notices';
 import type { IndexRows } from './index-schema';
 
 /**
@@ -123,6 +124,8 @@ export interface ResourceStore extends StoreReader {
   readonly jobs: JobStore;
   /** Snapshots and NDJSON files of bulk export. */
   readonly bulk: BulkStore;
+  /** Best-effort messages to every process over this database (websocket notifications). */
+  readonly notices: Notices;
   /** A small key/value of the server's own (index versions and the like). */
   getSetting(key: string): Promise<string | undefined>;
   setSetting(key: string, value: string): Promise<void>;

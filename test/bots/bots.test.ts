@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AuditEvent, Bundle, Observation, Patient, Resource } from 'fhir/r4';
@@ -110,6 +111,37 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(events).toHaveLength(1);
       expect(events[0].outcome).toBe('0');
       expect(events[0].outcomeDesc).toContain('Hello Peter Chalmers');
+    });
+
+    test('a Subscription whose endpoint is Bot/[id] runs the bot once per matching create, with the resource as input', async () => {
+      await deployBot('on-patient', HELLO_TS);
+      const tag = randomUUID();
+      const sub = await inject('POST', 'Subscription', {
+        resourceType: 'Subscription', status: 'requested', reason: 'run a bot', criteria: `Patient?identifier=urn:botsub|${tag}`,
+        channel: { type: 'rest-hook', endpoint: 'Bot/on-patient' },
+      });
+      expect(sub.statusCode, sub.body).toBe(201);
+      const refused = await inject('POST', 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'x', criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'Bot/not a bot' } });
+      expect(refused.statusCode).toBe(400);
+      for (const [given, value] of [['Ada', tag], ['Grace', tag], ['Nobody', 'other']]) {
+        const created = await inject('POST', 'Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:botsub', value }], name: [{ given: [given], family: 'Sub' }] });
+        expect(created.statusCode, created.body).toBe(201);
+      }
+      // Each run writes its AuditEvent beside its answer: wait for the deliveries to be done, then count.
+      const deliveries = async () => server.core.repository.store.query<{ state: string; input: string }>("SELECT state, input FROM jobs WHERE kind = 'subscription-delivery'", []);
+      for (;;) {
+        const mine = (await deliveries()).filter((j) => j.input.includes(`"${(sub.json() as Resource).id}"`));
+        if (mine.length === 2 && mine.every((j) => j.state === 'done')) break;
+        expect(mine.some((j) => j.state === 'dead')).toBe(false);
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      let logs: string[] = [];
+      for (let tries = 0; logs.length < 2 && tries < 400; tries++) {
+        if (tries > 0) await new Promise((resolve) => setTimeout(resolve, 25));
+        const audit = await inject('GET', 'AuditEvent?entity=Bot/on-patient');
+        logs = ((audit.json() as Bundle).entry ?? []).map((e) => (e.resource as AuditEvent).outcomeDesc ?? '');
+      }
+      expect(logs.map((l) => /Hello \w+ Sub/.exec(l)?.[0]).sort()).toEqual(['Hello Ada Sub', 'Hello Grace Sub']);
     });
 
     test("the bot's own ProjectMembership is created at deploy, once", async () => {

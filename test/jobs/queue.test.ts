@@ -150,6 +150,43 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       await q.stop();
     });
 
+    test('batched handlers: two queues share 100 short jobs claimed in batches, each runs and completes exactly once, results kept per job', async () => {
+      const other = await second();
+      const runs = new Map<string, number>();
+      const handler = { kind: 'batched', batch: 8, run: async (job: Job<{ i: number }>) => (runs.set(job.id, (runs.get(job.id) ?? 0) + 1), `result ${job.input.i}`) };
+      const a = queue();
+      const b = queue({}, other);
+      a.register(handler);
+      b.register(handler);
+      const ids = await Promise.all(Array.from({ length: 100 }, (_, i) => a.enqueue({ kind: 'batched', project: 'p1', principal, input: { i } })));
+      a.start(2);
+      b.start(2);
+      for (const [i, id] of ids.entries()) expect(await until(() => a.get(id), finished)).toMatchObject({ state: 'done', attempts: 1, result: `result ${i}` });
+      expect([...runs.values()]).toEqual(ids.map(() => 1));
+      await a.stop();
+      await b.stop();
+      if (other !== store) await other.close();
+    });
+
+    test("a kind's done jobs are purged after its own keepDoneMs", async () => {
+      const q = queue();
+      q.register({ kind: 'fleeting', keepDoneMs: -1, run: async () => 'done' });
+      q.register({ kind: 'kept', run: async () => 'done' });
+      const fleeting = await q.enqueue({ kind: 'fleeting', project: 'p1', principal, input: {} });
+      const kept = await q.enqueue({ kind: 'kept', project: 'p1', principal, input: {} });
+      q.start(1);
+      await until(() => q.get(kept), finished);
+      await until(() => q.get(fleeting), finished);
+      await q.stop();
+      const sweeper = queue();
+      sweeper.register({ kind: 'fleeting', keepDoneMs: -1, run: async () => 'done' });
+      sweeper.register({ kind: 'kept', run: async () => 'done' });
+      sweeper.start(1);
+      expect(await until(() => sweeper.get(fleeting), (job) => job === undefined)).toBeUndefined();
+      expect((await sweeper.get(kept))?.state).toBe('done');
+      await sweeper.stop();
+    });
+
     test('finished jobs are purged after the retention time', async () => {
       const q = queue();
       q.register({ kind: 'short', run: async () => 'done' });

@@ -127,7 +127,7 @@ describe('metadata', () => {
     expect(types).toContain('ValueSet');
     expect(types).not.toContain('Agent');
     const codeSystem = cs.rest?.[0].resource?.find((r) => r.type === 'CodeSystem');
-    expect(codeSystem?.operation?.map((o) => o.name).sort()).toEqual(['graphql', 'lookup', 'subsumes', 'validate', 'validate-code']);
+    expect(codeSystem?.operation?.map((o) => o.name).sort()).toEqual(['graphql', 'lookup', 'resend', 'subsumes', 'validate', 'validate-code']);
   });
 
   test('metadata?mode=terminology is a TerminologyCapabilities listing expansion parameters and code systems', async () => {

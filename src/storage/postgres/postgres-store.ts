@@ -3,6 +3,7 @@ import { fhirError } from '../../fhir/errors';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
+import { PgNotices } from './pg-notices';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -108,7 +109,12 @@ export class PostgresStore implements ResourceStore {
 
   readonly bulk: BulkStore = new SqlBulkStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
 
+  readonly notices: PgNotices;
+
   constructor(connectionString: string, options: { max?: number } = {}) {
+    this.notices = new PgNotices(connectionString, async (channel, payload) => {
+      await this.run(this.pool, 'SELECT pg_notify(?, ?)', [channel, payload]);
+    });
     // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);
     // keepAlive notices a peer that vanished without a word (a failover, a dropped route).
     this.pool = new pg.Pool({ connectionString, max: options.max ?? 10, connectionTimeoutMillis: 3000, application_name: 'fhir-tx-server', keepAlive: true });
@@ -212,6 +218,7 @@ export class PostgresStore implements ResourceStore {
   }
 
   async close(): Promise<void> {
+    await this.notices.close();
     await this.pool.end();
   }
 

@@ -1,3 +1,4 @@
+import { LocalNotices, type Notices } from '../notices';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -159,6 +160,9 @@ export class SqliteStore implements ResourceStore {
     'sqlite',
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
+
+  /** One process owns a SQLite database: its notices stay in it. */
+  readonly notices: Notices = new LocalNotices();
 
   readonly bulk: BulkStore = new SqlBulkStore(
     (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),

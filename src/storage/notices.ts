@@ -1,0 +1,31 @@
+import { EventEmitter } from 'node:events';
+
+/**
+ * Best-effort messages to every process over the same database (a websocket notification reaches
+ * the process holding the socket): PostgreSQL's LISTEN/NOTIFY, or, with SQLite (one process),
+ * in-process events. Nothing is kept: a process not listening at the moment misses the message.
+ * Payloads are small (PostgreSQL's limit is 8,000 bytes): names of things, not the things.
+ */
+export interface Notices {
+  publish(channel: string, payload: string): Promise<void>;
+  /** Calls `listener` with each payload published on `channel` (by any process, this one included); answers how to stop. */
+  listen(channel: string, listener: (payload: string) => void): Promise<() => void>;
+}
+
+export class LocalNotices implements Notices {
+  private readonly events = new EventEmitter();
+
+  constructor() {
+    this.events.setMaxListeners(0);
+  }
+
+  async publish(channel: string, payload: string): Promise<void> {
+    // After the caller's turn, as a NOTIFY would arrive.
+    setImmediate(() => this.events.emit(channel, payload));
+  }
+
+  async listen(channel: string, listener: (payload: string) => void): Promise<() => void> {
+    this.events.on(channel, listener);
+    return () => this.events.off(channel, listener);
+  }
+}

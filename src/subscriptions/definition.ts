@@ -1,0 +1,145 @@
+import { createRequire } from 'node:module';
+import type * as FhirPath from 'fhirpath';
+import type { Extension, Resource, Subscription } from 'fhir/r4';
+import { FhirError, fhirError } from '../fhir/errors';
+import type { IndexExtractor } from '../search/extract';
+import { memoryFilter, type ResourceFilter } from '../search/memory-filter';
+import type { SearchParameterRegistry } from '../search/registry';
+
+/**
+ * A Subscription as the server runs it: its criteria compiled once (the search string into an
+ * in-memory filter with the index's own value extraction; the FHIRPath criteria extension into a
+ * compiled expression), its channel and its Medplum extensions read. The same reading checks a
+ * Subscription before it is stored, so what is stored always compiles.
+ */
+
+/** The extensions read here: Medplum's, and our own for the delivery mode. */
+export const SUBSCRIPTION_EXTENSIONS = {
+  /** valueCode create | update | delete: which interactions notify (absent: create and update). Repeatable. */
+  supportedInteraction: 'https://medplum.com/fhir/StructureDefinition/subscription-supported-interaction',
+  /** valueString: the key of the X-Signature HMAC-SHA256 of each rest-hook body. */
+  secret: 'https://medplum.com/fhir/StructureDefinition/subscription-secret',
+  /** valueInteger: attempts per notification before the Subscription goes to `error` (default 3). */
+  maxAttempts: 'https://medplum.com/fhir/StructureDefinition/subscription-max-attempts',
+  /** valueString: a FHIRPath expression over %current and %previous that must be true as well. */
+  fhirPathCriteria: 'https://medplum.com/fhir/StructureDefinition/fhir-path-criteria-expression',
+  /** valueCode r4 (default) | medplum: how rest-hook delivers (see delivery.ts). Ours. */
+  deliveryMode: 'urn:fhir-tx-server:StructureDefinition:subscription-delivery-mode',
+} as const;
+
+export type Interaction = 'create' | 'update' | 'delete';
+export type DeliveryMode = 'r4' | 'medplum';
+const INTERACTIONS: readonly Interaction[] = ['create', 'update', 'delete'];
+export const DEFAULT_MAX_ATTEMPTS = 3;
+const MAX_MAX_ATTEMPTS = 20;
+
+export interface CompiledSubscription {
+  id: string;
+  /** The resource type of the criteria. */
+  type: string;
+  filter: ResourceFilter;
+  interactions: ReadonlySet<Interaction>;
+  /** The FHIRPath criteria (true to notify); `needsPrevious` when it names %previous. */
+  fhirPath?: { test(current: Resource | undefined, previous: Resource | undefined): boolean; needsPrevious: boolean };
+  maxAttempts: number;
+  channel: 'rest-hook' | 'websocket';
+}
+
+export interface SubscriptionDeps {
+  registry: SearchParameterRegistry;
+  extractor: IndexExtractor;
+  isResourceType(type: string): boolean;
+}
+
+/** Reads a Subscription (throws ERR_SUBSCRIPTION_* when it cannot be run); the endpoint is checked elsewhere (it needs the network). */
+export function compileSubscription(sub: Subscription, deps: SubscriptionDeps): CompiledSubscription {
+  const channelType = sub.channel?.type as string | undefined;
+  if (channelType !== 'rest-hook' && channelType !== 'websocket') {
+    if (!channelType) throw invalid('Subscription.channel.type', 'a channel type is required');
+    throw fhirError('ERR_SUBSCRIPTION_CHANNEL', { channel: channelType.slice(0, 50) });
+  }
+  if (typeof sub.criteria !== 'string' || sub.criteria.trim() === '') throw invalid('Subscription.criteria', 'criteria are required');
+  const criteria = sub.criteria.trim();
+  const q = criteria.indexOf('?');
+  const type = q < 0 ? criteria : criteria.slice(0, q);
+  if (!deps.isResourceType(type)) throw invalid('Subscription.criteria', `'${type.slice(0, 64)}' is not a resource type this server serves`);
+  let filter: ResourceFilter;
+  try {
+    filter = memoryFilter(type, q < 0 ? '' : criteria.slice(q + 1), { registry: deps.registry, extractor: deps.extractor, localBases: [] });
+  } catch (err) {
+    if (err instanceof FhirError) throw invalid('Subscription.criteria', err.message);
+    throw err;
+  }
+  const interactions = new Set<Interaction>();
+  for (const ext of extensions(sub, SUBSCRIPTION_EXTENSIONS.supportedInteraction)) {
+    const code = ext.valueCode as Interaction;
+    if (!INTERACTIONS.includes(code)) throw invalid('Subscription.extension', `supported-interaction must be one of ${INTERACTIONS.join(', ')}`);
+    interactions.add(code);
+  }
+  if (interactions.size === 0) ['create', 'update'].forEach((i) => interactions.add(i as Interaction));
+  const attemptsExt = extensions(sub, SUBSCRIPTION_EXTENSIONS.maxAttempts)[0];
+  const maxAttempts = attemptsExt ? attemptsExt.valueInteger : DEFAULT_MAX_ATTEMPTS;
+  if (typeof maxAttempts !== 'number' || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MAX_MAX_ATTEMPTS) {
+    throw invalid('Subscription.extension', `max-attempts must be a valueInteger from 1 to ${MAX_MAX_ATTEMPTS}`);
+  }
+  const mode = extensions(sub, SUBSCRIPTION_EXTENSIONS.deliveryMode)[0];
+  if (mode && mode.valueCode !== 'r4' && mode.valueCode !== 'medplum') throw invalid('Subscription.extension', 'delivery-mode must be r4 or medplum');
+  const secret = extensions(sub, SUBSCRIPTION_EXTENSIONS.secret)[0];
+  if (secret && (typeof secret.valueString !== 'string' || secret.valueString === '')) throw invalid('Subscription.extension', 'subscription-secret must be a non-empty valueString');
+  const expression = extensions(sub, SUBSCRIPTION_EXTENSIONS.fhirPathCriteria)[0];
+  let fhirPath: CompiledSubscription['fhirPath'];
+  if (expression) {
+    if (typeof expression.valueString !== 'string' || expression.valueString.trim() === '') throw invalid('Subscription.extension', 'fhir-path-criteria-expression must be a valueString');
+    fhirPath = compileFhirPath(expression.valueString);
+  }
+  for (const [i, header] of (sub.channel.header ?? []).entries()) {
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+:\s?[^\r\n]*$/.test(header)) throw invalid(`Subscription.channel.header[${i}]`, "a header is 'Name: value'");
+  }
+  const payload = sub.channel.payload;
+  if (payload !== undefined && payload !== '' && !/^application\/(fhir\+)?json\b/.test(payload)) {
+    throw invalid('Subscription.channel.payload', `payload '${payload.slice(0, 50)}' is not supported (application/fhir+json, or none)`);
+  }
+  return { id: sub.id ?? '', type, filter, interactions, fhirPath, maxAttempts, channel: channelType };
+}
+
+export function extensions(resource: { extension?: Extension[] }, url: string): Extension[] {
+  return (resource.extension ?? []).filter((e) => e.url === url);
+}
+
+export function deliveryMode(sub: Subscription): DeliveryMode {
+  return extensions(sub, SUBSCRIPTION_EXTENSIONS.deliveryMode)[0]?.valueCode === 'medplum' ? 'medplum' : 'r4';
+}
+
+export function secretOf(sub: Subscription): string | undefined {
+  return extensions(sub, SUBSCRIPTION_EXTENSIONS.secret)[0]?.valueString;
+}
+
+function invalid(path: string, reason: string) {
+  return fhirError('ERR_SUBSCRIPTION_INVALID', { path, reason });
+}
+
+const require = createRequire(import.meta.url);
+let engine: { fhirpath: typeof FhirPath; model: FhirPath.Model } | undefined;
+
+/** The FHIRPath criteria: true (first value) notifies; %previous is {} on a create, as Medplum does. */
+function compileFhirPath(expression: string): NonNullable<CompiledSubscription['fhirPath']> {
+  engine ??= { fhirpath: require('fhirpath') as typeof FhirPath, model: require('fhirpath/fhir-context/r4') as FhirPath.Model };
+  const { fhirpath, model } = engine;
+  let compiled: ReturnType<typeof fhirpath.compile>;
+  try {
+    compiled = fhirpath.compile(expression, model, { async: false } as { async: false });
+  } catch (err) {
+    throw invalid('Subscription.extension', `fhir-path-criteria-expression does not parse: ${String((err as Error).message).slice(0, 200)}`);
+  }
+  return {
+    needsPrevious: expression.includes('%previous'),
+    test: (current, previous) => {
+      try {
+        const result = compiled(current ?? {}, { current: current ?? {}, previous: previous ?? {} }) as unknown[];
+        return result[0] === true;
+      } catch {
+        return false;
+      }
+    },
+  };
+}
