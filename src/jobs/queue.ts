@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Principal } from '../auth/principal';
 import type { ContextLog } from '../context/request-context';
-import type { JobRow, JobStore, NewJob } from '../storage/jobs';
+import { JOBS_NOTICE_CHANNEL, type JobRow, type JobStore, type NewJob } from '../storage/jobs';
+import type { Notices } from '../storage/notices';
 import type { StoreTx } from '../storage/store';
 
 /**
@@ -13,8 +14,9 @@ import type { StoreTx } from '../storage/store';
  * records the project and principal that asked, and its handler runs as them. Handlers must be
  * idempotent: a job whose process died is run again once its lease runs out.
  *
- * Workers wake when this process enqueues, and otherwise poll (`pollMs`); PostgreSQL's
- * LISTEN/NOTIFY would wake other processes sooner and is not used yet.
+ * Workers wake when this process enqueues, when the database announces a new job (`notices`:
+ * PostgreSQL's LISTEN/NOTIFY from a trigger on the table, so another process's jobs start at
+ * once), and otherwise poll (`pollMs`), which also covers a notice lost with its connection.
  */
 
 export interface Job<I = unknown> {
@@ -59,6 +61,8 @@ export interface JobQueueOptions {
   maxBackoffMs?: number;
   /** How often idle workers look for jobs other processes enqueued (default 1 s). */
   pollMs?: number;
+  /** Where the database announces new jobs (the store's notices); absent: this process's own enqueues and the poll. */
+  notices?: Notices;
   /** How long finished jobs are kept (default 7 days). */
   retentionMs?: number;
   log?: ContextLog;
@@ -93,6 +97,9 @@ export class JobQueue {
   private readonly backoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly pollMs: number;
+  private readonly notices?: Notices;
+  /** Stops listening to the database's job notices. */
+  private unlisten?: Promise<() => void>;
   private readonly retentionMs: number;
   /** Where failures are logged (the app's logger once it exists). */
   log?: ContextLog;
@@ -105,6 +112,7 @@ export class JobQueue {
     this.backoffMs = options.backoffMs ?? 1000;
     this.maxBackoffMs = options.maxBackoffMs ?? 300_000;
     this.pollMs = options.pollMs ?? 1000;
+    this.notices = options.notices;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3_600_000;
     this.log = options.log;
   }
@@ -145,12 +153,20 @@ export class JobQueue {
   start(workers: number): void {
     if (this.running || workers <= 0) return;
     this.running = true;
+    // A notice that cannot be listened to leaves the poll: logged, not fatal.
+    this.unlisten = this.notices?.listen(JOBS_NOTICE_CHANNEL, () => this.wake()).catch((err: unknown) => {
+      this.log?.warn({ err }, 'job notices unavailable; workers poll');
+      return () => undefined;
+    });
     for (let i = 0; i < workers; i++) this.loops.push(this.loop(`${this.workerId}-${i}`));
   }
 
   /** Stops claiming, aborts the handlers running here (their jobs go back to the queue when their leases run out), waits for the loops. */
   async stop(): Promise<void> {
     this.running = false;
+    const unlisten = this.unlisten;
+    this.unlisten = undefined;
+    if (unlisten) (await unlisten)();
     for (const controller of this.active.values()) controller.abort(new JobLost('the process is stopping'));
     this.wake();
     await Promise.all(this.loops);
@@ -164,6 +180,8 @@ export class JobQueue {
   }
 
   private async loop(worker: string): Promise<void> {
+    // Listening first: a job enqueued elsewhere after this worker's first look still wakes it.
+    await this.unlisten;
     while (this.running) {
       let claimed: JobRow | undefined;
       try {

@@ -12,6 +12,9 @@ import { randomUUID } from 'node:crypto';
 
 export type JobState = 'queued' | 'running' | 'done' | 'dead';
 
+/** The notice channel on which a database announces new jobs (PostgreSQL: a trigger on `jobs`). */
+export const JOBS_NOTICE_CHANNEL = 'fhir_jobs';
+
 export interface NewJob {
   kind: string;
   project: string;

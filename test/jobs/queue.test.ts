@@ -125,6 +125,29 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       if (other !== store) await other.close();
     });
 
+    test.runIf(name === 'PostgreSQL')("a job another process enqueues wakes this process's idle worker at once (NOTIFY), long before its poll", async () => {
+      const other = await second();
+      // The other process's worker polls every 10 minutes: only the notice can wake it in time.
+      const idle = new Promise<void>((resolve) => {
+        const claim = other.jobs.claim.bind(other.jobs);
+        other.jobs.claim = async (...args) => {
+          const found = await claim(...args);
+          if (!found) resolve();
+          return found;
+        };
+      });
+      const sleeper = queue({ pollMs: 600_000, notices: other.notices }, other);
+      let ran = 0;
+      sleeper.register({ kind: 'wake-me', run: async () => void ran++ });
+      sleeper.start(1);
+      await idle;
+      const id = await queue().enqueue({ kind: 'wake-me', project: 'p1', principal, input: {} });
+      expect(await until(() => sleeper.get(id), finished)).toMatchObject({ state: 'done' });
+      expect(ran).toBe(1);
+      await sleeper.stop();
+      await other.close();
+    });
+
     test('removing a running job aborts its handler; it is gone', async () => {
       const q = queue();
       let started!: () => void;

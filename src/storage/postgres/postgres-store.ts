@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { fhirError } from '../../fhir/errors';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
-import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
+import { insertJob, JOBS_NOTICE_CHANNEL, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import { PgNotices } from './pg-notices';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
@@ -88,6 +88,11 @@ const MIGRATIONS: string[] = [
    ${bulkDdl('postgres')}`,
   // The admin view lists a project's newest jobs.
   `CREATE INDEX jobs_by_project ON jobs (project, created_at)`,
+  // New jobs wake the idle workers of every process (src/jobs/queue.ts listens): NOTIFY from the
+  // inserting statement itself, delivered when its transaction commits; no round trip of its own.
+  `CREATE FUNCTION ${JOBS_NOTICE_CHANNEL}_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN PERFORM pg_notify('${JOBS_NOTICE_CHANNEL}', ''); RETURN NULL; END $$;
+   CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs FOR EACH STATEMENT EXECUTE FUNCTION ${JOBS_NOTICE_CHANNEL}_notify();`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */

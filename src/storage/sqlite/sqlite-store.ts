@@ -96,6 +96,8 @@ const MIGRATIONS: string[] = [
    ${bulkDdl('sqlite')}`,
   // The admin view lists a project's newest jobs.
   `CREATE INDEX jobs_by_project ON jobs (project, created_at)`,
+  // (PostgreSQL's migration 8 notifies other processes of new jobs; one SQLite process wakes its own.)
+  `SELECT 1`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
