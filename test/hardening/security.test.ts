@@ -64,6 +64,8 @@ describe('auth applies to every route', () => {
       'GET /.well-known/smart-configuration',
       'GET /fhir/R4/.well-known/smart-configuration',
       'GET /oauth2/authorize',
+      // The Subscriptions websocket: the socket is bound by the token its first message carries.
+      'GET /ws/subscriptions-r4',
       'HEAD /.well-known/jwks.json',
       'HEAD /.well-known/smart-configuration',
       'HEAD /fhir/R4/.well-known/smart-configuration',

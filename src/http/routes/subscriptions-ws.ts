@@ -12,7 +12,8 @@ export async function registerSubscriptionSocketRoute(app: FastifyInstance, hub:
   // Registered after every other route: the plugin wraps the handler of each route declared after
   // it (to refuse upgrades there), which broke the console's sign-in when the oauth routes came later.
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
-  app.get('/ws/subscriptions-r4', { websocket: true, config: { public: true } }, (socket) => {
+  // No HEAD twin: the plugin would hand a HEAD request to the socket handler (a 500).
+  app.get('/ws/subscriptions-r4', { websocket: true, exposeHeadRoute: false, config: { public: true } }, (socket) => {
     socket.on('message', (data: Buffer) => {
       void hub.message(socket, data.toString('utf8')).catch(() => socket.close(1011, 'internal error'));
     });
