@@ -1,5 +1,6 @@
 import type { Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
+import type { IndexRows } from '../storage/index-schema';
 import type { IndexExtractor } from './extract';
 import { matches } from './memory-match';
 import type { Criterion } from './query/criteria';
@@ -14,6 +15,22 @@ import type { SearchParameterRegistry } from './registry';
  */
 export type ResourceFilter = (resource: Resource) => boolean;
 
+/**
+ * Each resource's extracted values, shared by every filter over one extractor: a write tested
+ * against ten Subscriptions (or a snapshot row against several `_typeFilter` queries) is extracted
+ * once, not once per filter. Keyed by the resource object, which these callers never change after
+ * reading it.
+ */
+const extracted = new WeakMap<IndexExtractor, WeakMap<Resource, IndexRows>>();
+
+function rowsOf(extractor: IndexExtractor, resource: Resource): IndexRows {
+  let byResource = extracted.get(extractor);
+  if (!byResource) extracted.set(extractor, (byResource = new WeakMap()));
+  let rows = byResource.get(resource);
+  if (!rows) byResource.set(resource, (rows = extractor.extract(resource)));
+  return rows;
+}
+
 export function memoryFilter(type: string, queryText: string, deps: { registry: SearchParameterRegistry; extractor: IndexExtractor; localBases: string[] }): ResourceFilter {
   const query: Record<string, string[]> = {};
   for (const [name, value] of new URLSearchParams(queryText)) (query[name] ??= []).push(value);
@@ -24,7 +41,7 @@ export function memoryFilter(type: string, queryText: string, deps: { registry: 
   }
   const resolved = new Map();
   return (resource) => {
-    const rows = deps.extractor.extract(resource);
+    const rows = rowsOf(deps.extractor, resource);
     return criteria.every((c) => matches(resource, rows, c, resolved) === true);
   };
 }
