@@ -6,6 +6,7 @@ import { INTERNAL_LIMIT } from '../terminology/expansion/options';
 import { TerminologyError } from '../terminology/issues';
 import { TxParams } from '../terminology/params';
 import type { TerminologyService } from '../terminology/service';
+import { isEnumeration } from '../terminology/validation/checker';
 import type { EngineContext } from '../terminology/validate-code';
 import type { LoadedLibrary } from './library-closure';
 
@@ -126,6 +127,6 @@ async function codesOf(valueSet: FhirValueSet, engine: EngineContext, library: s
 function enumerated(valueSet: FhirValueSet): Code[] | undefined {
   const compose = valueSet.compose;
   if (!compose?.include.length || compose.exclude?.length) return undefined;
-  if (!compose.include.every((i) => i.system && i.concept?.length && !i.filter?.length && !i.valueSet?.length)) return undefined;
+  if (!compose.include.every((i) => i.system && isEnumeration(i))) return undefined;
   return compose.include.flatMap((i) => (i.concept ?? []).map((c) => new Code(c.code, i.system, i.version, c.display)));
 }
