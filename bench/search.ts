@@ -17,12 +17,14 @@ import { loadByTransactions } from './synthea-load';
  * `npm run bench:search`: the whole Synthea set (102 transaction Bundles, 38,970 resources) POSTed
  * to the server (as `npm start` runs it) on SQLite and, when BENCH_DATABASE_URL (or
  * TEST_DATABASE_URL) names one, on PostgreSQL, with the per-type counts checked against the data's
- * README; a full reindex timed; then distinct one- and two-parameter searches from 16 concurrent
- * clients for BENCH_SECONDS each, reported as p50/p95/p99 latency and req/s.
+ * README; a full reindex timed; then distinct one- and two-parameter searches, from one client
+ * alone and from 16 concurrent clients, for BENCH_SECONDS each, reported as p50/p95/p99 latency
+ * and req/s.
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const CONCURRENCY = 16;
+/** Searches run by one client alone (the latency a user sees) and by 16 at once (the server saturated). */
+const CONCURRENCIES = [1, 16];
 const PG_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
 
 const noOperations = { definitions: () => [], unknown: () => new Error('no operations in the loader') as never };
@@ -49,8 +51,8 @@ interface Latencies {
 }
 
 /** Concurrent clients, each sending the next distinct path as soon as its answer is read. */
-async function drive(port: number, paths: () => string): Promise<Latencies> {
-  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+async function drive(port: number, paths: () => string, concurrency: number): Promise<Latencies> {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   const times: number[] = [];
   let failures = 0;
   const end = Date.now() + SECONDS * 1000;
@@ -71,7 +73,7 @@ async function drive(port: number, paths: () => string): Promise<Latencies> {
       });
       req.end();
     });
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+  await Promise.all(Array.from({ length: concurrency }, async () => {
     while (Date.now() < end) await one(paths());
   }));
   agent.destroy();
@@ -142,11 +144,16 @@ async function main(): Promise<void> {
         console.log(`${backend.name}: reindexed ${loaded.resources} in ${(reindexMs / 1000).toFixed(1)} s (${Math.round(loaded.resources / (reindexMs / 1000))}/s)`);
         server = startProcess(['--enable-source-maps', 'dist/server.mjs'], env);
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
-        console.log(`${'scenario'.padEnd(48)}   req/s    p50    p95    p99  fail`);
+        console.log(`${'scenario'.padEnd(48)} clients   req/s    p50    p95    p99  fail`);
         for (const [name, paths] of scenarios(resources)) {
-          await drive(port, paths); // warm-up, unmeasured
-          const r = await drive(port, paths);
-          console.log(`${`${backend.name} ${name}`.padEnd(48)} ${String(r.perSecond).padStart(7)} ${String(r.p50).padStart(6)} ${String(r.p95).padStart(6)} ${String(r.p99).padStart(6)} ${String(r.failures).padStart(5)}`);
+          await drive(port, paths, 16); // warm-up, unmeasured
+          for (const concurrency of CONCURRENCIES) {
+            const r = await drive(port, paths, concurrency);
+            console.log(
+              `${`${backend.name} ${name}`.padEnd(48)} ${String(concurrency).padStart(7)} ${String(r.perSecond).padStart(7)} ` +
+                `${String(r.p50).padStart(6)} ${String(r.p95).padStart(6)} ${String(r.p99).padStart(6)} ${String(r.failures).padStart(5)}`,
+            );
+          }
         }
         console.log(`${backend.name} server RSS after the searches: ${rssMb(server.pid)} MB`);
       } finally {
