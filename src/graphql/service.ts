@@ -90,13 +90,13 @@ export class GraphQLService {
     const variables = request.variables ?? undefined;
     if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
     if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
+    const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
     let document: DocumentNode;
     try {
       document = prepareDirectives(parse(request.query, { maxTokens: 50_000 }));
     } catch (err) {
       return refusedWith([err as GraphQLError], 'invalid');
     }
-    const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
     const rules = [...specifiedRules, depthLimit(this.options.maxDepth), costLimit(this.options.maxCost), ...(this.options.introspection ? [] : [noIntrospection])];
     const errors = validate(schema, document, rules, { maxErrors: 20 });
     if (errors.length > 0) return refusedWith(errors, errors.some((e) => e.extensions?.code === 'too-costly') ? 'too-costly' : 'invalid');
@@ -116,9 +116,10 @@ export class GraphQLService {
       variableValues: variables as Record<string, unknown> | undefined,
       operationName: request.operationName as string | undefined,
     });
-    const data = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : result.data;
-    const body: GraphQLAnswer['body'] = { data };
-    if (result.errors?.length) body.errors = result.errors.map((e) => e.toJSON());
+    const shaped = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : undefined;
+    const body: GraphQLAnswer['body'] = { data: shaped ? shaped.data : result.data };
+    const answerErrors = [...(result.errors ?? []).map((e) => e.toJSON()), ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text))];
+    if (answerErrors.length) body.errors = answerErrors;
     return { status: 200, body };
   }
 }
