@@ -17,6 +17,7 @@ import type { OperationOutcome, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import type { ElementModel } from '../search/model/model';
 import { applyDirectives, prepareDirectives } from './directives';
+import { expandResourceShorthand } from './resource-shorthand';
 import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
 import { buildSchema, type FhirSchemas } from './schema';
 
@@ -93,7 +94,7 @@ export class GraphQLService {
     const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
     let document: DocumentNode;
     try {
-      document = prepareDirectives(parse(request.query, { maxTokens: 50_000 }));
+      document = prepareDirectives(expandResourceShorthand(parse(request.query, { maxTokens: 50_000 }), schema));
     } catch (err) {
       return refusedWith([err as GraphQLError], 'invalid');
     }
