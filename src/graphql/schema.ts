@@ -1,7 +1,6 @@
 import {
   GraphQLBoolean,
   GraphQLFloat,
-  GraphQLID,
   GraphQLInt,
   GraphQLList,
   GraphQLNonNull,
@@ -107,6 +106,24 @@ export const TokenScalar = new GraphQLScalarType({
   parseLiteral: (ast) => (ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined),
 });
 
+/**
+ * GraphQL's `ID`, also taking a bare name as graphql.html writes ids (`Patient(id: example)`):
+ * the page's queries use that form, and a FHIR id is always a valid GraphQL name or number.
+ */
+export const IdScalar = new GraphQLScalarType({
+  name: 'ID',
+  description: 'A resource id; a bare name is taken as the id too',
+  serialize: (value) => (typeof value === 'string' || typeof value === 'number' ? String(value) : undefined),
+  parseValue: (value) => {
+    if (typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value))) return String(value);
+    throw new TypeError('An ID is a string');
+  },
+  parseLiteral: (ast) => {
+    if (ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue') return ast.value;
+    throw new TypeError('An ID is a string or a bare name');
+  },
+});
+
 /** The FHIR directives of graphql.html, declared so that queries using them validate. */
 const FHIR_DIRECTIVES = [
   new GraphQLDirective({ name: 'flatten', locations: [DirectiveLocation.FIELD] }),
@@ -135,7 +152,9 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     for (const code of sources.searchParams(type)) args[argName(code)] = { type: TokenScalar };
     for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
     for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile', '_security', '_has', '_filter']) args[name] ??= { type: TokenScalar };
+    // `_cursor` as the page's query writes it, `cursor` as its linked example and its prose do.
     args._cursor = { type: GraphQLString };
+    args.cursor = { type: GraphQLString };
     return args;
   };
 
@@ -158,7 +177,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     if (code === 'boolean') return GraphQLBoolean;
     if (INTEGER_TYPES.has(code)) return GraphQLInt;
     if (code === 'decimal') return GraphQLFloat;
-    if (code === 'id') return GraphQLID;
+    if (code === 'id') return IdScalar;
     return GraphQLString;
   };
 
@@ -189,7 +208,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
       }
     }
     if (root === 'Reference' && prefix === '') {
-      fields.resource = { type: resourceUnion(), args: { optional: { type: GraphQLBoolean }, type: { type: GraphQLString } }, resolve: resolvers.reference };
+      fields.resource = { type: resourceUnion(), args: { optional: { type: GraphQLBoolean }, type: { type: TokenScalar } }, resolve: resolvers.reference };
     }
     return fields;
   };
@@ -224,13 +243,11 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
         name: type,
         fields: () => {
           const fields: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = { resourceType: { type: GraphQLString }, ...fieldsOf(type, '', type) };
-          // Reverse references: resources of another type that point here through one of their parameters.
+          // Reverse references: resources of another type that point here through one of their
+          // parameters, as a list or as a connection (without `_cursor`: a cursor is followed at the root).
           for (const other of resourceTypes) {
-            fields[`${other}List`] = {
-              type: new GraphQLList(resourceObject(other)),
-              args: reverseArgs(other),
-              resolve: resolvers.reverse(other),
-            };
+            fields[`${other}List`] = { type: new GraphQLList(resourceObject(other)), args: reverseArgs(other), resolve: resolvers.reverse(other) };
+            fields[`${other}Connection`] = { type: connection(other), args: reverseArgs(other), resolve: resolvers.reverseConnection(other) };
           }
           return fields;
         },
@@ -251,43 +268,49 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     return union;
   }
 
-  const edge = (type: string) =>
-    new GraphQLObjectType({
-      name: `${type}ConnectionEdge`,
-      fields: { mode: { type: GraphQLString }, score: { type: GraphQLFloat }, resource: { type: resourceObject(type) } },
-    });
-  const connection = (type: string) =>
-    new GraphQLObjectType({
-      name: `${type}Connection`,
-      fields: {
-        count: { type: GraphQLInt },
-        offset: { type: GraphQLInt },
-        pagesize: { type: GraphQLInt },
-        first: { type: GraphQLString },
-        previous: { type: GraphQLString },
-        next: { type: GraphQLString },
-        last: { type: GraphQLString },
-        edges: { type: new GraphQLList(edge(type)) },
-      },
-    });
+  const connections = new Map<string, GraphQLObjectType>();
+  function connection(type: string): GraphQLObjectType {
+    let found = connections.get(type);
+    if (!found) {
+      const edge = new GraphQLObjectType({
+        name: `${type}ConnectionEdge`,
+        fields: () => ({ mode: { type: GraphQLString }, score: { type: GraphQLFloat }, resource: { type: resourceObject(type) } }),
+      });
+      found = new GraphQLObjectType({
+        name: `${type}Connection`,
+        fields: {
+          count: { type: GraphQLInt },
+          offset: { type: GraphQLInt },
+          pagesize: { type: GraphQLInt },
+          first: { type: GraphQLString },
+          previous: { type: GraphQLString },
+          next: { type: GraphQLString },
+          last: { type: GraphQLString },
+          edges: { type: new GraphQLList(edge) },
+        },
+      });
+      connections.set(type, found);
+    }
+    return found;
+  }
 
   const query: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
   const mutation: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
   for (const type of resourceTypes) {
-    query[type] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.read(type) };
+    query[type] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) } }, resolve: resolvers.read(type) };
     query[`${type}List`] = { type: new GraphQLList(resourceObject(type)), args: searchArgs(type), resolve: resolvers.list(type) };
     query[`${type}Connection`] = { type: connection(type), args: searchArgs(type), resolve: resolvers.connection(type) };
     // Task.input's backbone type is already `TaskInput`: that one type keeps the plain JSON scalar.
     const input = model.element(type, 'input') ? JsonScalar : resourceInput(type);
     mutation[`${type}Create`] = { type: resourceObject(type), args: { res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.create(type) };
-    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) }, res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.update(type) };
-    mutation[`${type}Delete`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.remove(type) };
+    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) }, res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.update(type) };
+    mutation[`${type}Delete`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) } }, resolve: resolvers.remove(type) };
   }
   const system = new GraphQLSchema({
     query: new GraphQLObjectType({ name: 'Query', fields: query }),
     mutation: new GraphQLObjectType({ name: 'Mutation', fields: mutation }),
     directives: [...specifiedDirectives, ...FHIR_DIRECTIVES],
-    types: [JsonScalar, TokenScalar],
+    types: [JsonScalar, TokenScalar, IdScalar],
   });
   const instances = new Map<string, GraphQLSchema>();
   return {
