@@ -38,9 +38,6 @@ export interface SchemaSources {
   resolvers: FieldResolvers;
 }
 
-/** The child elements a list of elements may be filtered by (graphql.html field arguments). */
-const LIST_FILTERS = ['url', 'use', 'system', 'code', 'type', 'status', 'value', 'family', 'given', 'rank', 'text', 'display'];
-
 const INTEGER_TYPES = new Set(['integer', 'positiveInt', 'unsignedInt']);
 
 /** Any JSON value (a resource given to a mutation; the content of an element without a known type). */
@@ -202,7 +199,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
         else type = JsonScalar;
         const listed = info.array ? new GraphQLList(type) : type;
         const field: GraphQLFieldConfig<unknown, GraphQLRequestState> = { type: listed, resolve: resolvers.element(fieldName, info.array) };
-        if (info.array && !isPrimitive(code)) field.args = listArgs;
+        if (info.array && !isPrimitive(code)) field.args = code === 'BackboneElement' || code === 'Element' ? listArgs(root, path) : listArgs(code, '');
         fields[fieldName] = field;
         if (isPrimitive(code)) fields[`_${fieldName}`] = { type: info.array ? new GraphQLList(elementBase) : elementBase, resolve: resolvers.element(`_${fieldName}`, info.array) };
       }
@@ -213,9 +210,24 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     return fields;
   };
 
-  // Filters by a child's value (`name(use: official)`, `extension(url: "...")`), the same on every list.
-  const listArgs: GraphQLFieldConfigArgumentMap = { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } };
-  for (const name of LIST_FILTERS) listArgs[name] = { type: TokenScalar };
+  // A list of elements is filtered by the value of any of its items' primitive children (graphql.html
+  // field arguments: `name(use: official)`, `extension(url: "...")`, `parameter(name: "result")`),
+  // by `fhirpath`, and cut by `_offset` and `_count`. One argument map per item type.
+  const listArgCache = new Map<string, GraphQLFieldConfigArgumentMap>();
+  const listArgs = (root: string, prefix: string): GraphQLFieldConfigArgumentMap => {
+    const key = `${root}.${prefix}`;
+    let args = listArgCache.get(key);
+    if (!args) {
+      args = {};
+      for (const [name, info] of childElements(model, root, prefix)) {
+        const choice = name.endsWith('[x]');
+        for (const code of info.types) if (isPrimitive(code)) args[choice ? name.slice(0, -3) + pascal(code) : name] = { type: TokenScalar };
+      }
+      Object.assign(args, { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } });
+      listArgCache.set(key, args);
+    }
+    return args;
+  };
 
   function objectType(code: string): GraphQLObjectType {
     let found = objects.get(code);
