@@ -131,6 +131,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       registry,
       services,
       software: { name: pkg.name, version: pkg.version },
+      graphqlOver: (query, output, ctx) => graphql.run({ query }, ctx, { method: 'GET', target: output }),
       searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
       searchParamsRevision: () => core.params.revision,
       decorateCapabilities: (statement) => {

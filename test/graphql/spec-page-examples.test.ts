@@ -262,6 +262,26 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
     });
 
+    describe('Operations', () => {
+      test('_graphql on an operation: $validate-code ... &_graphql={result:parameter(name:"result"){value:valueBoolean}}', async () => {
+        const graphql = '{result:parameter(name:"result"){value:valueBoolean}}';
+        const url = `/fhir/R4/ValueSet/doc-typecodes/$validate-code?system=http://loinc.org&code=1963-8&display=test&_graphql=${encodeURIComponent(graphql)}`;
+        const res = await server.app.inject({ method: 'GET', url });
+        expect(res.statusCode, res.body).toBe(200);
+        expect(res.headers['content-type']).toContain('application/json');
+        const plain = await server.app.inject({ method: 'GET', url: url.slice(0, url.indexOf('&_graphql')) });
+        const result = (plain.json() as { parameter: { name: string; valueBoolean?: boolean }[] }).parameter.find((p) => p.name === 'result')?.valueBoolean;
+        expect(typeof result).toBe('boolean');
+        expect(res.json()).toEqual({ data: { result: [{ value: result }] } });
+      });
+
+      test('a failed operation answers its OperationOutcome; the query is not run', async () => {
+        const res = await server.app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/no-such-set/$validate-code?code=x&_graphql=${encodeURIComponent('{ parameter { name } }')}` });
+        expect(res.statusCode).toBe(404);
+        expect(res.json().resourceType).toBe('OperationOutcome');
+      });
+    });
+
     describe('Data Flattening Directives', () => {
       test('the query they start from, without directives', async () => {
         expect(withoutNulls(await ok('{\n  identifier { system value }\n  active \n  name { text given family } \n}', '/Patient/example'))).toEqual({
