@@ -79,7 +79,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     const query: Record<string, string[]> = {};
     for (const [name, value] of Object.entries(args)) {
       if (value === undefined || value === null || skip.includes(name)) continue;
-      if (name === '_cursor' || name === 'cursor') continue;
+      if (name === '_cursor' || name === 'cursor' || name === 'fhirpath') continue;
       const code = codes.get(name) ?? name;
       query[code] = [String(value)];
     }
@@ -89,11 +89,13 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     return query;
   };
   /** One page of a search as a connection; `offset` is where the page starts in the whole result. */
-  const connect = async (state: GraphQLRequestState, type: string, query: Record<string, string[]>, offset: number) => {
+  // A connection's `fhirpath` filters its page after paging (graphql.html allows it): a page may come out shorter.
+  const connect = async (state: GraphQLRequestState, type: string, query: Record<string, string[]>, offset: number, fhirpath: unknown) => {
     query._total = ['accurate'];
     const bundle = await search(state, type, query).catch(rethrow);
     const edges = (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome');
     const matched = edges.filter((e) => e.search?.mode !== 'include').length;
+    const kept = new Set(byFhirPath(edges.map((e) => e.resource), fhirpath));
     const pagesize = Number(query._count?.[0] ?? 0) || matched;
     const starts: Record<string, number> = { first: 0, self: offset, previous: Math.max(0, offset - pagesize), next: offset + matched };
     const link = (relation: string) => {
@@ -110,7 +112,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
       previous: link('previous'),
       next: link('next'),
       last: link('last'),
-      edges: edges.map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: remember(state, e.resource as Resource) })),
+      edges: edges.filter((e) => kept.has(e.resource)).map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: remember(state, e.resource as Resource) })),
     };
   };
   /** The search a reverse reference runs: `type` resources whose `_reference` parameter points at `source`. */
@@ -164,16 +166,16 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
         throw asGraphQLError(err);
       }
     },
-    list: (type) => async (_source, args, state) => matches(await search(state, type, queryOf(type, args)).catch(rethrow), state),
+    list: (type) => async (_source, args, state) => byFhirPath(matches(await search(state, type, queryOf(type, args)).catch(rethrow), state), args.fhirpath),
     connection: (type) => async (_source, args, state) => {
       const cursor = cursorOf(args);
       const query = queryOf(type, args);
-      return connect(state, type, query, cursor ? decodeCursor(cursor).offset : Number(query._offset?.[0] ?? 0));
+      return connect(state, type, query, cursor ? decodeCursor(cursor).offset : Number(query._offset?.[0] ?? 0), args.fhirpath);
     },
-    reverse: (type) => async (source, args, state) => matches(await search(state, type, reverseQuery(type, source, args)).catch(rethrow), state),
+    reverse: (type) => async (source, args, state) => byFhirPath(matches(await search(state, type, reverseQuery(type, source, args)).catch(rethrow), state), args.fhirpath),
     reverseConnection: (type) => async (source, args, state) => {
       const query = reverseQuery(type, source, args);
-      return connect(state, type, query, Number(query._offset?.[0] ?? 0));
+      return connect(state, type, query, Number(query._offset?.[0] ?? 0), args.fhirpath);
     },
     create: (type) => async (_source, args, state) => write(state, { method: 'POST', path: type, query: {}, headers: {}, body: args.res }),
     update: (type) => async (_source, args, state) => write(state, { method: 'PUT', path: `${type}/${String(args.id)}`, query: {}, headers: {}, body: args.res }),
@@ -248,21 +250,24 @@ function filterList(items: unknown[], args: Record<string, unknown>): unknown[] 
       return Array.isArray(value) ? value.map(String).includes(String(wanted)) : value !== undefined && String(value) === String(wanted);
     });
   }
-  if (typeof args.fhirpath === 'string') {
-    const expression = args.fhirpath;
-    out = out.filter((item) => {
-      try {
-        const { fhirpath, model } = fhirpathEngine();
-        const result = fhirpath.evaluate(item as object, expression, undefined, model) as unknown[];
-        return result.length > 0 && result.every((r: unknown) => r !== false);
-      } catch {
-        throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
-      }
-    });
-  }
+  out = byFhirPath(out, args.fhirpath);
   const offset = typeof args._offset === 'number' ? args._offset : 0;
   const count = typeof args._count === 'number' ? args._count : undefined;
   return out.slice(offset, count === undefined ? undefined : offset + count);
+}
+
+/** The items for which a `fhirpath` argument, when given, is true (a non-empty result without `false`). */
+function byFhirPath<T>(items: T[], expression: unknown): T[] {
+  if (typeof expression !== 'string') return items;
+  return items.filter((item) => {
+    try {
+      const { fhirpath, model } = fhirpathEngine();
+      const result = fhirpath.evaluate(item as object, expression, undefined, model) as unknown[];
+      return result.length > 0 && result.every((r: unknown) => r !== false);
+    } catch {
+      throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
+    }
+  });
 }
 
 /** The cursor a connection was given: `_cursor` (the page's query) or `cursor` (its linked example). */

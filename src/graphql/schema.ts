@@ -94,14 +94,32 @@ function literalValue(ast: Literal): unknown {
   }
 }
 
-/** A search or filter value: a string, or a bare name as graphql.html writes them (`name(use: official)`). */
+/**
+ * A search or filter value: a string, or a bare name as graphql.html writes them (`name(use:
+ * official)`); a list is the values ORed (`_id: [1, 2, example]`), the search's comma, each value's
+ * own commas escaped.
+ */
 export const TokenScalar = new GraphQLScalarType({
   name: 'Token',
-  description: 'A string; a bare name is taken as a string too',
+  description: 'A string; a bare name is taken as a string too, a list as its values ORed',
   serialize: (value) => value,
-  parseValue: (value) => (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : undefined),
-  parseLiteral: (ast) => (ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined),
+  parseValue: (value) => (Array.isArray(value) ? orOf(value.map(tokenValue)) : tokenValue(value)),
+  parseLiteral: (ast) => (ast.kind === 'ListValue' ? orOf(ast.values.map(tokenLiteral)) : tokenLiteral(ast)),
 });
+
+function tokenValue(value: unknown): string | undefined {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : undefined;
+}
+
+function tokenLiteral(ast: Literal): string | undefined {
+  return ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined;
+}
+
+/** Values as one search value, ORed; undefined (refused) when one is not a value or there are none. */
+function orOf(values: (string | undefined)[]): string | undefined {
+  if (values.length === 0 || values.some((v) => v === undefined)) return undefined;
+  return (values as string[]).map((v) => v.replace(/[\\,$|]/g, (c) => `\\${c}`)).join(',');
+}
 
 /**
  * GraphQL's `ID`, also taking a bare name as graphql.html writes ids (`Patient(id: example)`):
@@ -149,6 +167,8 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     for (const code of sources.searchParams(type)) args[argName(code)] = { type: TokenScalar };
     for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
     for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile', '_security', '_has', '_filter']) args[name] ??= { type: TokenScalar };
+    // Evaluated on the matches (after paging, for a connection).
+    args.fhirpath = { type: GraphQLString };
     // `_cursor` as the page's query writes it, `cursor` as its linked example and its prose do.
     args._cursor = { type: GraphQLString };
     args.cursor = { type: GraphQLString };
@@ -165,6 +185,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
       args = { _reference: { type: new GraphQLNonNull(TokenScalar) } };
       for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
       for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile']) args[name] = { type: TokenScalar };
+      args.fhirpath = { type: GraphQLString };
       reverseArgCache.set(type, args);
     }
     return args;

@@ -246,6 +246,21 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
     });
 
+    describe('Search arguments the page describes', () => {
+      test('an array of values is ORed: _id: [1,2,example]', async () => {
+        const data = await ok('{ ConditionList(_id: [1, 2, example, stroke], _sort: _id) { id } }');
+        expect(data).toEqual({ ConditionList: [{ id: 'example' }, { id: 'stroke' }] });
+      });
+
+      test('fhirpath is evaluated on the matches of a list, a connection and a reverse reference', async () => {
+        const onlyStroke = `fhirpath: "id = 'stroke'"`;
+        expect(await ok(`{ ConditionList(patient: example, ${onlyStroke}) { id } }`)).toEqual({ ConditionList: [{ id: 'stroke' }] });
+        const connection = (await ok(`{ ConditionConnection(patient: example, ${onlyStroke}) { count edges { resource { id } } } }`)).ConditionConnection;
+        expect(connection).toEqual({ count: 4, edges: [{ resource: { id: 'stroke' } }] });
+        expect(await ok(`{ ConditionList(_reference: patient, ${onlyStroke}) { id } }`, '/Patient/example')).toEqual({ ConditionList: [{ id: 'stroke' }] });
+      });
+    });
+
     describe('Reverse References', () => {
       test('{ name {...} ConditionList(_reference: patient) {...} } on Patient/example', async () => {
         const data = await ok('{name{family,given}ConditionList(_reference:patient){id,clinicalStatus{coding{code}}}}', '/Patient/example');
