@@ -24,8 +24,9 @@ import type { FieldResolvers, GraphQLRequestState } from './resolvers';
  * The GraphQL schema of R4 `graphql.html`, generated from the element model (the R4
  * StructureDefinitions and our own resource types): an object type per resource, datatype and
  * backbone element, primitives with their `_name` extension form, choice elements as one field per
- * type (`valueQuantity`), `Reference.resource`, reverse references (`ObservationList(_reference:
- * patient)`) on every resource, and at the root `Patient(id)`, `PatientList(<search parameters>)`,
+ * type (`valueQuantity`), `Reference.resource`, reverse references as lists and connections
+ * (`ObservationList(_reference: subject)`, `ConditionConnection(_reference: patient)`) from the types
+ * that can point at the resource, and at the root `Patient(id)`, `PatientList(<search parameters>)`,
  * `PatientConnection(...)` and the mutations `PatientCreate`, `PatientUpdate`, `PatientDelete`.
  * Built once per set of search parameters.
  */
@@ -35,6 +36,8 @@ export interface SchemaSources {
   resourceTypes: readonly string[];
   /** The search parameter codes of a type. */
   searchParams(type: string): string[];
+  /** The types a type's reference search parameters may point at (`Resource`: any). */
+  referenceTargets(type: string): ReadonlySet<string>;
   resolvers: FieldResolvers;
 }
 
@@ -268,6 +271,16 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     return found;
   }
 
+  const targetsOf = new Map<string, ReadonlySet<string>>();
+  const canPointAt = (from: string, to: string) => {
+    let targets = targetsOf.get(from);
+    if (!targets) {
+      targets = sources.referenceTargets(from);
+      targetsOf.set(from, targets);
+    }
+    return targets.has(to) || targets.has('Resource');
+  };
+
   const resourceObjects = new Map<string, GraphQLObjectType>();
   function resourceObject(type: string): GraphQLObjectType {
     let found = resourceObjects.get(type);
@@ -278,7 +291,9 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
           const fields: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = { resourceType: { type: GraphQLString }, ...fieldsOf(type, '', type) };
           // Reverse references: resources of another type that point here through one of their
           // parameters, as a list or as a connection (without `_cursor`: a cursor is followed at the root).
-          for (const other of resourceTypes) {
+          // Only types with a reference parameter that can point here: every pair would cost 22,000
+          // fields of arguments per kind (about 70 MB), nearly all of them to answer nothing.
+          for (const other of resourceTypes.filter((other) => canPointAt(other, type))) {
             fields[`${other}List`] = { type: new GraphQLList(resourceObject(other)), args: reverseArgs(other), resolve: resolvers.reverse(other) };
             fields[`${other}Connection`] = { type: connection(other), args: reverseArgs(other), resolve: resolvers.reverseConnection(other) };
           }

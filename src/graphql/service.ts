@@ -61,6 +61,8 @@ const ASSUMED_LIST_SIZE = 20;
 export interface GraphQLServiceDeps extends GraphQLDataDeps {
   model: ElementModel;
   resourceTypes: readonly string[];
+  /** The types a type's reference search parameters may point at (`Resource`: any). */
+  referenceTargets(type: string): ReadonlySet<string>;
   /** Changes when the search parameters do (the schema is built again then). */
   revision: () => number;
 }
@@ -80,7 +82,7 @@ export class GraphQLService {
       const resolvers = fieldResolvers(this.deps, this.options.limits);
       this.built = {
         revision,
-        schemas: buildSchema({ model: this.deps.model, resourceTypes: this.deps.resourceTypes, searchParams: (type) => this.deps.searchParams(type), resolvers }),
+        schemas: buildSchema({ model: this.deps.model, resourceTypes: this.deps.resourceTypes, searchParams: (type) => this.deps.searchParams(type), referenceTargets: (type) => this.deps.referenceTargets(type), resolvers }),
       };
     }
     return this.built.schemas;

@@ -262,6 +262,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     });
 
     describe('Reverse References', () => {
+      test('offered by the types with a reference parameter that can point at the resource, refused for others', async () => {
+        const refused = await run('{ ValueSetList(_reference: url) { id } }', '/Patient/example');
+        expect(refused.status).toBe(400);
+        expect(refused.errors?.[0].message).toMatch(/ValueSetList/);
+      });
+
       test('{ name {...} ConditionList(_reference: patient) {...} } on Patient/example', async () => {
         const data = await ok('{name{family,given}ConditionList(_reference:patient){id,clinicalStatus{coding{code}}}}', '/Patient/example');
         expect(withoutNulls(data.name)).toEqual(PATIENT_NAMES);
