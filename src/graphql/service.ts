@@ -177,12 +177,17 @@ function costLimit(max: number) {
 function costOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, multiplier: number, seen: Set<string>): number {
   if (!set) return 0;
   let cost = 0;
+  // Type conditions are alternatives (an object has one type): only the costliest type counts.
+  const byType = new Map<string, number>();
   for (const selection of set.selections) {
     if (selection.kind === Kind.FIELD) {
       cost += multiplier;
       if (selection.selectionSet) cost += costOf(selection.selectionSet, fragments, multiplier * listSize(selection), seen);
     } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-      cost += costOf(selection.selectionSet, fragments, multiplier, seen);
+      const type = selection.typeCondition?.name.value;
+      const own = costOf(selection.selectionSet, fragments, multiplier, seen);
+      if (type === undefined) cost += own;
+      else byType.set(type, (byType.get(type) ?? 0) + own);
     } else if (!seen.has(selection.name.value)) {
       seen.add(selection.name.value);
       cost += costOf(fragments.get(selection.name.value)?.selectionSet, fragments, multiplier, seen);
@@ -190,7 +195,7 @@ function costOf(set: SelectionSetNode | undefined, fragments: Map<string, Fragme
     }
     if (cost > Number.MAX_SAFE_INTEGER / 2) return cost;
   }
-  return cost;
+  return cost + Math.max(0, ...byType.values());
 }
 
 /** Searches count as the page they ask for; other lists as a typical size. */

@@ -139,6 +139,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         expect(await ok('{ \n   subject { reference, resource {active} } \n }', '/Observation/example')).toEqual({ subject: { reference: 'Patient/example', resource: { active: true } } });
       });
 
+      test('the shorthand is costed as one type: a thousand subjects with resource { id } are within the limit', async () => {
+        const data = await ok('{ ObservationList(_count: 1000) { subject { resource { id } } } }');
+        expect(data.ObservationList).toEqual([{ subject: { resource: { id: 'example' } } }]);
+      });
+
       test('type conditions: resource { ...on Patient { birthDate } ...on Group { name } }', async () => {
         const query = `{
   id
