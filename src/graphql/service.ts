@@ -121,7 +121,7 @@ export class GraphQLService {
     });
     const shaped = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : undefined;
     const body: GraphQLAnswer['body'] = { data: shaped ? shaped.data : result.data };
-    const answerErrors = [...(result.errors ?? []).map((e) => e.toJSON()), ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text))];
+    const answerErrors = [...(result.errors ?? []).map(resolverError), ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text))];
     if (answerErrors.length) body.errors = answerErrors;
     return { status: 200, body };
   }
@@ -215,9 +215,20 @@ function noIntrospection(context: ValidationContext): ASTVisitor {
   };
 }
 
+/**
+ * An entry of `errors`, its OperationOutcome in `extensions.resource` (where graphql.html puts it)
+ * and, as this server has always answered it, `extensions.outcome`.
+ */
 function errorEntry(code: string, text: string, extra: Record<string, unknown> = {}) {
   const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: code as 'invalid', details: { text } }] };
-  return { message: text, ...extra, extensions: { outcome } };
+  return { message: text, ...extra, extensions: { outcome, resource: outcome } };
+}
+
+/** A resolver's error as an entry of `errors`, with its OperationOutcome (made from its message when it has none). */
+function resolverError(error: GraphQLError) {
+  const entry = error.toJSON();
+  const outcome = (entry.extensions?.outcome as OperationOutcome | undefined) ?? errorEntry('processing', error.message).extensions.outcome;
+  return { ...entry, extensions: { ...entry.extensions, outcome, resource: outcome } };
 }
 
 function refused(code: string, text: string): GraphQLAnswer {

@@ -26,7 +26,7 @@ function withoutNulls(value: unknown): unknown {
 interface Answer {
   status: number;
   data?: Record<string, unknown> | null;
-  errors?: { message: string }[];
+  errors?: { message: string; extensions?: { resource?: unknown } }[];
 }
 
 const PATIENT_NAMES = [
@@ -89,6 +89,23 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       await putResource(server.app, { ...patient, id: 'with-ext', extension: [{ url: 'http://myextension.url/details', valueString: 'some value' }] } as Resource);
     });
     afterAll(() => cleanup?.());
+
+    describe('Error Handling', () => {
+      test('each error has a message and an OperationOutcome in extensions.resource', async () => {
+        const unknown = await run('{ Patient(id: nope) { id } }');
+        expect(unknown.status).toBe(200);
+        expect(unknown.data).toEqual({ Patient: null });
+        const invalid = await run('{ Patient(id: example) { nope } }');
+        expect(invalid.status).toBe(400);
+        for (const errors of [unknown.errors, invalid.errors]) {
+          expect(errors?.length).toBeGreaterThan(0);
+          for (const error of errors ?? []) {
+            expect(typeof error.message).toBe('string');
+            expect(error.extensions?.resource).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ severity: 'error' }] });
+          }
+        }
+      });
+    });
 
     describe('Field Selection', () => {
       test('{ name { text given family } } on Patient/example', async () => {
