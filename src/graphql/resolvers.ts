@@ -88,8 +88,10 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     if (cursor) Object.assign(query, decodeCursor(cursor).query);
     return query;
   };
-  /** One page of a search as a connection; `offset` is where the page starts in the whole result. */
-  // A connection's `fhirpath` filters its page after paging (graphql.html allows it): a page may come out shorter.
+  /**
+   * One page of a search as a connection; `offset` is where the page starts in the whole result.
+   * `fhirpath` filters the page after paging (graphql.html allows it), so a page may come out shorter.
+   */
   const connect = async (state: GraphQLRequestState, type: string, query: Record<string, string[]>, offset: number, fhirpath: unknown) => {
     query._total = ['accurate'];
     const bundle = await search(state, type, query).catch(rethrow);
