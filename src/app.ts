@@ -19,7 +19,7 @@ import { AnswerCache } from './http/answer-cache';
 import { registerUrlGuard } from './http/url-guard';
 import { baseUrlResolver } from './http/base-url';
 import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
-import { registerOperationRoutes } from './http/routes/operations';
+import { registerOperationRoutes, type GraphQLOver } from './http/routes/operations';
 import { registerResourceRoutes, requestContext } from './http/routes/resources';
 import { OperationInvoker } from './operations/invoke';
 import type { OperationRegistry } from './operations/registry';
@@ -71,6 +71,8 @@ export interface AppParts<S> {
   subscriptionSocket?: WebsocketHub;
   /** The job queue, for the administrators' jobs view (`/admin/jobs`); absent: none. */
   jobs?: JobQueue;
+  /** Runs an operation request's `_graphql` on the operation's output (graphql.html, Operations); absent: `_graphql` is ignored. */
+  graphqlOver?: GraphQLOver;
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
@@ -185,6 +187,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     contextOf,
     bodyLimit: config.bodyLimit,
+    graphqlOver: parts.graphqlOver,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
   if (parts.jobs) registerAdminRoutes(app, { jobs: parts.jobs, contextOf });

@@ -106,6 +106,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       handle: (request, ctx) => core.rest.handle(request, ctx),
       read: (type, id, ctx) => core.rest.readResource(type, id, ctx),
       searchParams: (type) => [...core.params.forType(type).keys()],
+      referenceTargets: (type) => new Set([...core.params.forType(type).values()].filter((p) => p.param.type === 'reference').flatMap((p) => (p.param.target.length > 0 ? p.param.target : ['Resource']))),
       revision: () => core.params.revision,
     });
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
@@ -131,6 +132,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       registry,
       services,
       software: { name: pkg.name, version: pkg.version },
+      graphqlOver: (query, output, ctx) => graphql.run({ query }, ctx, { method: 'GET', target: output }),
       searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
       searchParamsRevision: () => core.params.revision,
       decorateCapabilities: (statement) => {

@@ -49,8 +49,8 @@ export interface ReadOptions {
 export const MAX_PARAMETERS = 1000;
 export const MAX_CODINGS = 100;
 
-/** Query names that belong to the HTTP exchange, never to an operation. */
-const RESERVED_QUERY = new Set(['_format', '_pretty', '_summary', '_elements']);
+/** Query names that belong to the HTTP exchange, never to an operation (`_graphql` shapes the answer). */
+const RESERVED_QUERY = new Set(['_format', '_pretty', '_summary', '_elements', '_graphql']);
 
 // ---------------------------------------------------------------------------------------------
 // Input

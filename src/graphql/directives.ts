@@ -2,10 +2,13 @@ import { Kind, visit, type DocumentNode, type DirectiveNode, type FieldNode, typ
 
 /**
  * The FHIR directives of graphql.html, applied to the result: `@first` (the first item of a list,
- * or null), `@singleton` (a list known to hold one item, as that item), `@flatten` (the field's
- * own object disappears: its fields go to the parent, as lists when the field repeats), and
- * `@slice(path: ...)` (a list becomes one field per item, named `field.<the item's path value>`;
- * `$index` names them by position). `@skip`/`@include` are GraphQL's own and already applied.
+ * or null), `@singleton` (a list known to hold one item, as that item; more than one is an error,
+ * and under a flattened parent the value stays single instead of joining a list), `@flatten` (the
+ * field's own object disappears: its fields go to the parent, as lists of every item's values when
+ * the field repeats, absent values left out), and `@slice(path: ...)` (a list becomes one field per
+ * item, named `field.<the item's path value>`, `$index` naming them by position; with `@flatten`
+ * the suffix goes on each flattened child, cumulatively when nested). `@skip`/`@include` are
+ * GraphQL's own and already applied.
  */
 
 type Data = Record<string, unknown>;
@@ -30,59 +33,112 @@ export function prepareDirectives(document: DocumentNode): DocumentNode {
 }
 type Variables = Record<string, unknown> | undefined;
 
-export function applyDirectives(data: Data, set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, variables: Variables): Data {
-  transformObject(data, set, fragments, variables);
-  return data;
+interface Pass {
+  fragments: Map<string, FragmentDefinitionNode>;
+  variables: Variables;
+  /** Keys of an object that hold one value by `@singleton` (flattening keeps them single). */
+  singles: WeakMap<Data, Set<string>>;
+  errors: string[];
 }
 
-function transformObject(data: Data, set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, variables: Variables): void {
-  for (const field of fieldsOf(set, fragments)) {
+/**
+ * Applies the directives to the executed data (in place). Returns the errors the page requires
+ * (`@singleton` over more than one value); the field in question is then null.
+ */
+export function applyDirectives(data: Data, set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, variables: Variables): { data: Data; errors: string[] } {
+  const pass: Pass = { fragments, variables, singles: new WeakMap(), errors: [] };
+  transformObject(data, set, pass);
+  return { data, errors: pass.errors };
+}
+
+function transformObject(data: Data, set: SelectionSetNode, pass: Pass): void {
+  for (const field of fieldsOf(set, pass.fragments)) {
     const key = field.alias?.value ?? field.name.value;
     if (!(key in data)) continue;
     let value = data[key];
     if (field.selectionSet) {
       const children = field.selectionSet;
       const visit = (item: unknown) => {
-        if (item && typeof item === 'object' && !Array.isArray(item)) transformObject(item as Data, children, fragments, variables);
+        if (isObject(item)) transformObject(item, children, pass);
       };
       if (Array.isArray(value)) value.forEach(visit);
       else visit(value);
     }
     const directives = field.directives ?? [];
-    if (has(directives, 'first') || has(directives, 'singleton')) {
-      value = Array.isArray(value) ? (value[0] ?? null) : value;
-      data[key] = value;
+    const single = has(directives, 'singleton');
+    if (has(directives, 'first') && Array.isArray(value)) value = value[0] ?? null;
+    if (single && Array.isArray(value)) {
+      if (value.length > 1) pass.errors.push(`@singleton: '${key}' has ${value.length} values`);
+      value = value.length === 1 ? value[0] : null;
     }
+    data[key] = value;
+    if (single) marks(pass, data).add(key);
     const slice = directives.find((d) => d.name.value === 'slice');
-    if (slice && Array.isArray(value)) {
-      const path = stringArgument(slice, 'path', variables) ?? '$index';
-      delete data[key];
-      value.forEach((item, index) => {
-        const record = item as Data | null;
-        const named = record?.[SLICE_KEY] ?? record?.[path];
-        if (record) delete record[SLICE_KEY];
-        data[`${key}.${path === '$index' || named === undefined || named === null ? index : String(named)}`] = item;
-      });
-      continue;
-    }
+    const path = slice ? (stringArgument(slice, 'path', pass.variables) ?? '$index') : undefined;
     if (has(directives, 'flatten')) {
       delete data[key];
-      const items = Array.isArray(value) ? value : value === null || value === undefined ? [] : [value];
-      const repeats = Array.isArray(value);
-      for (const item of items) {
-        if (!item || typeof item !== 'object') continue;
-        for (const [name, child] of Object.entries(item as Data)) {
-          if (repeats || name in data) {
-            const existing = data[name];
-            const list = Array.isArray(existing) ? existing : existing === undefined ? [] : [existing];
-            data[name] = [...list, ...(Array.isArray(child) ? child : [child])];
-          } else {
-            data[name] = child;
-          }
-        }
-      }
+      flatten(data, value, path, pass);
+    } else if (path !== undefined && Array.isArray(value)) {
+      delete data[key];
+      value.forEach((item, index) => {
+        data[`${key}.${suffix(item, path, index)}`] = item;
+      });
     }
   }
+}
+
+/**
+ * `@flatten`: the items' fields go to `data` (with the slice's suffix when sliced). A repeating
+ * field's children become lists of every item's values, absent values left out, except those marked
+ * `@singleton`, which stay single (two values are an error).
+ */
+function flatten(data: Data, value: unknown, path: string | undefined, pass: Pass): void {
+  const repeats = Array.isArray(value);
+  const items = repeats ? value : value === null || value === undefined ? [] : [value];
+  const parentSingles = marks(pass, data);
+  items.forEach((item, index) => {
+    if (!isObject(item)) return;
+    const tail = path === undefined ? '' : `.${suffix(item, path, index)}`;
+    const singles = pass.singles.get(item);
+    for (const [name, child] of Object.entries(item)) {
+      if (name === SLICE_KEY || child === null || child === undefined) continue;
+      const target = name + tail;
+      if (singles?.has(name)) {
+        if (target in data) {
+          pass.errors.push(`@singleton: '${target}' has more than one value`);
+          data[target] = null;
+        } else data[target] = child;
+        parentSingles.add(target);
+      } else if (repeats || target in data) {
+        const existing = data[target];
+        const list = Array.isArray(existing) ? existing : existing === undefined || existing === null ? [] : [existing];
+        data[target] = [...list, ...(Array.isArray(child) ? child : [child]).filter((v) => v !== null && v !== undefined)];
+      } else {
+        data[target] = child;
+      }
+    }
+  });
+}
+
+/** The name a sliced item is given: its value at the slice's path, or its position (`$index`, or no value). */
+function suffix(item: unknown, path: string, index: number): string {
+  if (path === '$index' || !isObject(item)) return String(index);
+  const named = item[SLICE_KEY] ?? item[path];
+  delete item[SLICE_KEY];
+  return named === undefined || named === null ? String(index) : String(named);
+}
+
+function marks(pass: Pass, data: Data): Set<string> {
+  let found = pass.singles.get(data);
+  if (!found) {
+    found = new Set();
+    pass.singles.set(data, found);
+  }
+  return found;
+}
+
+function isObject(value: unknown): value is Data {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** The fields of a selection set, fragments spread in. */

@@ -51,6 +51,7 @@ export interface FieldResolvers {
   list(type: string): Resolver;
   connection(type: string): Resolver;
   reverse(type: string): Resolver;
+  reverseConnection(type: string): Resolver;
   create(type: string): Resolver;
   update(type: string): Resolver;
   remove(type: string): Resolver;
@@ -78,12 +79,53 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     const query: Record<string, string[]> = {};
     for (const [name, value] of Object.entries(args)) {
       if (value === undefined || value === null || skip.includes(name)) continue;
-      if (name === '_cursor') continue;
+      if (name === '_cursor' || name === 'cursor' || name === 'fhirpath') continue;
       const code = codes.get(name) ?? name;
       query[code] = [String(value)];
     }
     if (query._count) query._count = [String(Math.min(Number(query._count[0]), limits.maxCount))];
-    if (typeof args._cursor === 'string') Object.assign(query, decodeCursor(args._cursor));
+    const cursor = cursorOf(args);
+    if (cursor) Object.assign(query, decodeCursor(cursor).query);
+    return query;
+  };
+  /**
+   * One page of a search as a connection; `offset` is where the page starts in the whole result.
+   * `fhirpath` filters the page after paging (graphql.html allows it), so a page may come out shorter.
+   */
+  const connect = async (state: GraphQLRequestState, type: string, query: Record<string, string[]>, offset: number, fhirpath: unknown) => {
+    query._total = ['accurate'];
+    const bundle = await search(state, type, query).catch(rethrow);
+    const edges = (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome');
+    const matched = edges.filter((e) => e.search?.mode !== 'include').length;
+    const kept = new Set(byFhirPath(edges.map((e) => e.resource), fhirpath));
+    const pagesize = Number(query._count?.[0] ?? 0) || matched;
+    const starts: Record<string, number> = { first: 0, self: offset, previous: Math.max(0, offset - pagesize), next: offset + matched };
+    const link = (relation: string) => {
+      const url = bundle.link?.find((l) => l.relation === relation)?.url;
+      if (!url) return undefined;
+      const stated = Number(new URL(url, 'http://base').searchParams.get('_offset') ?? NaN);
+      return encodeCursor(url, Number.isInteger(stated) ? stated : (starts[relation] ?? 0));
+    };
+    return {
+      count: bundle.total,
+      offset,
+      pagesize,
+      first: link('first') ?? (offset === 0 ? link('self') : undefined),
+      previous: link('previous'),
+      next: link('next'),
+      last: link('last'),
+      edges: edges.filter((e) => kept.has(e.resource)).map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: remember(state, e.resource as Resource) })),
+    };
+  };
+  /** The search a reverse reference runs: `type` resources whose `_reference` parameter points at `source`. */
+  const reverseQuery = (type: string, source: unknown, args: Record<string, unknown>) => {
+    const resource = source as Resource;
+    const param = String(args._reference);
+    const known = deps.searchParams(type);
+    const code = known.find((c) => argName(c) === param) ?? param;
+    if (!known.includes(code)) throw new GraphQLError(`${type} has no search parameter '${param}' to follow back to a ${resource.resourceType}`);
+    const query = queryOf(type, args, ['_reference']);
+    query[code] = [`${resource.resourceType}/${resource.id}`];
     return query;
   };
   const matches = (bundle: Bundle, state: GraphQLRequestState) =>
@@ -126,36 +168,16 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
         throw asGraphQLError(err);
       }
     },
-    list: (type) => async (_source, args, state) => matches(await search(state, type, queryOf(type, args)).catch(rethrow), state),
+    list: (type) => async (_source, args, state) => byFhirPath(matches(await search(state, type, queryOf(type, args)).catch(rethrow), state), args.fhirpath),
     connection: (type) => async (_source, args, state) => {
+      const cursor = cursorOf(args);
       const query = queryOf(type, args);
-      query._total = ['accurate'];
-      const bundle = await search(state, type, query).catch(rethrow);
-      const link = (relation: string) => {
-        const url = bundle.link?.find((l) => l.relation === relation)?.url;
-        return url ? encodeCursor(url) : undefined;
-      };
-      const count = Number(query._count?.[0] ?? 0) || undefined;
-      return {
-        count: bundle.total,
-        offset: Number(query._offset?.[0] ?? 0),
-        pagesize: count ?? bundle.entry?.length ?? 0,
-        first: link('first') ?? link('self'),
-        previous: link('previous'),
-        next: link('next'),
-        last: link('last'),
-        edges: (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome').map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: remember(state, e.resource as Resource) })),
-      };
+      return connect(state, type, query, cursor ? decodeCursor(cursor).offset : Number(query._offset?.[0] ?? 0), args.fhirpath);
     },
-    reverse: (type) => async (source, args, state) => {
-      const resource = source as Resource;
-      const param = String(args._reference);
-      const known = deps.searchParams(type);
-      const code = known.find((c) => argName(c) === param) ?? param;
-      if (!known.includes(code)) throw new GraphQLError(`${type} has no search parameter '${param}' to follow back to a ${resource.resourceType}`);
-      const query = queryOf(type, args, ['_reference']);
-      query[code] = [`${resource.resourceType}/${resource.id}`];
-      return matches(await search(state, type, query).catch(rethrow), state);
+    reverse: (type) => async (source, args, state) => byFhirPath(matches(await search(state, type, reverseQuery(type, source, args)).catch(rethrow), state), args.fhirpath),
+    reverseConnection: (type) => async (source, args, state) => {
+      const query = reverseQuery(type, source, args);
+      return connect(state, type, query, Number(query._offset?.[0] ?? 0), args.fhirpath);
     },
     create: (type) => async (_source, args, state) => write(state, { method: 'POST', path: type, query: {}, headers: {}, body: args.res }),
     update: (type) => async (_source, args, state) => write(state, { method: 'PUT', path: `${type}/${String(args.id)}`, query: {}, headers: {}, body: args.res }),
@@ -230,34 +252,53 @@ function filterList(items: unknown[], args: Record<string, unknown>): unknown[] 
       return Array.isArray(value) ? value.map(String).includes(String(wanted)) : value !== undefined && String(value) === String(wanted);
     });
   }
-  if (typeof args.fhirpath === 'string') {
-    const expression = args.fhirpath;
-    out = out.filter((item) => {
-      try {
-        const { fhirpath, model } = fhirpathEngine();
-        const result = fhirpath.evaluate(item as object, expression, undefined, model) as unknown[];
-        return result.length > 0 && result.every((r: unknown) => r !== false);
-      } catch {
-        throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
-      }
-    });
-  }
+  out = byFhirPath(out, args.fhirpath);
   const offset = typeof args._offset === 'number' ? args._offset : 0;
   const count = typeof args._count === 'number' ? args._count : undefined;
   return out.slice(offset, count === undefined ? undefined : offset + count);
 }
 
-/** A connection's cursor: the search link it stands for, opaque to the client. */
-function encodeCursor(url: string): string {
-  const q = url.indexOf('?');
-  return Buffer.from(q < 0 ? '' : url.slice(q + 1), 'utf8').toString('base64url');
+/** The items for which a `fhirpath` argument, when given, is true (a non-empty result without `false`). */
+function byFhirPath<T>(items: T[], expression: unknown): T[] {
+  if (typeof expression !== 'string') return items;
+  return items.filter((item) => {
+    try {
+      const { fhirpath, model } = fhirpathEngine();
+      const result = fhirpath.evaluate(item as object, expression, undefined, model) as unknown[];
+      return result.length > 0 && result.every((r: unknown) => r !== false);
+    } catch {
+      throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
+    }
+  });
 }
 
-function decodeCursor(cursor: string): Record<string, string[]> {
-  const params = new URLSearchParams(Buffer.from(cursor, 'base64url').toString('utf8'));
+/** The cursor a connection was given: `_cursor` (the page's query) or `cursor` (its linked example). */
+function cursorOf(args: Record<string, unknown>): string | undefined {
+  const given = args._cursor ?? args.cursor;
+  return typeof given === 'string' ? given : undefined;
+}
+
+/**
+ * A connection's cursor, opaque to the client: the search link it stands for, and where that page
+ * starts (a keyset link does not say, and the connection reports it as `offset`).
+ */
+function encodeCursor(url: string, offset: number): string {
+  const q = url.indexOf('?');
+  return Buffer.from(JSON.stringify({ q: q < 0 ? '' : url.slice(q + 1), o: offset }), 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): { query: Record<string, string[]>; offset: number } {
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    decoded = undefined;
+  }
+  const { q, o } = (decoded ?? {}) as { q?: unknown; o?: unknown };
+  if (typeof q !== 'string' || typeof o !== 'number' || !Number.isInteger(o) || o < 0) throw new GraphQLError('The cursor is not one this server gave');
   const query: Record<string, string[]> = {};
-  for (const [name, value] of params) (query[name] ??= []).push(value);
-  return query;
+  for (const [name, value] of new URLSearchParams(q)) (query[name] ??= []).push(value);
+  return { query, offset: o };
 }
 
 /** One more search for this query: refused past the limit, or when the time budget is spent. */

@@ -1,7 +1,6 @@
 import {
   GraphQLBoolean,
   GraphQLFloat,
-  GraphQLID,
   GraphQLInt,
   GraphQLList,
   GraphQLNonNull,
@@ -25,8 +24,9 @@ import type { FieldResolvers, GraphQLRequestState } from './resolvers';
  * The GraphQL schema of R4 `graphql.html`, generated from the element model (the R4
  * StructureDefinitions and our own resource types): an object type per resource, datatype and
  * backbone element, primitives with their `_name` extension form, choice elements as one field per
- * type (`valueQuantity`), `Reference.resource`, reverse references (`ObservationList(_reference:
- * patient)`) on every resource, and at the root `Patient(id)`, `PatientList(<search parameters>)`,
+ * type (`valueQuantity`), `Reference.resource`, reverse references as lists and connections
+ * (`ObservationList(_reference: subject)`, `ConditionConnection(_reference: patient)`) from the types
+ * that can point at the resource, and at the root `Patient(id)`, `PatientList(<search parameters>)`,
  * `PatientConnection(...)` and the mutations `PatientCreate`, `PatientUpdate`, `PatientDelete`.
  * Built once per set of search parameters.
  */
@@ -36,11 +36,10 @@ export interface SchemaSources {
   resourceTypes: readonly string[];
   /** The search parameter codes of a type. */
   searchParams(type: string): string[];
+  /** The types a type's reference search parameters may point at (`Resource`: any). */
+  referenceTargets(type: string): ReadonlySet<string>;
   resolvers: FieldResolvers;
 }
-
-/** The child elements a list of elements may be filtered by (graphql.html field arguments). */
-const LIST_FILTERS = ['url', 'use', 'system', 'code', 'type', 'status', 'value', 'family', 'given', 'rank', 'text', 'display'];
 
 const INTEGER_TYPES = new Set(['integer', 'positiveInt', 'unsignedInt']);
 
@@ -98,13 +97,49 @@ function literalValue(ast: Literal): unknown {
   }
 }
 
-/** A search or filter value: a string, or a bare name as graphql.html writes them (`name(use: official)`). */
+/**
+ * A search or filter value: a string, or a bare name as graphql.html writes them (`name(use:
+ * official)`); a list is the values ORed (`_id: [1, 2, example]`), the search's comma, each value's
+ * own commas escaped.
+ */
 export const TokenScalar = new GraphQLScalarType({
   name: 'Token',
-  description: 'A string; a bare name is taken as a string too',
+  description: 'A string; a bare name is taken as a string too, a list as its values ORed',
   serialize: (value) => value,
-  parseValue: (value) => (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : undefined),
-  parseLiteral: (ast) => (ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined),
+  parseValue: (value) => (Array.isArray(value) ? orOf(value.map(tokenValue)) : tokenValue(value)),
+  parseLiteral: (ast) => (ast.kind === 'ListValue' ? orOf(ast.values.map(tokenLiteral)) : tokenLiteral(ast)),
+});
+
+function tokenValue(value: unknown): string | undefined {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : undefined;
+}
+
+function tokenLiteral(ast: Literal): string | undefined {
+  return ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined;
+}
+
+/** Values as one search value, ORed; undefined (refused) when one is not a value or there are none. */
+function orOf(values: (string | undefined)[]): string | undefined {
+  if (values.length === 0 || values.some((v) => v === undefined)) return undefined;
+  return (values as string[]).map((v) => v.replace(/[\\,$|]/g, (c) => `\\${c}`)).join(',');
+}
+
+/**
+ * GraphQL's `ID`, also taking a bare name as graphql.html writes ids (`Patient(id: example)`):
+ * the page's queries use that form, and a FHIR id is always a valid GraphQL name or number.
+ */
+export const IdScalar = new GraphQLScalarType({
+  name: 'ID',
+  description: 'A resource id; a bare name is taken as the id too',
+  serialize: (value) => (typeof value === 'string' || typeof value === 'number' ? String(value) : undefined),
+  parseValue: (value) => {
+    if (typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value))) return String(value);
+    throw new TypeError('An ID is a string');
+  },
+  parseLiteral: (ast) => {
+    if (ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue') return ast.value;
+    throw new TypeError('An ID is a string or a bare name');
+  },
 });
 
 /** The FHIR directives of graphql.html, declared so that queries using them validate. */
@@ -135,7 +170,11 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     for (const code of sources.searchParams(type)) args[argName(code)] = { type: TokenScalar };
     for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
     for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile', '_security', '_has', '_filter']) args[name] ??= { type: TokenScalar };
+    // Evaluated on the matches (after paging, for a connection).
+    args.fhirpath = { type: GraphQLString };
+    // `_cursor` as the page's query writes it, `cursor` as its linked example and its prose do.
     args._cursor = { type: GraphQLString };
+    args.cursor = { type: GraphQLString };
     return args;
   };
 
@@ -149,6 +188,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
       args = { _reference: { type: new GraphQLNonNull(TokenScalar) } };
       for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
       for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile']) args[name] = { type: TokenScalar };
+      args.fhirpath = { type: GraphQLString };
       reverseArgCache.set(type, args);
     }
     return args;
@@ -158,7 +198,7 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     if (code === 'boolean') return GraphQLBoolean;
     if (INTEGER_TYPES.has(code)) return GraphQLInt;
     if (code === 'decimal') return GraphQLFloat;
-    if (code === 'id') return GraphQLID;
+    if (code === 'id') return IdScalar;
     return GraphQLString;
   };
 
@@ -183,20 +223,35 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
         else type = JsonScalar;
         const listed = info.array ? new GraphQLList(type) : type;
         const field: GraphQLFieldConfig<unknown, GraphQLRequestState> = { type: listed, resolve: resolvers.element(fieldName, info.array) };
-        if (info.array && !isPrimitive(code)) field.args = listArgs;
+        if (info.array && !isPrimitive(code)) field.args = code === 'BackboneElement' || code === 'Element' ? listArgs(root, path) : listArgs(code, '');
         fields[fieldName] = field;
         if (isPrimitive(code)) fields[`_${fieldName}`] = { type: info.array ? new GraphQLList(elementBase) : elementBase, resolve: resolvers.element(`_${fieldName}`, info.array) };
       }
     }
     if (root === 'Reference' && prefix === '') {
-      fields.resource = { type: resourceUnion(), args: { optional: { type: GraphQLBoolean }, type: { type: GraphQLString } }, resolve: resolvers.reference };
+      fields.resource = { type: resourceUnion(), args: { optional: { type: GraphQLBoolean }, type: { type: TokenScalar } }, resolve: resolvers.reference };
     }
     return fields;
   };
 
-  // Filters by a child's value (`name(use: official)`, `extension(url: "...")`), the same on every list.
-  const listArgs: GraphQLFieldConfigArgumentMap = { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } };
-  for (const name of LIST_FILTERS) listArgs[name] = { type: TokenScalar };
+  // A list of elements is filtered by the value of any of its items' primitive children (graphql.html
+  // field arguments: `name(use: official)`, `extension(url: "...")`, `parameter(name: "result")`),
+  // by `fhirpath`, and cut by `_offset` and `_count`. One argument map per item type.
+  const listArgCache = new Map<string, GraphQLFieldConfigArgumentMap>();
+  const listArgs = (root: string, prefix: string): GraphQLFieldConfigArgumentMap => {
+    const key = `${root}.${prefix}`;
+    let args = listArgCache.get(key);
+    if (!args) {
+      args = {};
+      for (const [name, info] of childElements(model, root, prefix)) {
+        const choice = name.endsWith('[x]');
+        for (const code of info.types) if (isPrimitive(code)) args[choice ? name.slice(0, -3) + pascal(code) : name] = { type: TokenScalar };
+      }
+      Object.assign(args, { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } });
+      listArgCache.set(key, args);
+    }
+    return args;
+  };
 
   function objectType(code: string): GraphQLObjectType {
     let found = objects.get(code);
@@ -216,6 +271,16 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     return found;
   }
 
+  const targetsOf = new Map<string, ReadonlySet<string>>();
+  const canPointAt = (from: string, to: string) => {
+    let targets = targetsOf.get(from);
+    if (!targets) {
+      targets = sources.referenceTargets(from);
+      targetsOf.set(from, targets);
+    }
+    return targets.has(to) || targets.has('Resource');
+  };
+
   const resourceObjects = new Map<string, GraphQLObjectType>();
   function resourceObject(type: string): GraphQLObjectType {
     let found = resourceObjects.get(type);
@@ -224,13 +289,13 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
         name: type,
         fields: () => {
           const fields: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = { resourceType: { type: GraphQLString }, ...fieldsOf(type, '', type) };
-          // Reverse references: resources of another type that point here through one of their parameters.
-          for (const other of resourceTypes) {
-            fields[`${other}List`] = {
-              type: new GraphQLList(resourceObject(other)),
-              args: reverseArgs(other),
-              resolve: resolvers.reverse(other),
-            };
+          // Reverse references: resources of another type that point here through one of their
+          // parameters, as a list or as a connection (without `_cursor`: a cursor is followed at the root).
+          // Only types with a reference parameter that can point here: every pair would cost 22,000
+          // fields of arguments per kind (about 70 MB), nearly all of them to answer nothing.
+          for (const other of resourceTypes.filter((other) => canPointAt(other, type))) {
+            fields[`${other}List`] = { type: new GraphQLList(resourceObject(other)), args: reverseArgs(other), resolve: resolvers.reverse(other) };
+            fields[`${other}Connection`] = { type: connection(other), args: reverseArgs(other), resolve: resolvers.reverseConnection(other) };
           }
           return fields;
         },
@@ -251,43 +316,49 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     return union;
   }
 
-  const edge = (type: string) =>
-    new GraphQLObjectType({
-      name: `${type}ConnectionEdge`,
-      fields: { mode: { type: GraphQLString }, score: { type: GraphQLFloat }, resource: { type: resourceObject(type) } },
-    });
-  const connection = (type: string) =>
-    new GraphQLObjectType({
-      name: `${type}Connection`,
-      fields: {
-        count: { type: GraphQLInt },
-        offset: { type: GraphQLInt },
-        pagesize: { type: GraphQLInt },
-        first: { type: GraphQLString },
-        previous: { type: GraphQLString },
-        next: { type: GraphQLString },
-        last: { type: GraphQLString },
-        edges: { type: new GraphQLList(edge(type)) },
-      },
-    });
+  const connections = new Map<string, GraphQLObjectType>();
+  function connection(type: string): GraphQLObjectType {
+    let found = connections.get(type);
+    if (!found) {
+      const edge = new GraphQLObjectType({
+        name: `${type}ConnectionEdge`,
+        fields: () => ({ mode: { type: GraphQLString }, score: { type: GraphQLFloat }, resource: { type: resourceObject(type) } }),
+      });
+      found = new GraphQLObjectType({
+        name: `${type}Connection`,
+        fields: {
+          count: { type: GraphQLInt },
+          offset: { type: GraphQLInt },
+          pagesize: { type: GraphQLInt },
+          first: { type: GraphQLString },
+          previous: { type: GraphQLString },
+          next: { type: GraphQLString },
+          last: { type: GraphQLString },
+          edges: { type: new GraphQLList(edge) },
+        },
+      });
+      connections.set(type, found);
+    }
+    return found;
+  }
 
   const query: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
   const mutation: GraphQLFieldConfigMap<unknown, GraphQLRequestState> = {};
   for (const type of resourceTypes) {
-    query[type] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.read(type) };
+    query[type] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) } }, resolve: resolvers.read(type) };
     query[`${type}List`] = { type: new GraphQLList(resourceObject(type)), args: searchArgs(type), resolve: resolvers.list(type) };
     query[`${type}Connection`] = { type: connection(type), args: searchArgs(type), resolve: resolvers.connection(type) };
     // Task.input's backbone type is already `TaskInput`: that one type keeps the plain JSON scalar.
     const input = model.element(type, 'input') ? JsonScalar : resourceInput(type);
     mutation[`${type}Create`] = { type: resourceObject(type), args: { res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.create(type) };
-    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) }, res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.update(type) };
-    mutation[`${type}Delete`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(GraphQLID) } }, resolve: resolvers.remove(type) };
+    mutation[`${type}Update`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) }, res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.update(type) };
+    mutation[`${type}Delete`] = { type: resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) } }, resolve: resolvers.remove(type) };
   }
   const system = new GraphQLSchema({
     query: new GraphQLObjectType({ name: 'Query', fields: query }),
     mutation: new GraphQLObjectType({ name: 'Mutation', fields: mutation }),
     directives: [...specifiedDirectives, ...FHIR_DIRECTIVES],
-    types: [JsonScalar, TokenScalar],
+    types: [JsonScalar, TokenScalar, IdScalar],
   });
   const instances = new Map<string, GraphQLSchema>();
   return {

@@ -17,6 +17,7 @@ import type { OperationOutcome, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import type { ElementModel } from '../search/model/model';
 import { applyDirectives, prepareDirectives } from './directives';
+import { expandResourceShorthand } from './resource-shorthand';
 import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
 import { buildSchema, type FhirSchemas } from './schema';
 
@@ -60,6 +61,8 @@ const ASSUMED_LIST_SIZE = 20;
 export interface GraphQLServiceDeps extends GraphQLDataDeps {
   model: ElementModel;
   resourceTypes: readonly string[];
+  /** The types a type's reference search parameters may point at (`Resource`: any). */
+  referenceTargets(type: string): ReadonlySet<string>;
   /** Changes when the search parameters do (the schema is built again then). */
   revision: () => number;
 }
@@ -79,7 +82,7 @@ export class GraphQLService {
       const resolvers = fieldResolvers(this.deps, this.options.limits);
       this.built = {
         revision,
-        schemas: buildSchema({ model: this.deps.model, resourceTypes: this.deps.resourceTypes, searchParams: (type) => this.deps.searchParams(type), resolvers }),
+        schemas: buildSchema({ model: this.deps.model, resourceTypes: this.deps.resourceTypes, searchParams: (type) => this.deps.searchParams(type), referenceTargets: (type) => this.deps.referenceTargets(type), resolvers }),
       };
     }
     return this.built.schemas;
@@ -90,13 +93,13 @@ export class GraphQLService {
     const variables = request.variables ?? undefined;
     if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
     if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
+    const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
     let document: DocumentNode;
     try {
-      document = prepareDirectives(parse(request.query, { maxTokens: 50_000 }));
+      document = prepareDirectives(expandResourceShorthand(parse(request.query, { maxTokens: 50_000 }), schema));
     } catch (err) {
       return refusedWith([err as GraphQLError], 'invalid');
     }
-    const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
     const rules = [...specifiedRules, depthLimit(this.options.maxDepth), costLimit(this.options.maxCost), ...(this.options.introspection ? [] : [noIntrospection])];
     const errors = validate(schema, document, rules, { maxErrors: 20 });
     if (errors.length > 0) return refusedWith(errors, errors.some((e) => e.extensions?.code === 'too-costly') ? 'too-costly' : 'invalid');
@@ -116,9 +119,10 @@ export class GraphQLService {
       variableValues: variables as Record<string, unknown> | undefined,
       operationName: request.operationName as string | undefined,
     });
-    const data = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : result.data;
-    const body: GraphQLAnswer['body'] = { data };
-    if (result.errors?.length) body.errors = result.errors.map((e) => e.toJSON());
+    const shaped = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : undefined;
+    const body: GraphQLAnswer['body'] = { data: shaped ? shaped.data : result.data };
+    const answerErrors = [...(result.errors ?? []).map(resolverError), ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text))];
+    if (answerErrors.length) body.errors = answerErrors;
     return { status: 200, body };
   }
 }
@@ -173,12 +177,17 @@ function costLimit(max: number) {
 function costOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, multiplier: number, seen: Set<string>): number {
   if (!set) return 0;
   let cost = 0;
+  // Type conditions are alternatives (an object has one type): only the costliest type counts.
+  const byType = new Map<string, number>();
   for (const selection of set.selections) {
     if (selection.kind === Kind.FIELD) {
       cost += multiplier;
       if (selection.selectionSet) cost += costOf(selection.selectionSet, fragments, multiplier * listSize(selection), seen);
     } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-      cost += costOf(selection.selectionSet, fragments, multiplier, seen);
+      const type = selection.typeCondition?.name.value;
+      const own = costOf(selection.selectionSet, fragments, multiplier, seen);
+      if (type === undefined) cost += own;
+      else byType.set(type, (byType.get(type) ?? 0) + own);
     } else if (!seen.has(selection.name.value)) {
       seen.add(selection.name.value);
       cost += costOf(fragments.get(selection.name.value)?.selectionSet, fragments, multiplier, seen);
@@ -186,7 +195,7 @@ function costOf(set: SelectionSetNode | undefined, fragments: Map<string, Fragme
     }
     if (cost > Number.MAX_SAFE_INTEGER / 2) return cost;
   }
-  return cost;
+  return cost + Math.max(0, ...byType.values());
 }
 
 /** Searches count as the page they ask for; other lists as a typical size. */
@@ -206,9 +215,20 @@ function noIntrospection(context: ValidationContext): ASTVisitor {
   };
 }
 
+/**
+ * An entry of `errors`, its OperationOutcome in `extensions.resource` (where graphql.html puts it)
+ * and, as this server has always answered it, `extensions.outcome`.
+ */
 function errorEntry(code: string, text: string, extra: Record<string, unknown> = {}) {
   const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: code as 'invalid', details: { text } }] };
-  return { message: text, ...extra, extensions: { outcome } };
+  return { message: text, ...extra, extensions: { outcome, resource: outcome } };
+}
+
+/** A resolver's error as an entry of `errors`, with its OperationOutcome (made from its message when it has none). */
+function resolverError(error: GraphQLError) {
+  const entry = error.toJSON();
+  const outcome = (entry.extensions?.outcome as OperationOutcome | undefined) ?? errorEntry('processing', error.message).extensions.outcome;
+  return { ...entry, extensions: { ...entry.extensions, outcome, resource: outcome } };
 }
 
 function refused(code: string, text: string): GraphQLAnswer {

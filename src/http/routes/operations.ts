@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
 import type { OperationCall, OperationInvoker } from '../../operations/invoke';
@@ -17,7 +18,11 @@ export interface OperationRouteDeps<S> {
   /** The context of a request: its project, deadline, base URL. */
   contextOf: (request: FastifyRequest) => RequestContext;
   bodyLimit: number;
+  graphqlOver?: GraphQLOver;
 }
+
+/** Runs a GraphQL query on an operation's output, the output being the root: the answer's status and `{data, errors}`. */
+export type GraphQLOver = (query: string, output: Resource, ctx: RequestContext) => Promise<{ status: number; body: unknown }>;
 
 /** Headers an operation may honour, passed through to its context. */
 const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'];
@@ -58,6 +63,13 @@ function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOp
       }
       // A reused answer is still only for callers allowed to ask.
       deps.invoker.authorize(op, call, ctx);
+      // `_graphql`: the answer is the query run on the output; a failed operation answers its OperationOutcome.
+      const shaping = call.query._graphql;
+      if (deps.graphqlOver && shaping !== undefined) {
+        const output = await deps.invoker.invoke(call, ctx, op);
+        const shaped = await deps.graphqlOver(Array.isArray(shaping) ? (shaping[0] ?? '') : shaping, output, ctx);
+        return reply.code(shaped.status).type('application/json').send(shaped.body);
+      }
       const token = op.answerToken ? await deps.invoker.answerToken(op, ctx) : undefined;
       const key = token === undefined ? undefined : answerKey(request, ctx);
       if (key !== undefined) {

@@ -13,7 +13,8 @@ export const graphqlOperation = defineRawOperation<AppServices>({
   raw: async (input, ctx) => {
     const request = requestOf(input);
     if ('error' in request) {
-      return { status: 400, contentType: 'application/json', body: { errors: [{ message: request.error, extensions: { outcome: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', details: { text: request.error } }] } } }] } };
+      const outcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', details: { text: request.error } }] };
+      return { status: 400, contentType: 'application/json', body: { errors: [{ message: request.error, extensions: { outcome, resource: outcome } }] } };
     }
     const answer = await ctx.services.graphql.run(request, ctx.request, { method: input.method, target: ctx.target });
     return { status: answer.status, contentType: 'application/json', body: answer.body };
