@@ -237,16 +237,10 @@ class Parser {
     this.take();
     const right = this.comparison();
     const negate = t.text === '!=';
-    return (focus, env) => {
-      const a = left(focus, env);
-      const b = right(focus, env);
-      if (a.length === 0 || b.length === 0) return [];
-      if (a.length !== 1 || b.length !== 1) throw new Unsupported();
-      const x = a[0];
-      const y = b[0];
+    return binary(left, right, (x, y) => {
       if (typeof x === 'object' || typeof y === 'object' || typeof x !== typeof y || temporal(x) || temporal(y)) throw new Unsupported();
-      return [(x === y) !== negate];
-    };
+      return (x === y) !== negate;
+    });
   }
 
   /** `resource.is(Composition)`: a resource's own type against a concrete resource type. */
@@ -273,17 +267,11 @@ class Parser {
     this.take();
     const right = this.additive();
     const op = t.text;
-    return (focus, env) => {
-      const a = left(focus, env);
-      const b = right(focus, env);
-      if (a.length === 0 || b.length === 0) return [];
-      if (a.length !== 1 || b.length !== 1) throw new Unsupported();
-      const x = a[0];
-      const y = b[0];
+    return binary(left, right, (x, y) => {
       if (!(typeof x === 'number' && typeof y === 'number') && !sameDatePrecision(x, y)) throw new Unsupported();
       const [p, q] = [x as number | string, y as number | string];
-      return [op === '<' ? p < q : op === '<=' ? p <= q : op === '>' ? p > q : p >= q];
-    };
+      return op === '<' ? p < q : op === '<=' ? p <= q : op === '>' ? p > q : p >= q;
+    });
   }
 
   /** `+` between integers (`identifier.count() + name.count()`); strings and decimals are left to the engine. */
@@ -293,13 +281,10 @@ class Parser {
       this.take();
       const l = left;
       const r = this.path();
-      left = (focus, env) => {
-        const a = l(focus, env);
-        const b = r(focus, env);
-        if (a.length === 0 || b.length === 0) return [];
-        if (a.length !== 1 || b.length !== 1 || !Number.isInteger(a[0]) || !Number.isInteger(b[0])) throw new Unsupported();
-        return [(a[0] as number) + (b[0] as number)];
-      };
+      left = binary(l, r, (x, y) => {
+        if (!Number.isInteger(x) || !Number.isInteger(y)) throw new Unsupported();
+        return (x as number) + (y as number);
+      });
     }
     return left;
   }
@@ -437,6 +422,17 @@ class Parser {
       return [test(c[0])];
     };
   }
+}
+
+/** An operator on two single values: empty when either side is, left to the engine when either has several. */
+function binary(left: Expr, right: Expr, apply: (x: unknown, y: unknown) => unknown): Expr {
+  return (focus, env) => {
+    const a = left(focus, env);
+    const b = right(focus, env);
+    if (a.length === 0 || b.length === 0) return [];
+    if (a.length !== 1 || b.length !== 1) throw new Unsupported();
+    return [apply(a[0], b[0])];
+  };
 }
 
 /** Concrete resource types are tested by name; the abstract ones take the engine's type model. */
