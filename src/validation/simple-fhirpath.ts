@@ -115,7 +115,7 @@ function tokenize(text: string): Token[] {
       i += 2;
       continue;
     }
-    if (c === '=' || c === '|' || c === '+') {
+    if (c === '=' || c === '|' || c === '+' || c === '&') {
       tokens.push({ kind: 'op', text: c });
       i++;
       continue;
@@ -274,17 +274,23 @@ class Parser {
     });
   }
 
-  /** `+` between integers (`identifier.count() + name.count()`); strings and decimals are left to the engine. */
+  /**
+   * `+` between integers (`identifier.count() + name.count()`; strings and decimals are left to
+   * the engine), and `&` between strings, where an empty side is the empty string.
+   */
   private additive(): Expr {
     let left = this.path();
-    while (this.peek()?.text === '+') {
-      this.take();
+    while (this.peek()?.text === '+' || this.peek()?.text === '&') {
+      const op = this.take().text;
       const l = left;
       const r = this.path();
-      left = binary(l, r, (x, y) => {
-        if (!Number.isInteger(x) || !Number.isInteger(y)) throw new Unsupported();
-        return (x as number) + (y as number);
-      });
+      left =
+        op === '+'
+          ? binary(l, r, (x, y) => {
+              if (!Number.isInteger(x) || !Number.isInteger(y)) throw new Unsupported();
+              return (x as number) + (y as number);
+            })
+          : (focus, env) => [text(l(focus, env)) + text(r(focus, env))];
     }
     return left;
   }
@@ -355,6 +361,12 @@ class Parser {
         return (focus, env) => [input(focus, env).length];
       case 'first':
         return (focus, env) => input(focus, env).slice(0, 1);
+      case 'isDistinct':
+        return (focus, env) => {
+          const c = input(focus, env);
+          if (c.some((v) => typeof v !== 'string' || temporal(v))) throw new Unsupported();
+          return [new Set(c).size === c.length];
+        };
       case 'allFalse':
         return (focus, env) => {
           const c = input(focus, env);
@@ -422,6 +434,13 @@ class Parser {
       return [test(c[0])];
     };
   }
+}
+
+/** A side of `&`: one string, or nothing (the empty string). */
+function text(c: Collection): string {
+  if (c.length === 0) return '';
+  if (c.length > 1 || typeof c[0] !== 'string') throw new Unsupported();
+  return c[0];
 }
 
 /** An operator on two single values: empty when either side is, left to the engine when either has several. */

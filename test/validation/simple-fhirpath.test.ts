@@ -122,6 +122,7 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
     ["contained.first().is(Patient) or contained.first().is(Practitioner).not()"],
     ["participant.select(status in ('accepted' | 'declined')).allFalse()"],
     ['participant.select(actor).count() = 1'],
+    ["participant.select(status & type.text).isDistinct() and (status & '-x') = 'booked-x'"],
   ])('%s', (expression) => {
     const focuses = [
       { resourceType: 'Appointment' },
@@ -129,6 +130,7 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
       { resourceType: 'Appointment', status: 'booked', start: '2020', end: '2021', cancelationReason: { text: 'x' }, participant: [{ status: 'accepted' }, { actor: {} }], slot: [{}] },
       { resourceType: 'Appointment', status: 'noshow', cancelationReason: { text: 'x' }, minutesDuration: -1, priority: 0, contained: [{ resourceType: 'Patient' }, { resourceType: 'Practitioner' }] },
       { resourceType: 'Appointment', _status: { extension: [{ url: 'x', valueString: 'y' }] }, contained: [{ resourceType: 'Practitioner' }] },
+      { resourceType: 'Appointment', status: 'booked', participant: [{ status: 'accepted', type: [{ text: 'a' }] }, { status: 'accepted' }, { status: 'accepted', type: [{ text: 'a' }] }] },
     ];
     answersAsEngine(expression, 'Appointment', focuses);
   });
