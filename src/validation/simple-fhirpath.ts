@@ -417,7 +417,7 @@ class Parser {
       case 'matches': {
         let re: RE2JS;
         try {
-          re = RE2JS.compile(text, RE2JS.DOTALL);
+          re = RE2JS.compile(withoutOptionalTail(text), RE2JS.DOTALL);
         } catch {
           throw new Unsupported();
         }
@@ -434,6 +434,55 @@ class Parser {
       return [test(c[0])];
     };
   }
+}
+
+/**
+ * The pattern less a last atom that may repeat zero times (`x{0,n}`), which cannot change whether
+ * an unanchored search finds a match: a match of the rest is a match of the whole with no
+ * repetitions. R4's `[A-Z]([A-Za-z0-9_]){0,254}` (the name of 30 canonical resource types)
+ * compiles in RE2 as 254 nested copies, 15 to 25 ms; without its tail, in well under one.
+ */
+export function withoutOptionalTail(pattern: string): string {
+  const quantifier = /\{0(,\d*)?\}\??$/.exec(pattern);
+  if (!quantifier) return pattern;
+  const atomEnd = quantifier.index;
+  // Where each atom starts, scanning forward (escapes, classes and groups are single atoms).
+  const groups: number[] = [];
+  let lastAtom = -1;
+  for (let i = 0; i < atomEnd; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      // `\{0,2}` is a literal brace, not a quantifier.
+      if (i + 1 === atomEnd) return pattern;
+      lastAtom = i++;
+    } else if (c === '[') {
+      lastAtom = i;
+      i++;
+      if (pattern[i] === '^') i++;
+      if (pattern[i] === ']') i++;
+      while (i < atomEnd && pattern[i] !== ']') i += pattern[i] === '\\' ? 2 : 1;
+      if (i >= atomEnd) return pattern;
+    } else if (c === '(') {
+      groups.push(i);
+    } else if (c === ')') {
+      const start = groups.pop();
+      if (start === undefined) return pattern;
+      lastAtom = start;
+    } else if ('*+?{|'.includes(c)) {
+      // A quantifier belongs to the atom before it; an alternative starts afresh.
+      if (c === '{') {
+        const close = pattern.indexOf('}', i);
+        if (close < 0 || close >= atomEnd) return pattern;
+        i = close;
+      }
+      if (c === '|') lastAtom = -1;
+    } else {
+      lastAtom = i;
+    }
+  }
+  // The quantifier must follow an atom directly, at the top level.
+  if (groups.length > 0 || lastAtom < 0 || '*+?}'.includes(pattern[atomEnd - 1]) && pattern[atomEnd - 2] !== '\\') return pattern;
+  return pattern.slice(0, lastAtom);
 }
 
 /** A side of `&`: one string, or nothing (the empty string). */

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { describe, expect, test } from 'vitest';
 import type * as FhirPath from 'fhirpath';
-import { compileSimple } from '../../src/validation/simple-fhirpath';
+import { compileSimple, withoutOptionalTail } from '../../src/validation/simple-fhirpath';
 import { ResourceValidator } from '../../src/validation/validator';
 import { clinicalExamples, readExample } from './corpus';
 
@@ -86,6 +86,17 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
       { resourceType: 'Patient', telecom: [{ system: 'email', value: 'a@b' }, { system: 'email', value: 'ab' }], multipleBirthInteger: 2 },
     ];
     answersAsEngine(expression, 'Patient', focuses);
+  });
+
+  test.each([["[A-Z]([A-Za-z0-9_]){0,254}"], ['ab{0,3}'], ['a|b{0,5}'], ['(a|b){0,3}'], ['x[y}]{0,2}'], ['[A-Z]([a-z]){0,2}$'], ['a(b){1,2}']])('matches(%s), its optional tail dropped', (pattern) => {
+    const focuses = ['Abc', 'abc', 'a', 'b', 'x', '123', 'ABCD', 'Abcd'].map((name) => ({ resourceType: 'Library', name }));
+    answersAsEngine(`name.matches('${pattern}')`, 'Library', focuses);
+  });
+
+  test('an optional last atom is dropped from a pattern only where it can be', () => {
+    expect(withoutOptionalTail('[A-Z]([A-Za-z0-9_]){0,254}')).toBe('[A-Z]');
+    expect(withoutOptionalTail('a[b}]{0,2}')).toBe('a');
+    for (const kept of ['[A-Z]([a-z]){0,2}$', 'ab{1,3}', 'x\\{0,2}', 'a*{0,2}', '(a{0,2}']) expect(withoutOptionalTail(kept)).toBe(kept);
   });
 
   test('expressions outside the subset are left to the engine', () => {
