@@ -4,15 +4,20 @@ import { RE2JS } from 're2js';
 const require = createRequire(import.meta.url);
 
 /**
- * A small evaluator for the FHIRPath that most invariants are written in: paths of element names,
- * `exists()`, `empty()`, `hasValue()`, `not()`, `count()`, `where()`/`all()`/`exists()` with a
- * criterion, `contains`/`startsWith`/`endsWith`/`matches` with a string literal,
- * `and`/`or`/`xor`/`implies`, and `=`/`!=` against literals. About two thirds of the invariants a validation meets are of this shape; run as
- * closures over the JSON they cost a tenth of a full FHIRPath evaluation. Any expression outside
- * this subset is not compiled here (the caller falls back to the FHIRPath engine), so the subset's
- * answers must be, and are, those of FHIRPath: empty collections propagate through the logic
- * operators with the specification's three-valued tables. `matches` runs on RE2 (linear time), so
- * a profile's regular expression cannot stall validation; one RE2 cannot read goes to the engine.
+ * A small evaluator for the FHIRPath that most invariants are written in: paths of element names
+ * (after a leading resource type name, `%resource` or `%rootResource`), `exists()`, `empty()`,
+ * `hasValue()`, `not()`, `count()`, `first()`, `isDistinct()`, `allFalse()`, `is(Type)`,
+ * `where()`/`all()`/`exists()`/`select()` with a criterion, `contains`/`startsWith`/`endsWith`/
+ * `matches` with a string literal, `and`/`or`/`xor`/`implies`, `=`/`!=`, `in` a list of string
+ * literals, `<`/`<=`/`>`/`>=` on numbers and same-precision dates, integer `+` and string `&`.
+ * Five sixths of the invariant evaluations of the R4 examples are of this shape. Run as closures
+ * over the JSON they cost a tenth of a full FHIRPath evaluation, and nothing for the engine's
+ * parser to compile (5 to 40 ms an expression while it is cold, paid by a type's first
+ * validation). Any expression outside this subset is not compiled here (the caller falls back to
+ * the FHIRPath engine), so the subset's answers must be, and are, those of FHIRPath: empty
+ * collections propagate through the logic operators with the specification's three-valued
+ * tables. `matches` runs on RE2 (linear time), so a profile's regular expression cannot stall
+ * validation; one RE2 cannot read goes to the engine.
  */
 
 /** A collection: the values found (JSON values; a primitive with only `_x` is present with no value). */
