@@ -97,7 +97,7 @@ export class Invariants {
   check(expression: string, focus: unknown, basePath: string, env: InvariantEnv): InvariantResult {
     const simple = compileSimple(expression);
     if (simple) {
-      const answer = simple(focus);
+      const answer = simple(focus, env);
       if (answer !== 'engine') return answer === false ? FAIL : OK;
     }
     const evaluate = this.evaluator(CORRECTED[expression] ?? expression, basePath);
