@@ -85,6 +85,9 @@ export interface JobView<I = unknown, R = unknown> {
 
 export class JobLost extends Error {}
 
+/** How soon a worker looks again after a claim failed. */
+const CLAIM_RETRY_MS = 1000;
+
 export class JobQueue {
   private readonly handlers = new Map<string, JobHandler>();
   private readonly workerId = `${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -184,18 +187,22 @@ export class JobQueue {
     await this.unlisten;
     while (this.running) {
       let claimed: JobRow | undefined;
+      let failed = false;
       try {
         await this.maybePurge();
         claimed = await this.store.claim([...this.handlers.keys()], worker, this.leaseMs);
       } catch (err) {
+        failed = true;
         this.log?.error({ err: (err as Error).message }, 'job claim failed');
       }
       if (claimed) {
         await this.runClaimed(claimed, worker);
         continue;
       }
+      // A failed look (the database busy or briefly gone) is tried again soon, not after a long poll.
+      const wait = failed ? Math.min(this.pollMs, CLAIM_RETRY_MS) : this.pollMs;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.pollMs);
+        const timer = setTimeout(resolve, wait);
         this.wakers.push(() => {
           clearTimeout(timer);
           resolve();

@@ -148,6 +148,26 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       await other.close();
     });
 
+    test('a claim that fails (the database busy or briefly gone) is tried again soon, not after the poll', async () => {
+      const claim = store.jobs.claim;
+      let failures = 0;
+      store.jobs.claim = async (...args) => {
+        if (failures++ === 0) throw new Error('connection lost');
+        return claim.apply(store.jobs, args);
+      };
+      try {
+        const id = await queue().enqueue({ kind: 'after-failure', project: 'p1', principal, input: {} });
+        const patient = queue({ pollMs: 600_000 });
+        patient.register({ kind: 'after-failure', run: async () => ({ ok: true }) });
+        patient.start(1);
+        expect(await until(() => patient.get(id), finished)).toMatchObject({ state: 'done' });
+        expect(failures).toBeGreaterThan(1);
+        await patient.stop();
+      } finally {
+        store.jobs.claim = claim;
+      }
+    });
+
     test('removing a running job aborts its handler; it is gone', async () => {
       const q = queue();
       let started!: () => void;
