@@ -1,5 +1,5 @@
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
-import { randomUUID } from 'node:crypto';
+import { newResourceId } from '../fhir/resource-id';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
@@ -179,7 +179,7 @@ async function assignIds(entries: Entry[], fullUrls: Map<string, Entry>, w: writ
   const pending = entries.filter((e) => e.method !== 'DELETE');
   for (const entry of pending) {
     if (entry.method === 'PUT' && entry.id && entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${entry.id}`);
-    if (entry.method === 'POST' && entry.ifNoneExist === undefined && entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${randomUUID()}`);
+    if (entry.method === 'POST' && entry.ifNoneExist === undefined && entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${newResourceId()}`);
   }
   let unresolved = pending.filter((e) => (e.method === 'POST' && e.ifNoneExist !== undefined) || ((e.method === 'PUT' || e.method === 'PATCH') && e.criteria !== undefined));
   while (unresolved.length > 0) {
@@ -192,7 +192,7 @@ async function assignIds(entries: Entry[], fullUrls: Map<string, Entry>, w: writ
       await writes.lockCriteria(w, entry.type as string, criteria);
       const matches = await atEntry(entry.index, () => w.deps.search.matchKeys(entry.type as string, queryOfString(criteria), w.ctx, w.tx.store, 2));
       if (matches.length > 1) throw entryError(entry.index, `its criteria '${clip(criteria)}' match more than one ${entry.type}`, 412);
-      const id = matches[0]?.id ?? (entry.method === 'PATCH' ? undefined : (entry.resource?.id ?? randomUUID()));
+      const id = matches[0]?.id ?? (entry.method === 'PATCH' ? undefined : (entry.resource?.id ?? newResourceId()));
       if (id === undefined) throw entryError(entry.index, `its criteria '${clip(criteria)}' match no ${entry.type}`, 404);
       if (entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${id}`);
     }
@@ -228,14 +228,14 @@ function safeDecode(text: string): string {
  */
 async function rewriteReferences(entry: Entry, ids: Map<string, string>, w: writes.Writes): Promise<Resource> {
   const conditional: string[] = [];
-  const copy = JSON.parse(JSON.stringify(entry.resource), (key, value: unknown) => {
-    if (key === 'reference' && typeof value === 'string') {
+  const copy = copyWithStrings(entry.resource, (key, value) => {
+    if (key === 'reference') {
       const local = ids.get(value);
       if (local) return local;
       if (/^urn:(uuid|oid):/.test(value)) throw entryError(entry.index, `the reference ${clip(value)} names no entry of this Bundle`);
       if (/^[A-Z][A-Za-z]+\?/.test(value)) conditional.push(value);
     }
-    if (key === 'div' && typeof value === 'string' && value.includes('urn:')) {
+    if (key === 'div' && value.includes('urn:')) {
       let div = value;
       for (const [fullUrl, id] of ids) div = div.split(`"${fullUrl}"`).join(`"${id}"`);
       return div;
@@ -252,7 +252,19 @@ async function rewriteReferences(entry: Entry, ids: Map<string, string>, w: writ
     if (matches.length !== 1) throw entryError(entry.index, `the conditional reference ${clip(reference)} matches ${matches.length} resources, not one`, 412);
     resolved.set(reference, `${type}/${matches[0].id}`);
   }
-  return JSON.parse(JSON.stringify(copy), (key, value: unknown) => (key === 'reference' && typeof value === 'string' && resolved.has(value) ? resolved.get(value) : value)) as Resource;
+  return copyWithStrings(copy, (key, value) => (key === 'reference' ? (resolved.get(value) ?? value) : value)) as Resource;
+}
+
+/** A deep copy of parsed JSON with each string property (not array items) passed through `map(key, value)`. */
+function copyWithStrings(value: unknown, map: (key: string, value: string) => string): unknown {
+  if (Array.isArray(value)) return value.map((item) => (typeof item === 'object' && item !== null ? copyWithStrings(item, map) : item));
+  if (typeof value !== 'object' || value === null) return value;
+  const out: Record<string, unknown> = {};
+  for (const key in value) {
+    const v = (value as Record<string, unknown>)[key];
+    out[key] = typeof v === 'string' ? map(key, v) : typeof v === 'object' && v !== null ? copyWithStrings(v, map) : v;
+  }
+  return out;
 }
 
 async function createMany(entries: Entry[], ids: Map<string, string>, w: writes.Writes): Promise<FhirResponse[]> {
@@ -260,7 +272,7 @@ async function createMany(entries: Entry[], ids: Map<string, string>, w: writes.
   const resources = entries.map((entry) => {
     checkAt(entry.index, () => w.deps.checkResource(entry.type as string, entry.resource as Resource, w.ctx));
     const assigned = entry.fullUrl ? ids.get(entry.fullUrl) : undefined;
-    const id = assigned ? assigned.slice(assigned.indexOf('/') + 1) : randomUUID();
+    const id = assigned ? assigned.slice(assigned.indexOf('/') + 1) : newResourceId();
     return { ...(entry.resource as Resource), id } as Resource;
   });
   if (w.deps.validate) for (let i = 0; i < resources.length; i++) await atEntry(entries[i].index, () => (w.deps.validate as NonNullable<typeof w.deps.validate>)(resources[i], w.ctx));

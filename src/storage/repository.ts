@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { Resource } from 'fhir/r4';
+import { newResourceId } from '../fhir/resource-id';
 import { fhirError } from '../fhir/errors';
 import type { IndexRows } from './index-schema';
 import { versionFromRow, type CurrentState, type ResourceStore, type StoredVersion, type StoreReader, type StoreTx, type VersionRow, type WriteOp } from './store';
@@ -217,8 +217,8 @@ export class ProjectRepository {
       in: (project) => (project === this.project ? this.txOf(tx, writes) : new ProjectRepository(this.store, project, this.parts).txOf(tx, writes)),
       read: (type, id) => readLive(tx, this.project, type, id),
       create: async (type, resource, id) => {
-        // A server-assigned id is a fresh UUID: it cannot be taken, so no retry loop is needed.
-        const newId = id ?? randomUUID();
+        // A server-assigned id is a fresh UUID (v7): it cannot be taken, so no retry loop is needed.
+        const newId = id ?? newResourceId();
         const stamped = this.stamp(type, newId, resource);
         const result = await write({ ...this.op(type, newId, stamped), ifMatch: 0 });
         if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type, id: newId });
