@@ -40,12 +40,17 @@ export class IndexExtractor {
     return rows;
   }
 
-  /** Each selected element's components, tied together by `grp`, under `code#0`, `code#1`, ... */
+  /**
+   * Each selected element's components, tied together by `grp`, under `code#0`, `code#1`, ...;
+   * none for a component whose rows are a plain parameter's (see `CompositeLayout`).
+   */
   private composite(rows: IndexRows, compiled: CompiledParam, nodes: Node[]): void {
-    if (!compiled.components) return;
+    const { components, layout } = compiled;
+    if (!components || !layout) return;
     nodes.forEach((node, i) => {
-      compiled.components?.forEach((component, k) => {
-        for (const value of component.evaluate(node)) this.add(rows, `${compiled.param.code}#${k}`, component.param.type, value, i + 1);
+      components.forEach((component, k) => {
+        if (layout.shared[k]) return;
+        for (const value of component.evaluate(node)) this.add(rows, layout.indexes[k], component.param.type, value, i + 1);
       });
     });
   }

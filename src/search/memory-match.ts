@@ -36,9 +36,11 @@ export function matches(resource: Resource, rows: IndexRows, criterion: Criterio
     }
     case 'composite':
       return criterion.values.some((tuple) => {
-        const first = rowsOf(rows, criterion.components[0]).filter((r) => r.param === `${criterion.index}#0`);
+        const first = rowsOf(rows, criterion.components[0]).filter((r) => r.param === criterion.indexes[0]);
         return first.some((anchor) =>
-          tuple.every((v, i) => rowsOf(rows, criterion.components[i]).some((r) => r.param === `${criterion.index}#${i}` && r.grp === anchor.grp && valueMatches(r, v, undefined))),
+          tuple.every((v, i) =>
+            rowsOf(rows, criterion.components[i]).some((r) => r.param === criterion.indexes[i] && (!criterion.tied || r.grp === anchor.grp) && valueMatches(r, v, undefined)),
+          ),
         );
       });
     default:

@@ -182,6 +182,33 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       );
     });
 
+    test('composite: code-value-concept (read from the plain code and value-concept rows) and combo-code-value-quantity (the resource or one of its components)', async () => {
+      const smoking = '72166-2';
+      const sample = resources.find((r) => r.resourceType === 'Observation' && codeIs(r, LOINC, smoking) && fp(r, 'value.ofType(CodeableConcept)').length > 0);
+      const valueCode = fp(sample as Resource, 'value.ofType(CodeableConcept).coding.code')[0] as string;
+      const smokers = expectedIds(resources, 'Observation', (o) => codeIs(o, LOINC, smoking) && fp(o, 'value.ofType(CodeableConcept).coding.code').includes(valueCode));
+      expect(smokers.length).toBeGreaterThan(0);
+      expect(await ids(`Observation?code-value-concept=${LOINC}|${smoking}$${valueCode}`)).toEqual(smokers);
+      // The code of one observation with the value of another matches nothing.
+      expect(await ids(`Observation?code-value-concept=${LOINC}|${HEIGHT}$${valueCode}`)).toEqual([]);
+      const systolic = '8480-6';
+      expect(await ids(`Observation?combo-code-value-quantity=${LOINC}|${systolic}$gt120`)).toEqual(
+        expectedIds(resources, 'Observation', (o) =>
+          (fp(o, 'Observation | component') as { code: { coding: { code: string }[] }; valueQuantity?: { value: number } }[]).some(
+            (c) => c.code.coding.some((x) => x.code === systolic) && (c.valueQuantity?.value ?? -1) > 120,
+          ),
+        ),
+      );
+      // Within one element: the systolic code with the diastolic value's range is not every blood pressure.
+      expect(await ids(`Observation?combo-code-value-quantity=${LOINC}|${systolic}$lt100`)).toEqual(
+        expectedIds(resources, 'Observation', (o) =>
+          (fp(o, 'Observation | component') as { code: { coding: { code: string }[] }; valueQuantity?: { value: number } }[]).some(
+            (c) => c.code.coding.some((x) => x.code === systolic) && c.valueQuantity !== undefined && c.valueQuantity.value < 100,
+          ),
+        ),
+      );
+    });
+
     test(':missing on every kind', async () => {
       expect(await ids('Observation?value-quantity:missing=true')).toEqual(expectedIds(resources, 'Observation', (o) => fp(o, 'value.ofType(Quantity)').length === 0));
       expect(await ids('Patient?deceased:missing=false')).toEqual(expectedIds(resources, 'Patient', () => true));

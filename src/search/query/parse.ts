@@ -118,7 +118,7 @@ class Parser {
         // A composite is there when its first component is.
         const first = this.registry.paramByUrl(param.components[0]?.definition ?? '');
         if (!first || first.type === 'composite' || first.type === 'special') throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
-        return { kind: 'missing', index: `${param.code}#0`, paramType: first.type, missing: raw === 'true' };
+        return { kind: 'missing', index: this.registry.compositeLayout(param).indexes[0], paramType: first.type, missing: raw === 'true' };
       }
       return { kind: 'missing', index: param.code, paramType: type, missing: raw === 'true' };
     }
@@ -160,7 +160,8 @@ class Parser {
       if (parts.length !== types.length) throw fhirError('ERR_SEARCH_PARAM', { name, value: clip(v) });
       return parts.map((part, i) => parseValue(types[i], part, name, undefined, components[i] as SearchParam, this.options.localBases));
     });
-    return { kind: 'composite', index: param.code, components: types, values };
+    const { indexes, tied } = this.registry.compositeLayout(param);
+    return { kind: 'composite', index: param.code, indexes, tied, components: types, values };
   }
 
   /** `subject:Patient.name=x`, `subject.name=x`: the reference's targets must meet the rest. */

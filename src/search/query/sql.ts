@@ -129,8 +129,8 @@ export class SqlBuilder {
         const tuples = c.values.map((tuple) => {
           const aliases = tuple.map(() => this.alias('c'));
           const tables = c.components.map((t, i) => `${INDEX_TABLES[TABLE_OF[t]].name} ${aliases[i]}`);
-          const joins = aliases.slice(1).map((a) => `${a}.rid = ${aliases[0]}.rid AND ${a}.grp = ${aliases[0]}.grp`);
-          const conditions = tuple.map((v, i) => `${aliases[i]}.param = ${this.bind(`${c.index}#${i}`)} AND (${this.value(aliases[i], v, undefined)})`);
+          const joins = aliases.slice(1).map((a) => `${a}.rid = ${aliases[0]}.rid${c.tied ? ` AND ${a}.grp = ${aliases[0]}.grp` : ''}`);
+          const conditions = tuple.map((v, i) => `${aliases[i]}.param = ${this.bind(c.indexes[i])} AND (${this.value(aliases[i], v, undefined)})`);
           return `SELECT ${aliases[0]}.rid FROM ${tables.join(', ')} WHERE ${this.scoped(aliases[0], types)} AND ${[...joins, ...conditions].join(' AND ')}`;
         });
         return `${r}.rid IN (${tuples.join(' UNION ')})`;
