@@ -4,7 +4,7 @@ import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../epheme
 import { insertJob, JOBS_NOTICE_CHANNEL, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import { PgNotices } from './pg-notices';
-import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
+import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
   ifMatchHolds,
@@ -93,6 +93,8 @@ const MIGRATIONS: string[] = [
   `CREATE FUNCTION ${JOBS_NOTICE_CHANNEL}_notify() RETURNS trigger LANGUAGE plpgsql AS $$
      BEGIN PERFORM pg_notify('${JOBS_NOTICE_CHANNEL}', ''); RETURN NULL; END $$;
    CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs FOR EACH STATEMENT EXECUTE FUNCTION ${JOBS_NOTICE_CHANNEL}_notify();`,
+  // Fewer index lookups to keep up on every write (see src/storage/index-schema.ts).
+  LEANER_LOOKUPS_MIGRATION,
 ];
 
 /** Any number; only ever taken by this server's migrations. */

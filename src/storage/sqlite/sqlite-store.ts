@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, projectIndexMigration, type IndexRows } from '../index-schema';
+import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexRowValues, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows } from '../index-schema';
 import { Mutex } from '../mutex';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
@@ -98,12 +98,17 @@ const MIGRATIONS: string[] = [
   `CREATE INDEX jobs_by_project ON jobs (project, created_at)`,
   // (PostgreSQL's migration 8 notifies other processes of new jobs; one SQLite process wakes its own.)
   `SELECT 1`,
+  // Fewer index lookups to keep up on every write (see src/storage/index-schema.ts).
+  LEANER_LOOKUPS_MIGRATION,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
   FROM resources r JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version`;
 
 type Statements = ReturnType<typeof readStatements>;
+
+/** WAL pages (4 KiB) between two automatic checkpoints. */
+const WAL_CHECKPOINT_PAGES = 20_000;
 
 /** How many written resources between two `PRAGMA optimize`. */
 const OPTIMIZE_EVERY = 2000;
@@ -366,6 +371,13 @@ function open(file: string, durable: boolean): Database.Database {
   db.pragma(`synchronous = ${durable ? 'FULL' : 'OFF'}`);
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
+  // Checkpoint (copy the WAL into the database) every ~80 MB of WAL instead of SQLite's 4 MB: a
+  // Bundle of a few hundred resources writes more than 4 MB, so each commit paid a checkpoint of its
+  // own, and pages that consecutive commits both touch are now copied once. Loading the Synthea set
+  // went from ~2,600 to ~3,900 resources/s (with a bigger WAL, not none: without checkpoints reads
+  // through an ever longer WAL slowed it to ~3,200). The file is cut back to 128 MB after a checkpoint.
+  db.pragma(`wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+  db.pragma('journal_size_limit = 134217728');
   return db;
 }
 
