@@ -12,7 +12,9 @@ export const FHIR_JSON = 'application/fhir+json';
 
 /** `node <args>` (one process, whose pid is the server's; not through the tsx or npm CLIs). */
 export function startProcess(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, args, {
+  // BENCH_CPU_PROF=<dir>: each server started writes a V8 CPU profile there when it stops.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  return spawn(process.execPath, [...profile, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit'],

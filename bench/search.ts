@@ -26,6 +26,10 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 /** Searches run by one client alone (the latency a user sees) and by 16 at once (the server saturated). */
 const CONCURRENCIES = [1, 16];
 const PG_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+/** `BENCH_LOAD_ONLY=1`: load and reindex, no searches (for work on the write path). */
+const LOAD_ONLY = process.env.BENCH_LOAD_ONLY === '1';
+/** `BENCH_BACKENDS=sqlite` (or `postgres`): only those backends. */
+const BACKENDS = (process.env.BENCH_BACKENDS ?? 'sqlite,postgres').split(',');
 
 const noOperations = { definitions: () => [], unknown: () => new Error('no operations in the loader') as never };
 
@@ -105,8 +109,8 @@ async function main(): Promise<void> {
   console.log(`Synthea: ${resources.length} resources`);
   const backends: { name: string; dataDir: string; databaseUrl?: string; cleanup: () => Promise<void> }[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-search-'));
-  backends.push({ name: 'sqlite', dataDir, cleanup: async () => rmSync(dataDir, { recursive: true, force: true }) });
-  if (PG_URL) {
+  if (BACKENDS.includes('sqlite')) backends.push({ name: 'sqlite', dataDir, cleanup: async () => rmSync(dataDir, { recursive: true, force: true }) });
+  if (PG_URL && BACKENDS.includes('postgres')) {
     const schema = `bench_${Date.now()}`;
     const admin = new pg.Client({ connectionString: PG_URL });
     await admin.connect();
@@ -142,6 +146,7 @@ async function main(): Promise<void> {
         await stop(server);
         const reindexMs = await reindexAll(backend);
         console.log(`${backend.name}: reindexed ${loaded.resources} in ${(reindexMs / 1000).toFixed(1)} s (${Math.round(loaded.resources / (reindexMs / 1000))}/s)`);
+        if (LOAD_ONLY) continue;
         server = startProcess(['--enable-source-maps', 'dist/server.mjs'], env);
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
         console.log(`${'scenario'.padEnd(48)} clients   req/s    p50    p95    p99  fail`);
@@ -162,6 +167,7 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const b of backends) await b.cleanup();
+    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
