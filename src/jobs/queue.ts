@@ -157,7 +157,8 @@ export class JobQueue {
     if (this.running || workers <= 0) return;
     this.running = true;
     // A notice that cannot be listened to leaves the poll: logged, not fatal.
-    this.unlisten = this.notices?.listen(JOBS_NOTICE_CHANNEL, () => this.wake()).catch((err: unknown) => {
+    // Notices missed while the listening connection was down: the idle workers look for themselves.
+    this.unlisten = this.notices?.listen(JOBS_NOTICE_CHANNEL, () => this.wake(), () => this.wake()).catch((err: unknown) => {
       this.log?.warn({ err }, 'job notices unavailable; workers poll');
       return () => undefined;
     });

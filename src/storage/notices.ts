@@ -8,8 +8,13 @@ import { EventEmitter } from 'node:events';
  */
 export interface Notices {
   publish(channel: string, payload: string): Promise<void>;
-  /** Calls `listener` with each payload published on `channel` (by any process, this one included); answers how to stop. */
-  listen(channel: string, listener: (payload: string) => void): Promise<() => void>;
+  /**
+   * Calls `listener` with each payload published on `channel` (by any process, this one included);
+   * answers how to stop, once the channel is listened to or the first try to listen failed (it is
+   * tried again in the background). `missed` is called whenever messages may have been lost (the
+   * listening connection failed and is back), so a listener can look for itself what changed.
+   */
+  listen(channel: string, listener: (payload: string) => void, missed?: () => void): Promise<() => void>;
 }
 
 export class LocalNotices implements Notices {
