@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Basic, Bundle, OperationOutcome } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, type TestSchema } from '../helpers/postgres';
+import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, testOnBothBackends, type TestSchema } from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 import { basic, everyAcknowledgedWriteIsThere, JSON_HEADERS, stopServer, writeStream, type Acknowledged } from './write-stream';
@@ -62,22 +62,7 @@ async function killMidStream(env: Record<string, string>): Promise<void> {
 }
 
 describe('crash durability: SIGKILL in the middle of a stream of writes', () => {
-  test('embedded storage keeps every acknowledged write', async () => {
-    await killMidStream({ DATA_DIR: mkdtempSync(join(tmpdir(), 'fhir-crash-')) });
-  }, 60_000);
-
-  if (hasPostgres) {
-    let schema: TestSchema;
-    beforeAll(async () => {
-      schema = await freshSchema();
-    });
-    afterAll(() => schema?.drop());
-    test('PostgreSQL keeps every acknowledged write', async () => {
-      await killMidStream({ DATABASE_URL: schema.url });
-    }, 60_000);
-  } else {
-    test.skip(POSTGRES_SKIP_REASON, () => undefined);
-  }
+  testOnBothBackends('every acknowledged write is kept', killMidStream, 60_000);
 });
 
 describe('graceful shutdown', () => {

@@ -2,9 +2,8 @@ import { connect } from 'node:net';
 import type { OperationOutcome } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freshSchema, hasPostgres, type TestSchema } from '../helpers/postgres';
 import { freePort, startServer, waitForServer } from '../helpers/process';
-import { FHIR_JSON, putResource, serverApp } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, putResource, serverApp } from '../helpers/server-app';
 import { stopServer } from './write-stream';
 
 /** What is refused at the edge, before it can cost the server time or reach the storage. */
@@ -148,12 +147,9 @@ function nulSuite(name: string, open: () => Promise<{ app: FastifyInstance; clos
   });
 }
 
-nulSuite('SQLite', () => serverApp());
-if (hasPostgres) {
-  let schema: TestSchema;
-  nulSuite('PostgreSQL', async () => {
-    schema = await freshSchema();
-    const { app, close } = await serverApp({ databaseUrl: schema.url });
-    return { app, close: async () => { await close(); await schema.drop(); } };
-  });
-}
+onBothBackends((backend, open) =>
+  nulSuite(backend, async () => {
+    const { server, cleanup } = await open();
+    return { app: server.app, close: cleanup };
+  }),
+);

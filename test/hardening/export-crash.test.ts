@@ -1,10 +1,7 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Bundle } from 'fhir/r4';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import type { ExportManifest } from '../../src/bulk/export';
-import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
+import { testOnBothBackends } from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { stopServer } from './write-stream';
 
@@ -104,20 +101,5 @@ async function crashDuringExport(env: Record<string, string>): Promise<void> {
 }
 
 describe('SIGKILL during a Bulk export', () => {
-  test('embedded storage: the export completes after restart with the kick-off snapshot', async () => {
-    await crashDuringExport({ DATA_DIR: mkdtempSync(join(tmpdir(), 'fhir-exportcrash-')) });
-  }, 400_000);
-
-  if (hasPostgres) {
-    let schema: TestSchema;
-    beforeAll(async () => {
-      schema = await freshSchema();
-    });
-    afterAll(() => schema?.drop());
-    test('PostgreSQL: the export completes after restart with the kick-off snapshot', async () => {
-      await crashDuringExport({ DATABASE_URL: schema.url });
-    }, 400_000);
-  } else {
-    test.skip(POSTGRES_SKIP_REASON, () => undefined);
-  }
+  testOnBothBackends('the export completes after restart with the kick-off snapshot', crashDuringExport, 400_000);
 });

@@ -3,8 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { routesOf } from '../../src/app';
 import { publicUrlsOf } from '../../src/http/public-routes';
-import { hasPostgres, freshSchema, type TestSchema } from '../helpers/postgres';
-import { FHIR_JSON, serverApp } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, serverApp } from '../helpers/server-app';
 
 const TOKEN = 'hardening-token-0123456789';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -124,12 +123,9 @@ function hostileSuite(name: string, open: () => Promise<{ app: FastifyInstance; 
   });
 }
 
-hostileSuite('SQLite', () => serverApp());
-if (hasPostgres) {
-  let schema: TestSchema;
-  hostileSuite('PostgreSQL', async () => {
-    schema = await freshSchema();
-    const { app, close } = await serverApp({ databaseUrl: schema.url });
-    return { app, close: async () => { await close(); await schema.drop(); } };
-  });
-}
+onBothBackends((backend, open) =>
+  hostileSuite(backend, async () => {
+    const { server, cleanup } = await open();
+    return { app: server.app, close: cleanup };
+  }),
+);

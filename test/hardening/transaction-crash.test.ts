@@ -1,10 +1,7 @@
 import { request } from 'node:http';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Bundle } from 'fhir/r4';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
+import { describe, expect, test } from 'vitest';
+import { testOnBothBackends } from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { stopServer } from './write-stream';
 
@@ -70,20 +67,5 @@ async function crashDuringTransactions(env: Record<string, string>): Promise<voi
 }
 
 describe('SIGKILL during a large transaction', () => {
-  test('embedded storage: all or nothing after restart', async () => {
-    await crashDuringTransactions({ DATA_DIR: mkdtempSync(join(tmpdir(), 'fhir-txcrash-')), BODY_LIMIT: '64mb' });
-  }, 180_000);
-
-  if (hasPostgres) {
-    let schema: TestSchema;
-    beforeAll(async () => {
-      schema = await freshSchema();
-    });
-    afterAll(() => schema?.drop());
-    test('PostgreSQL: all or nothing after restart', async () => {
-      await crashDuringTransactions({ DATABASE_URL: schema.url, BODY_LIMIT: '64mb' });
-    }, 180_000);
-  } else {
-    test.skip(POSTGRES_SKIP_REASON, () => undefined);
-  }
+  testOnBothBackends('all or nothing after restart', (env) => crashDuringTransactions({ ...env, BODY_LIMIT: '64mb' }), 180_000);
 });

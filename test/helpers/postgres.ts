@@ -1,5 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
+import { test } from 'vitest';
 
 /**
  * PostgreSQL for tests: TEST_DATABASE_URL names the server. Each caller gets a schema of its
@@ -50,4 +54,33 @@ export async function freshSchema(): Promise<TestSchema> {
       await client.end();
     },
   };
+}
+
+/**
+ * A test that starts server processes, run twice: on embedded storage (a fresh data folder) and on
+ * PostgreSQL (a fresh schema; skipped with the reason when TEST_DATABASE_URL is unset, which CI
+ * never allows). `run` gets the environment that points a server at the storage; both are removed
+ * afterwards. (In-process apps: `onBothBackends` in ./server-app.)
+ */
+export function testOnBothBackends(title: string, run: (env: Record<string, string>) => Promise<void>, timeoutMs: number): void {
+  test(`embedded storage: ${title}`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fhir-test-data-'));
+    try {
+      await run({ DATA_DIR: dir });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, timeoutMs);
+  if (!hasPostgres) {
+    test.skip(POSTGRES_SKIP_REASON, () => undefined);
+    return;
+  }
+  test(`PostgreSQL: ${title}`, async () => {
+    const schema = await freshSchema();
+    try {
+      await run({ DATABASE_URL: schema.url });
+    } finally {
+      await schema.drop();
+    }
+  }, timeoutMs);
 }

@@ -1,8 +1,7 @@
 import type { Bundle, Observation, Patient } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
-import { freshSchema, hasPostgres, type TestSchema } from '../helpers/postgres';
-import { FHIR_JSON, putResource, serverApp } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, putResource } from '../helpers/server-app';
 
 /** Conditional interactions, PATCH, history, delete, Prefer and formats (R4 http.html), on both backends. */
 
@@ -164,15 +163,4 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
   });
 }
 
-suite('SQLite', async () => {
-  const server = await serverApp();
-  return { server, cleanup: () => server.close() };
-});
-
-if (hasPostgres) {
-  suite('PostgreSQL', async () => {
-    const schema: TestSchema = await freshSchema();
-    const server = await serverApp({ databaseUrl: schema.url });
-    return { server, cleanup: async () => { await server.close(); await schema.drop(); } };
-  });
-}
+onBothBackends(suite);

@@ -2,9 +2,8 @@ import type { Bundle, CodeSystem, CodeSystemConcept, Encounter, RiskAssessment, 
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
-import { freshSchema, hasPostgres, type TestSchema } from '../helpers/postgres';
 import { searchIds } from '../helpers/search-oracle';
-import { FHIR_JSON, putResource, serverApp } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, putResource } from '../helpers/server-app';
 
 /** Search features that need small, hand-made data: numbers, uris, terminology modifiers, built-in content. */
 
@@ -177,18 +176,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
   });
 }
 
-suite('SQLite', async () => {
-  const server = await serverApp();
-  return { server, cleanup: () => server.close() };
-});
-
-if (hasPostgres) {
-  suite('PostgreSQL', async () => {
-    const schema: TestSchema = await freshSchema();
-    const server = await serverApp({ databaseUrl: schema.url });
-    return { server, cleanup: async () => { await server.close(); await schema.drop(); } };
-  });
-}
+onBothBackends(suite);
 
 // The hierarchy the :below test relies on, checked against the bundled CodeSystem itself.
 test('v3-ActCode places ACUTE below IMP, and IMP, AMB, EMER, VR below _ActEncounterCode', () => {
