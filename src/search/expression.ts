@@ -21,7 +21,14 @@ export interface Node {
   binding?: string;
 }
 
-export type Evaluator = (context: Node) => Node[];
+/**
+ * Children already found during one extraction, by the parent's value and the child's name: a
+ * resource's parameters share prefixes (Observation's `code`, `combo-code` and four composites all
+ * start at `code`), and each is walked once. Only for one pass over a resource that nobody changes.
+ */
+export type ChildMemo = Map<unknown, Map<string, Node[]>>;
+
+export type Evaluator = (context: Node, memo?: ChildMemo) => Node[];
 
 type Step =
   | { kind: 'member'; name: string }
@@ -53,22 +60,37 @@ export class ExpressionCompiler {
       if (parsed.start && resourceType && parsed.start !== resourceType && !ABSTRACT_STARTS.has(parsed.start)) continue;
       alternatives.push(parsed);
     }
-    return (context) => {
+    return (context, memo) => {
       const out: Node[] = [];
       for (const alt of alternatives) {
         let nodes = [context];
-        for (const step of alt.steps) nodes = this.apply(step, nodes);
+        for (const step of alt.steps) nodes = this.apply(step, nodes, memo);
         out.push(...nodes);
       }
       return out;
     };
   }
 
-  private apply(step: Step, nodes: Node[]): Node[] {
+  private apply(step: Step, nodes: Node[], memo: ChildMemo | undefined): Node[] {
     switch (step.kind) {
       case 'member': {
         const out: Node[] = [];
-        for (const node of nodes) this.children(node, step.name, out);
+        for (const node of nodes) {
+          if (!memo) {
+            this.children(node, step.name, out);
+            continue;
+          }
+          // A value sits at one place in the resource, so its children do not depend on how it was reached.
+          let byName = memo.get(node.value);
+          let found = byName?.get(step.name);
+          if (!found) {
+            found = [];
+            this.children(node, step.name, found);
+            if (!byName) memo.set(node.value, (byName = new Map()));
+            byName.set(step.name, found);
+          }
+          for (const child of found) out.push(child);
+        }
         return out;
       }
       case 'index':

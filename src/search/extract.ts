@@ -1,6 +1,6 @@
 import type { Resource } from 'fhir/r4';
 import { emptyIndexRows, type IndexRows, type TokenRow } from '../storage/index-schema';
-import type { Node } from './expression';
+import type { ChildMemo, Node } from './expression';
 import type { CompiledParam, SearchParameterRegistry, SearchParamType } from './registry';
 import { canonicalQuantity, clipText, dateRange, decimalRange, MAX_INSTANT, MIN_INSTANT, normalizeText, UCUM } from './values';
 
@@ -27,14 +27,15 @@ export class IndexExtractor {
   extract(resource: Resource): IndexRows {
     const rows = emptyIndexRows();
     const root: Node = { value: resource, type: resource.resourceType };
+    const memo: ChildMemo = new Map();
     for (const compiled of this.registry.indexed(resource.resourceType)) {
       if (compiled.param.code === '_text') {
         const div = (resource as { text?: { div?: string } }).text?.div;
         if (typeof div === 'string') addString(rows, '_text', 0, stripTags(div));
         continue;
       }
-      const nodes = compiled.evaluate(root);
-      if (compiled.param.type === 'composite') this.composite(rows, compiled, nodes);
+      const nodes = compiled.evaluate(root, memo);
+      if (compiled.param.type === 'composite') this.composite(rows, compiled, nodes, memo);
       else for (const node of nodes) this.add(rows, compiled.param.code, compiled.param.type, node, 0);
     }
     return rows;
@@ -44,13 +45,13 @@ export class IndexExtractor {
    * Each selected element's components, tied together by `grp`, under `code#0`, `code#1`, ...;
    * none for a component whose rows are a plain parameter's (see `CompositeLayout`).
    */
-  private composite(rows: IndexRows, compiled: CompiledParam, nodes: Node[]): void {
+  private composite(rows: IndexRows, compiled: CompiledParam, nodes: Node[], memo: ChildMemo): void {
     const { components, layout } = compiled;
     if (!components || !layout) return;
     nodes.forEach((node, i) => {
       components.forEach((component, k) => {
         if (layout.shared[k]) return;
-        for (const value of component.evaluate(node)) this.add(rows, layout.indexes[k], component.param.type, value, i + 1);
+        for (const value of component.evaluate(node, memo)) this.add(rows, layout.indexes[k], component.param.type, value, i + 1);
       });
     });
   }

@@ -88,6 +88,8 @@ export class SearchParameterRegistry {
   /** type -> code -> parameter (a type's own parameters win over Resource/DomainResource ones). */
   private readonly byType = new Map<string, Map<string, SearchParam>>();
   private readonly compiled = new Map<string, Map<string, CompiledParam>>();
+  /** type -> its parameters that have index rows (cleared with `compiled`). */
+  private readonly indexedLists = new Map<string, CompiledParam[]>();
   private readonly compiler: ExpressionCompiler;
 
   constructor(
@@ -112,6 +114,7 @@ export class SearchParameterRegistry {
       }
       map.set(param.code, param);
       this.compiled.clear();
+      this.indexedLists.clear();
     }
   }
 
@@ -159,6 +162,7 @@ export class SearchParameterRegistry {
       if (map?.get(param.code) === param) map.delete(param.code);
     }
     this.compiled.clear();
+    this.indexedLists.clear();
   }
 
   /** Throws when the expression cannot be evaluated for resources of `type`. */
@@ -192,7 +196,12 @@ export class SearchParameterRegistry {
 
   /** The parameters of a type whose values are stored as index rows. */
   indexed(type: string): CompiledParam[] {
-    return [...this.forType(type).values()].filter((p) => !NOT_INDEXED.has(p.param.code) && (p.param.expression || p.param.code === '_text'));
+    let list = this.indexedLists.get(type);
+    if (!list) {
+      list = [...this.forType(type).values()].filter((p) => !NOT_INDEXED.has(p.param.code) && (p.param.expression || p.param.code === '_text'));
+      this.indexedLists.set(type, list);
+    }
+    return list;
   }
 
   private compile(param: SearchParam, type: string): CompiledParam {
