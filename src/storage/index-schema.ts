@@ -149,9 +149,3 @@ export function indexInsertSql(kind: IndexKind): string {
   const names = ['project', 'type', 'param', 'rid', 'grp', ...table.columns.map((c) => c.name)];
   return `INSERT INTO ${table.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`;
 }
-
-/** The values of one row, in the order of indexInsertSql. */
-export function indexRowValues(kind: IndexKind, project: string, type: string, rid: number, row: Record<string, unknown>): unknown[] {
-  const table = INDEX_TABLES[kind] as IndexTable;
-  return [project, type, row.param, rid, row.grp, ...table.columns.map((c) => row[c.name] ?? null)];
-}
