@@ -85,8 +85,10 @@ export interface JobView<I = unknown, R = unknown> {
 
 export class JobLost extends Error {}
 
-/** How soon a worker looks again after a claim failed. */
+/** How soon a worker looks again after a claim failed, or writes again a job's end that could not be written. */
 const CLAIM_RETRY_MS = 1000;
+/** How many times a job's end is written before it is left to its lease running out (the job then runs again). */
+const RECORD_ATTEMPTS = 3;
 
 export class JobQueue {
   private readonly handlers = new Map<string, JobHandler>();
@@ -96,6 +98,8 @@ export class JobQueue {
   private wakers: (() => void)[] = [];
   private readonly active = new Map<string, AbortController>();
   private lastPurge = 0;
+  /** When the lease of a job whose end could not be written runs out (it is claimable again then). */
+  private unrecordedUntil = 0;
   private readonly leaseMs: number;
   private readonly backoffMs: number;
   private readonly maxBackoffMs: number;
@@ -189,6 +193,7 @@ export class JobQueue {
     while (this.running) {
       let claimed: JobRow | undefined;
       let failed = false;
+      const lookedAt = Date.now();
       try {
         await this.maybePurge();
         claimed = await this.store.claim([...this.handlers.keys()], worker, this.leaseMs);
@@ -200,8 +205,12 @@ export class JobQueue {
         await this.runClaimed(claimed, worker);
         continue;
       }
-      // A failed look (the database busy or briefly gone) is tried again soon, not after a long poll.
-      const wait = failed ? Math.min(this.pollMs, CLAIM_RETRY_MS) : this.pollMs;
+      // A failed look (the database busy or briefly gone) is tried again soon, not after a long poll;
+      // so is a job whose end could not be written, once its lease runs out.
+      let wait = this.pollMs;
+      if (failed) wait = Math.min(this.pollMs, CLAIM_RETRY_MS);
+      else if (this.unrecordedUntil > lookedAt) wait = Math.min(this.pollMs, Math.max(this.unrecordedUntil - Date.now(), 0) + 10);
+      else this.unrecordedUntil = 0;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         this.wakers.push(() => {
@@ -217,7 +226,7 @@ export class JobQueue {
     const batch = this.handlers.get(first.kind)?.batch ?? 1;
     if (batch <= 1) {
       const done = await this.runJob(first, worker);
-      if (done) await this.store.complete(done.id, worker, done.result).catch((err: Error) => this.log?.error({ job: done.id, err: err.message }, 'job completion failed'));
+      if (done) await this.record('job completion failed', () => this.store.complete(done.id, worker, done.result));
       return;
     }
     const more = await this.store.claimMore(first.kind, worker, this.leaseMs, batch - 1).catch((err: Error) => {
@@ -225,7 +234,28 @@ export class JobQueue {
       return [] as JobRow[];
     });
     const done = (await Promise.all([first, ...more].map((row) => this.runJob(row, worker)))).filter((d) => d !== undefined);
-    await this.store.completeMany(done, worker).catch((err: Error) => this.log?.error({ err: err.message }, 'job completion failed'));
+    await this.record('job completion failed', () => this.store.completeMany(done, worker));
+  }
+
+  /**
+   * Writes a job's end, again after CLAIM_RETRY_MS when the database is busy or briefly gone: the
+   * outcome is known, and an end not written means the job runs again once its lease runs out (and
+   * an idle worker looks for it then, not after its whole poll).
+   */
+  private async record(what: string, write: () => Promise<unknown>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await write();
+        return;
+      } catch (err) {
+        this.log?.error({ err: (err as Error).message, attempt }, what);
+        if (attempt >= RECORD_ATTEMPTS || !this.running) {
+          this.unrecordedUntil = Math.max(this.unrecordedUntil, Date.now() + this.leaseMs);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, CLAIM_RETRY_MS));
+      }
+    }
   }
 
   /** Runs one job: answers its result to record, or undefined when it failed (recorded here) or was lost. */
@@ -253,7 +283,7 @@ export class JobQueue {
       const delay = handler.backoff?.(row.attempts) ?? this.backoffMs * 2 ** (row.attempts - 1);
       const retry = row.attempts < row.maxAttempts ? Date.now() + Math.round(Math.min(this.maxBackoffMs, delay)) : undefined;
       this.log?.warn({ job: row.id, kind: row.kind, attempt: row.attempts, err: message, dead: retry === undefined }, 'job failed');
-      await this.store.fail(row.id, worker, message, retry).catch(() => undefined);
+      await this.record('job failure not recorded', () => this.store.fail(row.id, worker, message, retry));
       // A retry sooner than the next poll is claimed on time (short backoffs: subscription deliveries).
       if (retry !== undefined && retry - Date.now() < this.pollMs) setTimeout(() => this.wake(), Math.max(0, retry - Date.now())).unref();
       return undefined;

@@ -168,6 +168,31 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       }
     });
 
+    test("a job's end that cannot be written is written again; one never written runs again once its lease is out, not after the poll", async () => {
+      const complete = store.jobs.complete;
+      let refusals = 1;
+      store.jobs.complete = async (...args) => {
+        if (refusals-- > 0) throw new Error('connection lost');
+        return complete.apply(store.jobs, args);
+      };
+      try {
+        const patient = queue({ pollMs: 600_000 });
+        let runs = 0;
+        patient.register({ kind: 'end-unwritten', run: async () => ({ run: ++runs }) });
+        patient.start(1);
+        // Refused once: written on the next try, the job ran once.
+        const once = await patient.enqueue({ kind: 'end-unwritten', project: 'p1', principal, input: {} });
+        expect(await until(() => patient.get(once), finished)).toMatchObject({ state: 'done', attempts: 1, result: { run: 1 } });
+        // Refused every time this worker tries (3): the lease (2 s here) runs out and the job runs again.
+        refusals = 3;
+        const twice = await patient.enqueue({ kind: 'end-unwritten', project: 'p1', principal, input: {} });
+        expect(await until(() => patient.get(twice), finished)).toMatchObject({ state: 'done', attempts: 2, result: { run: 3 } });
+        await patient.stop();
+      } finally {
+        store.jobs.complete = complete;
+      }
+    });
+
     test('removing a running job aborts its handler; it is gone', async () => {
       const q = queue();
       let started!: () => void;
