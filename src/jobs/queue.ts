@@ -98,7 +98,7 @@ export class JobQueue {
   private wakers: (() => void)[] = [];
   private readonly active = new Map<string, AbortController>();
   private lastPurge = 0;
-  /** When the lease of a job whose end could not be written runs out (it is claimable again then). */
+  /** When the lease of a job whose end could not be written (or whose claim's answer was lost) runs out: it is claimable again then. */
   private unrecordedUntil = 0;
   private readonly leaseMs: number;
   private readonly backoffMs: number;
@@ -200,6 +200,8 @@ export class JobQueue {
       } catch (err) {
         failed = true;
         this.log?.error({ err: (err as Error).message }, 'job claim failed');
+        // The claim may have taken a job before its answer was lost: that job is claimable when its lease runs out.
+        this.unrecordedUntil = Math.max(this.unrecordedUntil, Date.now() + this.leaseMs);
       }
       if (claimed) {
         await this.runClaimed(claimed, worker);
