@@ -34,27 +34,40 @@ export class SearchIndexer {
     await this.store.setSetting(SETTING, INDEX_VERSION);
   }
 
-  /** Rebuilds the index rows of every current resource (of the types given, or all); answers how many. */
+  /**
+   * Rebuilds the index rows of every current resource (of the types given, or all); answers how many.
+   * The next batch is read and extracted while the previous one is written (on PostgreSQL the
+   * database writes while this process extracts).
+   */
   async reindex(options: { types?: string[]; log?: ContextLog; onProgress?: (done: number) => void } = {}): Promise<number> {
     let after = 0;
     let done = 0;
-    for (;;) {
-      const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
-      const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(
-        `SELECT r.rid, r.project, r.type, v.content FROM resources r
-          JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
-          WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`,
-        [after, ...(options.types ?? []), BATCH],
-      );
-      if (rows.length === 0) {
-        if (done > 0) await this.store.optimize();
-        return done;
+    let writing: Promise<void> | undefined;
+    try {
+      for (;;) {
+        const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
+        const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(
+          `SELECT r.rid, r.project, r.type, v.content FROM resources r
+            JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
+            WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`,
+          [after, ...(options.types ?? []), BATCH],
+        );
+        if (rows.length === 0) break;
+        const entries = rows.map((row) => ({ project: row.project, type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
+        await writing;
+        writing = this.store.transaction((tx) => tx.replaceIndex(entries));
+        after = Number(rows[rows.length - 1].rid);
+        done += rows.length;
+        const progress = done;
+        void writing.then(() => options.onProgress?.(progress), () => undefined);
       }
-      const entries = rows.map((row) => ({ project: row.project, type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
-      await this.store.transaction((tx) => tx.replaceIndex(entries));
-      after = Number(rows[rows.length - 1].rid);
-      done += rows.length;
-      options.onProgress?.(done);
+      await writing;
+    } catch (err) {
+      // A batch being written when another failed is awaited before the failure is reported.
+      await writing?.catch(() => undefined);
+      throw err;
     }
+    if (done > 0) await this.store.optimize();
+    return done;
   }
 }
