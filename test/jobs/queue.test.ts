@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Principal } from '../../src/auth/principal';
 import { parseScopes } from '../../src/auth/scopes';
 import { JobQueue, type Job, type JobView } from '../../src/jobs/queue';
+import { JOBS_NOTICE_CHANNEL } from '../../src/storage/jobs';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
 import type { ResourceStore } from '../../src/storage/store';
@@ -126,26 +127,46 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
     });
 
     test.runIf(name === 'PostgreSQL')("a job another process enqueues wakes this process's idle worker at once (NOTIFY), long before its poll", async () => {
+      const started = Date.now();
+      // What happened when, told if the wake does not come (this failed once in ten runs beside busy loops).
+      const events: string[] = [];
+      const note = (event: string) => events.push(`${Date.now() - started} ms ${event}`);
       const other = await second();
+      note('second store open');
+      const stopSpying = await other.notices.listen(JOBS_NOTICE_CHANNEL, () => note('notice'), () => note('notices missed'));
       // The other process's worker polls every 10 minutes: only the notice can wake it in time.
       const idle = new Promise<void>((resolve) => {
         const claim = other.jobs.claim.bind(other.jobs);
         other.jobs.claim = async (...args) => {
-          const found = await claim(...args);
-          if (!found) resolve();
-          return found;
+          note('claim');
+          try {
+            const found = await claim(...args);
+            note(found ? 'claimed' : 'nothing to claim');
+            if (!found) resolve();
+            return found;
+          } catch (err) {
+            note(`claim failed: ${(err as Error).message}`);
+            throw err;
+          }
         };
       });
       const sleeper = queue({ pollMs: 600_000, notices: other.notices }, other);
       let ran = 0;
       sleeper.register({ kind: 'wake-me', run: async () => void ran++ });
       sleeper.start(1);
-      await idle;
-      const id = await queue().enqueue({ kind: 'wake-me', project: 'p1', principal, input: {} });
-      expect(await until(() => sleeper.get(id), finished)).toMatchObject({ state: 'done' });
-      expect(ran).toBe(1);
-      await sleeper.stop();
-      await other.close();
+      try {
+        const waited = await Promise.race([idle.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 30_000).unref())]);
+        expect(waited, `the worker never went idle\n${events.join('\n')}`).toBe(true);
+        const id = await queue().enqueue({ kind: 'wake-me', project: 'p1', principal, input: {} });
+        note('enqueued');
+        const job = await until(() => sleeper.get(id), (j) => finished(j) || Date.now() - started > 45_000);
+        expect(job?.state, `${JSON.stringify(job)}\n${events.join('\n')}`).toBe('done');
+        expect(ran).toBe(1);
+      } finally {
+        stopSpying();
+        await sleeper.stop();
+        await other.close();
+      }
     });
 
     test('a claim that fails (the database busy or briefly gone) is tried again soon, not after the poll', async () => {
