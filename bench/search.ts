@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Observation, Patient, Resource } from 'fhir/r4';
+import type { Bundle, Observation, Patient, Resource } from 'fhir/r4';
 import pg from 'pg';
 import { buildCore } from '../src/core';
 import { ResourceValidator } from '../src/validation/validator';
@@ -11,7 +11,7 @@ import { openStore } from '../src/storage/open-store';
 import { freePort } from '../test/helpers/process';
 import { syntheaResources } from '../test/helpers/synthea';
 import { rssMb, startProcess, stop, waitForOk } from './harness';
-import { loadByTransactions } from './synthea-load';
+import { loadByTransactions, README_COUNTS } from './synthea-load';
 
 /**
  * `npm run bench:search`: the whole Synthea set (102 transaction Bundles, 38,970 resources) POSTed
@@ -104,6 +104,46 @@ function scenarios(resources: Resource[]): [string, () => string][] {
   ];
 }
 
+/**
+ * Pages through every Observation 1,000 at a time while another client, between pages, creates
+ * an Observation and updates one of the first page: each Observation there before the paging must
+ * come exactly once (the data's README count), the new ones at most once. Throws otherwise.
+ */
+async function pageWhileWriting(port: number): Promise<{ originals: number; pages: number; writes: number }> {
+  const base = `http://127.0.0.1:${port}/fhir/R4`;
+  const seen = new Map<string, number>();
+  let url: string | undefined = `${base}/Observation?_count=1000`;
+  let pages = 0;
+  let writes = 0;
+  let first: Observation | undefined;
+  while (url) {
+    const page = (await (await fetch(url)).json()) as Bundle;
+    pages++;
+    for (const entry of page.entry ?? []) {
+      const id = entry.resource?.id as string;
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+      first ??= entry.resource as Observation;
+    }
+    if (first) {
+      const put = (id: string, body: Observation) =>
+        fetch(`${base}/Observation/${id}`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify(body) }).then(async (res) => {
+          if (res.status >= 300) throw new Error(`PUT Observation/${id}: ${res.status} ${await res.text()}`);
+        });
+      await put(`paging-new-${writes}`, { ...first, id: `paging-new-${writes}`, meta: undefined });
+      await put(first.id as string, { ...first, status: writes % 2 === 0 ? 'amended' : 'final', meta: undefined });
+      writes++;
+    }
+    const next = page.link?.find((l) => l.relation === 'next')?.url;
+    url = next ? `${base}${next.slice(next.indexOf('/fhir/R4') + '/fhir/R4'.length)}` : undefined;
+  }
+  const originals = [...seen].filter(([id]) => !id.startsWith('paging-new-'));
+  const twice = [...seen].filter(([, n]) => n > 1);
+  if (twice.length > 0 || originals.length !== README_COUNTS.Observation) {
+    throw new Error(`paging while writing: ${originals.length} of ${README_COUNTS.Observation} Observations, ${twice.length} seen more than once`);
+  }
+  return { originals: originals.length, pages, writes };
+}
+
 async function main(): Promise<void> {
   const resources = syntheaResources();
   console.log(`Synthea: ${resources.length} resources`);
@@ -149,6 +189,8 @@ async function main(): Promise<void> {
         if (LOAD_ONLY) continue;
         server = startProcess(['--enable-source-maps', 'dist/server.mjs'], env);
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
+        const paged = await pageWhileWriting(port);
+        console.log(`${backend.name}: paged through ${paged.originals} Observations 1,000 at a time in ${paged.pages} pages while another client wrote ${paged.writes} times: each exactly once`);
         console.log(`${'scenario'.padEnd(48)} clients   req/s    p50    p95    p99  fail`);
         for (const [name, paths] of scenarios(resources)) {
           await drive(port, paths, 16); // warm-up, unmeasured
