@@ -149,7 +149,8 @@ async function main(): Promise<void> {
   console.log(`Synthea: ${resources.length} resources`);
   const backends: { name: string; dataDir: string; databaseUrl?: string; cleanup: () => Promise<void> }[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-search-'));
-  if (BACKENDS.includes('sqlite')) backends.push({ name: 'sqlite', dataDir, cleanup: async () => rmSync(dataDir, { recursive: true, force: true }) });
+  // The data folder (SQLite's database, PostgreSQL's run's files) is removed once, at the end.
+  if (BACKENDS.includes('sqlite')) backends.push({ name: 'sqlite', dataDir, cleanup: async () => undefined });
   if (PG_URL && BACKENDS.includes('postgres')) {
     const schema = `bench_${Date.now()}`;
     const admin = new pg.Client({ connectionString: PG_URL });

@@ -43,15 +43,13 @@ export class SearchIndexer {
     let after = 0;
     let done = 0;
     let writing: Promise<void> | undefined;
+    const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
+    const batchSql = `SELECT r.rid, r.project, r.type, v.content FROM resources r
+      JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
+      WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`;
     try {
       for (;;) {
-        const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
-        const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(
-          `SELECT r.rid, r.project, r.type, v.content FROM resources r
-            JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
-            WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`,
-          [after, ...(options.types ?? []), BATCH],
-        );
+        const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(batchSql, [after, ...(options.types ?? []), BATCH]);
         if (rows.length === 0) break;
         const entries = rows.map((row) => ({ project: row.project, type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
         await writing;
