@@ -96,6 +96,8 @@ export class JobQueue {
   private running = false;
   private loops: Promise<void>[] = [];
   private wakers: (() => void)[] = [];
+  /** Counts wakes: a worker woken while it looked (no waker yet to call) sees the count moved and looks again. */
+  private wakes = 0;
   private readonly active = new Map<string, AbortController>();
   private lastPurge = 0;
   /** When the lease of a job whose end could not be written (or whose claim's answer was lost) runs out: it is claimable again then. */
@@ -182,6 +184,7 @@ export class JobQueue {
   }
 
   wake(): void {
+    this.wakes++;
     const wakers = this.wakers;
     this.wakers = [];
     for (const w of wakers) w();
@@ -194,6 +197,7 @@ export class JobQueue {
       let claimed: JobRow | undefined;
       let failed = false;
       const lookedAt = Date.now();
+      const wakesBefore = this.wakes;
       try {
         await this.maybePurge();
         claimed = await this.store.claim([...this.handlers.keys()], worker, this.leaseMs);
@@ -213,6 +217,10 @@ export class JobQueue {
       if (failed) wait = Math.min(this.pollMs, CLAIM_RETRY_MS);
       else if (this.unrecordedUntil > lookedAt) wait = Math.min(this.pollMs, Math.max(this.unrecordedUntil - Date.now(), 0) + 10);
       else this.unrecordedUntil = 0;
+      // A wake while this worker looked (a job enqueued after its claim's snapshot, or stop) came
+      // before there was a waker to call: look again (or end) at once instead of sleeping the poll.
+      if (!this.running) break;
+      if (this.wakes !== wakesBefore && !failed) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         this.wakers.push(() => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Principal } from '../../src/auth/principal';
 import { parseScopes } from '../../src/auth/scopes';
-import { JobQueue, type Job, type JobView } from '../../src/jobs/queue';
+import { JobQueue, principalJson, type Job, type JobView } from '../../src/jobs/queue';
 import { JOBS_NOTICE_CHANNEL } from '../../src/storage/jobs';
 import { PostgresStore } from '../../src/storage/postgres/postgres-store';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
@@ -211,6 +211,43 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
         await patient.stop();
       } finally {
         store.jobs.complete = complete;
+      }
+    });
+
+    test('a wake that comes while the worker looks (a notice, or stop) is not lost: the job runs, stop returns, neither after the poll', async () => {
+      const claim = store.jobs.claim;
+      // A look that blocks until released, then finds nothing (its snapshot predates what came meanwhile).
+      const blockNextLook = () => {
+        let looking!: () => void;
+        let release!: () => void;
+        const gate = new Promise<void>((resolve) => (release = resolve));
+        const isLooking = new Promise<void>((resolve) => (looking = resolve));
+        store.jobs.claim = async (...args) => {
+          store.jobs.claim = claim;
+          looking();
+          await gate;
+          return undefined;
+        };
+        return { looking: isLooking, release };
+      };
+      const patient = queue({ pollMs: 600_000 });
+      try {
+        patient.register({ kind: 'woken-while-looking', run: async () => 'ran' });
+        let look = blockNextLook();
+        patient.start(1);
+        await look.looking;
+        const id = await store.jobs.enqueue({ kind: 'woken-while-looking', project: 'p1', principal: principalJson(principal), input: '{}' });
+        patient.wake(); // what the database's notice does
+        look.release();
+        expect(await until(() => patient.get(id), finished)).toMatchObject({ state: 'done', result: 'ran' });
+        look = blockNextLook();
+        patient.wake();
+        await look.looking;
+        const stopped = patient.stop();
+        look.release();
+        await stopped;
+      } finally {
+        store.jobs.claim = claim;
       }
     });
 
