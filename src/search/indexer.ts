@@ -47,6 +47,10 @@ export class SearchIndexer {
     const batchSql = `SELECT r.rid, r.project, r.type, v.content FROM resources r
       JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
       WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`;
+    // Statistics first: right after a bulk load they are stale (autovacuum has not looked yet), and
+    // PostgreSQL then reads each batch by scanning every stored version (the Synthea set: 14.7 s;
+    // 10.2 s with this 0.7 s ANALYZE).
+    await this.store.optimize();
     try {
       for (;;) {
         const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(batchSql, [after, ...(options.types ?? []), BATCH]);
