@@ -3,7 +3,7 @@ import Fastify from 'fastify';
 /**
  * The limit every benchmark scenario is compared with: a bare Fastify server on the same
  * machine, answering a fixed body on the scenario's route, GET (query parsed) and POST (JSON body
- * parsed). Before each scenario the harness PUTs to /__answer the very answer the server gives
+ * parsed), and searches on `[type]`. Before each scenario the harness PUTs to /__answer the very answer the server gives
  * for it, so both send the same bytes; whatever the server does beyond that is its own cost.
  */
 
@@ -31,6 +31,8 @@ app.route({
   url: '/fhir/R4/:type/:operation',
   handler: async (_request, reply) => reply.type('application/fhir+json').send(answer),
 });
+// A search (`[type]?params`) answers the same way.
+app.get('/fhir/R4/:type', async (_request, reply) => reply.type('application/fhir+json').send(answer));
 app.put('/__answer', async (request) => {
   answer = JSON.stringify(request.body);
   return { size: answer.length };

@@ -16,7 +16,8 @@ import { loadByTransactions, README_COUNTS } from './synthea-load';
  * TEST_DATABASE_URL) names one, on PostgreSQL, with the per-type counts checked against the data's
  * README; a full reindex timed; then distinct one- and two-parameter searches, from one client
  * alone and from 16 concurrent clients, for BENCH_SECONDS each, reported as p50/p95/p99 latency
- * and req/s.
+ * and req/s, and as a ratio to the limit: a bare Fastify server answering a search's bytes, driven
+ * the same way right before.
  */
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -169,7 +170,11 @@ async function main(): Promise<void> {
       },
     });
   }
+  // The limit: bare Fastify answering a fixed body of the scenario's size, kept running.
+  const barePort = await freePort();
+  const bare = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(barePort) });
   try {
+    await waitForOk(`http://127.0.0.1:${barePort}/fhir/R4/Patient`, 20_000);
     for (const backend of backends) {
       const port = await freePort();
       const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: backend.dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', BODY_LIMIT: '64mb' };
@@ -190,14 +195,21 @@ async function main(): Promise<void> {
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
         const paged = await pageWhileWriting(port);
         console.log(`${backend.name}: paged through ${paged.originals} Observations 1,000 at a time in ${paged.pages} pages while another client wrote ${paged.writes} times: each exactly once`);
-        console.log(`${'scenario'.padEnd(48)} clients   req/s    p50    p95    p99  fail`);
+        console.log(`${'scenario'.padEnd(48)} clients   req/s    p50    p95    p99  fail  limit  ratio`);
         for (const [name, paths] of scenarios(resources)) {
           await drive(port, paths, 16); // warm-up, unmeasured
+          // The limit answers the scenario's median-sized answer (of 11 taken) to every request.
+          const samples = await Promise.all(Array.from({ length: 11 }, async () => (await fetch(`http://127.0.0.1:${port}${paths()}`)).text()));
+          const median = samples.sort((a, b) => a.length - b.length)[5];
+          await fetch(`http://127.0.0.1:${barePort}/__answer`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: median });
           for (const concurrency of CONCURRENCIES) {
+            // Limit first, then the server: both figures of a ratio from the same minute.
+            const limit = await drive(barePort, paths, concurrency);
             const r = await drive(port, paths, concurrency);
             console.log(
               `${`${backend.name} ${name}`.padEnd(48)} ${String(concurrency).padStart(7)} ${String(r.perSecond).padStart(7)} ` +
-                `${String(r.p50).padStart(6)} ${String(r.p95).padStart(6)} ${String(r.p99).padStart(6)} ${String(r.failures).padStart(5)}`,
+                `${String(r.p50).padStart(6)} ${String(r.p95).padStart(6)} ${String(r.p99).padStart(6)} ${String(r.failures).padStart(5)} ` +
+                `${String(limit.perSecond).padStart(6)} ${(r.perSecond / limit.perSecond).toFixed(2).padStart(6)}`,
             );
           }
         }
@@ -207,6 +219,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
+    await stop(bare);
     for (const b of backends) await b.cleanup();
     rmSync(dataDir, { recursive: true, force: true });
   }
