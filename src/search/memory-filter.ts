@@ -47,6 +47,7 @@ export function memoryFilter(type: string, queryText: string, deps: { registry: 
 }
 
 function decidable(c: Criterion): boolean {
+  if (c.kind === 'any' || c.kind === 'all') return c.of.every(decidable);
   return c.kind === 'id' || c.kind === 'value' || c.kind === 'missing' || c.kind === 'composite';
 }
 

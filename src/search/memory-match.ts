@@ -43,6 +43,13 @@ export function matches(resource: Resource, rows: IndexRows, criterion: Criterio
           ),
         );
       });
+    case 'any':
+    case 'all': {
+      const answers = criterion.of.map((sub) => matches(resource, rows, sub, resolved));
+      const decisive = criterion.kind === 'any';
+      if (answers.includes(decisive)) return decisive;
+      return answers.includes(undefined) ? undefined : !decisive;
+    }
     default:
       return undefined;
   }
@@ -137,7 +144,7 @@ export function inRange(low: number, high: number, v: DateValue | NumberValue, k
 export function sortValue(resource: Resource, rows: IndexRows, key: SortKey): string | number {
   if (key.paramType === 'id') return resource.id ?? '';
   const type = key.paramType as ScalarType;
-  const candidates = rowsOf(rows, type).filter((r) => r.param === key.index);
+  const candidates = rowsOf(rows, type).filter((r) => (key.rowsOf ? key.rowsOf.includes(r.param) : r.param === key.index));
   const column = ({ string: 'norm', token: 'code', date: 'low', number: 'low', quantity: 'low', reference: 'target_id', uri: 'value' } as const)[type];
   const numeric = type === 'date' || type === 'number' || type === 'quantity';
   const pick = key.descending && numeric ? 'high' : column;

@@ -34,6 +34,12 @@ export interface CompiledParam {
   components?: { param: SearchParam; evaluate: Evaluator }[];
   /** Composite parameters: where their components' rows are (see `CompositeLayout`). */
   layout?: CompositeLayout;
+  /**
+   * A parameter that selects exactly what two or more others of its type select together (Observation
+   * `combo-code` is `code` and `component-code`): the codes of those others. It has no rows of its
+   * own; a search on it is a search on any of them (see `unionOf`).
+   */
+  union?: string[];
 }
 
 /**
@@ -190,6 +196,12 @@ export class SearchParameterRegistry {
         map.set(param.code, this.compile(param, type));
       }
     }
+    // Fewest alternatives first: a union is made only of parameters already known to have rows.
+    const byBreadth = [...map.values()].sort((x, y) => breadth(x, type) - breadth(y, type));
+    for (const compiled of byBreadth) {
+      const union = this.unionOf(compiled, type, map);
+      if (union) compiled.union = union;
+    }
     this.compiled.set(type, map);
     return map;
   }
@@ -198,7 +210,7 @@ export class SearchParameterRegistry {
   indexed(type: string): CompiledParam[] {
     let list = this.indexedLists.get(type);
     if (!list) {
-      list = [...this.forType(type).values()].filter((p) => !NOT_INDEXED.has(p.param.code) && (p.param.expression || p.param.code === '_text'));
+      list = [...this.forType(type).values()].filter((p) => !NOT_INDEXED.has(p.param.code) && !p.union && (p.param.expression || p.param.code === '_text'));
       this.indexedLists.set(type, list);
     }
     return list;
@@ -236,10 +248,64 @@ export class SearchParameterRegistry {
     return { indexes: param.components.map((_, k) => (shared[k] ? (this.byUrl.get(param.components[k].definition) as SearchParam).code : `${param.code}#${k}`)), tied: false, shared };
   }
 
+  /**
+   * The built-in parameters of a type whose rows together are exactly what `compiled` would index:
+   * each selects some of its alternatives (`A.x | A.y`), of the same kind (and, for composites, with
+   * the same components), none selects more, and together they select all. Only for a parameter of
+   * this one type (so a search on it never spans types that lay out their rows differently), never
+   * for references (includes, chains and compartments read their rows by name), and not for
+   * parameters users store (whose rows are written as they are defined, and may be in the making).
+   * The Synthea set's `combo-*` copies were 110,000 of its 580,000 rows.
+   */
+  private unionOf(compiled: CompiledParam, type: string, all: Map<string, CompiledParam>): string[] | undefined {
+    const { param } = compiled;
+    if (param.base.length !== 1 || param.base[0] !== type || !param.expression || param.type === 'reference' || param.type === 'special') return undefined;
+    if (param.type === 'composite' && !compiled.components) return undefined;
+    if (this.isStored(param)) return undefined;
+    const wanted = branchesOf(param.expression, type);
+    if (wanted.length < 2) return undefined;
+    const candidates = [...all.values()].filter((other) => {
+      const q = other.param;
+      if (q === param || other.union || q.type !== param.type || !q.expression || NOT_INDEXED.has(q.code) || this.isStored(q)) return false;
+      if (param.type === 'composite' && !sameComponents(compiled, other)) return false;
+      const theirs = branchesOf(q.expression, type);
+      return theirs.length > 0 && theirs.length < wanted.length && theirs.every((b) => wanted.includes(b));
+    });
+    // The largest first; each must add only alternatives not yet covered.
+    candidates.sort((a, b) => branchesOf(b.param.expression as string, type).length - branchesOf(a.param.expression as string, type).length);
+    const covered = new Set<string>();
+    const union: string[] = [];
+    for (const candidate of candidates) {
+      const theirs = branchesOf(candidate.param.expression as string, type);
+      if (theirs.some((b) => covered.has(b))) continue;
+      for (const b of theirs) covered.add(b);
+      union.push(candidate.param.code);
+    }
+    return covered.size === wanted.length ? union : undefined;
+  }
+
   /** The parameter a type's index rows of `code` come from (its own wins over Resource/DomainResource ones). */
   private ownOrInherited(type: string, code: string): SearchParam | undefined {
     return this.byType.get(type)?.get(code) ?? this.byType.get('DomainResource')?.get(code) ?? this.byType.get('Resource')?.get(code);
   }
+}
+
+/** The distinct alternatives of an expression that apply to `type` (`Observation.code | Condition.code` on Observation: one). */
+function branchesOf(expression: string, type: string): string[] {
+  const branches = splitTop(expression, '|').map(normalizedBranch).filter((b) => b === type || b.startsWith(`${type}.`));
+  return [...new Set(branches)];
+}
+
+function breadth(compiled: CompiledParam, type: string): number {
+  return compiled.param.expression ? branchesOf(compiled.param.expression, type).length : 0;
+}
+
+/** Whether two composites select the same components (same kinds, same expressions) from each element. */
+function sameComponents(a: CompiledParam, b: CompiledParam): boolean {
+  const ca = a.param.components;
+  const cb = b.param.components;
+  if (!a.components || !b.components || ca.length !== cb.length) return false;
+  return ca.every((c, k) => normalizedBranch(c.expression) === normalizedBranch(cb[k].expression) && a.components?.[k].param.type === b.components?.[k].param.type);
 }
 
 function separateRows(param: SearchParam): CompositeLayout {

@@ -343,6 +343,10 @@ export class SearchService implements SearchHandler {
     const visit = async (c: Criterion, within: string[]): Promise<void> => {
       if (c.kind === 'chain') return visit(c.next, c.targetTypes);
       if (c.kind === 'has') return c.next ? visit(c.next, [c.type]) : undefined;
+      if (c.kind === 'any' || c.kind === 'all') {
+        for (const sub of c.of) await visit(sub, within);
+        return;
+      }
       if (c.kind !== 'terminology') return;
       const b = new SqlBuilder(project);
       const present = await b.run<{ system: string | null; code: string }>(this.deps.store, `SELECT DISTINCT x.system, x.code FROM search_token x WHERE ${b.scoped('x', within)} AND x.param = ${b.bind(c.index)} AND x.code IS NOT NULL`);

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { Bundle, Encounter, Observation, Patient, Resource, ValueSet } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
+import { memoryFilter } from '../../src/search/memory-filter';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
 import { expectedIds, fp, instantRange, normalized, prefixHolds, searchAll, searchIds } from '../helpers/search-oracle';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
@@ -207,6 +208,35 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
           ),
         ),
       );
+    });
+
+    test('combo-* (the resource or any component) read the plain and component rows, none of their own: values, :not, :missing, _sort', async () => {
+      const systolic = '8480-6';
+      const elements = (o: Resource) => fp(o, 'Observation | component') as { code: { coding: { system?: string; code: string }[] }; valueQuantity?: { value: number } }[];
+      const hasCode = (o: Resource) => elements(o).some((e) => e.code.coding.some((c) => c.system === LOINC && c.code === systolic));
+      const withCode = expectedIds(resources, 'Observation', hasCode);
+      expect(withCode.length).toBeGreaterThan(0);
+      expect(await ids(`Observation?combo-code=${LOINC}|${systolic}`)).toEqual(withCode);
+      // Absent from the resource and from every component.
+      expect(await ids(`Observation?combo-code:not=${LOINC}|${systolic}`)).toEqual(expectedIds(resources, 'Observation', (o) => !hasCode(o)));
+      const noQuantity = expectedIds(resources, 'Observation', (o) => elements(o).every((e) => e.valueQuantity === undefined));
+      expect(noQuantity.length).toBeGreaterThan(0);
+      expect(await ids('Observation?combo-value-quantity:missing=true')).toEqual(noQuantity);
+      expect(await ids('Observation?combo-value-quantity:missing=false')).toEqual(expectedIds(resources, 'Observation', (o) => elements(o).some((e) => e.valueQuantity !== undefined)));
+      // Sorted by the smallest quantity of the resource or its components.
+      const res = await get(`Observation?combo-code=${LOINC}|${systolic}&_sort=combo-value-quantity&_count=1000`);
+      const lowest = (o: Resource) => Math.min(...elements(o).flatMap((e) => (e.valueQuantity ? [e.valueQuantity.value] : [])));
+      const sorted = ((res.json() as Bundle).entry ?? []).map((e) => lowest(e.resource as Resource));
+      expect(sorted).toHaveLength(withCode.length);
+      expect(sorted).toEqual([...sorted].sort((a, b) => a - b));
+      // The same in memory (subscriptions, _typeFilter), from the same rows.
+      const filter = (query: string) => memoryFilter('Observation', query, { registry: server.core.extractor.registry, extractor: server.core.extractor, localBases: [] });
+      const inMemory = (query: string) => expectedIds(resources, 'Observation', filter(query));
+      expect(inMemory(`combo-code=${LOINC}|${systolic}`)).toEqual(withCode);
+      expect(inMemory(`combo-code:not=${LOINC}|${systolic}`)).toEqual(expectedIds(resources, 'Observation', (o) => !hasCode(o)));
+      expect(inMemory('combo-value-quantity:missing=true')).toEqual(noQuantity);
+      const own = await server.core.repository.store.query<{ n: number | string }>("SELECT COUNT(*) AS n FROM search_token WHERE param LIKE 'combo-%'", []);
+      expect(Number(own[0].n)).toBe(0);
     });
 
     test(':missing on every kind', async () => {

@@ -72,11 +72,19 @@ export type Criterion =
   | { kind: 'chain'; index: string; targetTypes: string[]; next: Criterion }
   /** Reverse chaining: some resource of `type` points here through its parameter `index` and meets `next`. */
   | { kind: 'has'; type: string; index: string; next: Criterion | undefined }
+  /**
+   * A parameter whose rows are other parameters' (`CompiledParam.union`): `any` of their criteria
+   * holds (a value found in one of them), or, for what says a value is absent (`:not`, `:not-in`,
+   * `:missing=true`), `all` of theirs do.
+   */
+  | { kind: 'any' | 'all'; index: string; of: Criterion[] }
   /** A compartment: the resource points at `Type/id` through any of its type's parameters. */
   | { kind: 'compartment'; byType: [string, string[]][]; targetType: string; targetId: string };
 
 export interface SortKey {
   index: string;
+  /** A union parameter's: the parameters whose rows hold its values. */
+  rowsOf?: string[];
   paramType: ScalarType | 'id' | 'lastUpdated';
   descending: boolean;
 }

@@ -89,7 +89,18 @@ class Parser {
     const param = this.param(types, code, name);
     if (!param) return undefined;
     if (dot >= 0) return this.chain(types, name, param, modifier, name.slice(dot + 1), raw, depth);
-    return this.valueCriterion(param, name, modifier, raw);
+    const union = this.unionOf(types, param);
+    if (!union) return this.valueCriterion(param, name, modifier, raw);
+    const of = union.map((q) => this.valueCriterion(q, name, modifier, raw));
+    const absent = modifier === 'not' || modifier === 'not-in' || (modifier === 'missing' && raw === 'true');
+    return { kind: absent ? 'all' : 'any', index: param.code, of };
+  }
+
+  /** The parameters whose rows hold a union parameter's values (see `CompiledParam.union`). */
+  private unionOf(types: string[], param: SearchParam): SearchParam[] | undefined {
+    if (types.length !== 1) return undefined;
+    const codes = this.registry.get(types[0], param.code)?.union;
+    return codes?.map((code) => this.registry.get(types[0], code)?.param as SearchParam);
   }
 
   /** The parameter `code` for all the types searched (it must mean the same kind of thing on each). */
@@ -237,7 +248,8 @@ class Parser {
     if (code === '_id') return { index: '_id', paramType: 'id', descending };
     const param = this.param(types, code, '_sort');
     if (!param || param.type === 'composite' || param.type === 'special') throw fhirError('ERR_SEARCH_PARAM', { name: '_sort', value: clip(key) });
-    return { index: param.code, paramType: param.type, descending };
+    const rowsOf = this.unionOf(types, param)?.map((q) => q.code);
+    return { index: param.code, paramType: param.type, descending, ...(rowsOf ? { rowsOf } : {}) };
   }
 
   private include(raw: string, name: string, types: string[]): Include {

@@ -154,6 +154,9 @@ export class SqlBuilder {
         return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${this.scoped(x, [c.type])} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
           AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${sources}))`;
       }
+      case 'any':
+      case 'all':
+        return `(${c.of.map((sub) => this.criterion(sub, r, types)).join(c.kind === 'any' ? ' OR ' : ' AND ')})`;
       case 'compartment': {
         if (c.byType.length === 0) return '1 = 0';
         const x = this.alias('x');
@@ -299,7 +302,8 @@ export class SqlBuilder {
     const pick = key.descending && (key.paramType === 'date' || key.paramType === 'number' || key.paramType === 'quantity') ? `${s}.high` : `${s}.${column}`;
     const [lowest, highest] = key.paramType === 'date' ? [MIN_INSTANT, MAX_INSTANT] : [-Number.MAX_VALUE, Number.MAX_VALUE];
     const missing = isTextSort(key) ? this.bind(key.descending ? '' : TEXT_MAX) : this.bind(key.descending ? lowest : highest);
-    return `COALESCE((SELECT ${fn}(${pick}) FROM ${table} ${s} WHERE ${s}.rid = ${r}.rid AND ${s}.param = ${this.bind(key.index)}), ${missing})`;
+    const param = key.rowsOf ? `${s}.param IN (${key.rowsOf.map((p) => this.bind(p)).join(', ')})` : `${s}.param = ${this.bind(key.index)}`;
+    return `COALESCE((SELECT ${fn}(${pick}) FROM ${table} ${s} WHERE ${s}.rid = ${r}.rid AND ${param}), ${missing})`;
   }
 }
 
@@ -351,6 +355,10 @@ export function restrictsType(c: Criterion): boolean {
     case 'chain':
     case 'compartment':
       return true;
+    case 'any':
+      return c.of.every(restrictsType);
+    case 'all':
+      return c.of.some(restrictsType);
     default:
       return false;
   }
