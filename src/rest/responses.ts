@@ -48,10 +48,12 @@ export function historyEntry(ctx: RequestContext, version: StoredVersion, first:
   if (version.resource === null) {
     return { fullUrl: fullUrl(ctx, version.type, version.id), request: { method: 'DELETE', url }, response: { ...response, status: '204' } };
   }
+  // Versions written before the method was recorded: the first is taken for a POST.
+  const method = version.method ?? (first ? 'POST' : 'PUT');
   return {
     fullUrl: fullUrl(ctx, version.type, version.id),
     resource: version.resource,
-    request: first ? { method: 'POST', url: version.type } : { method: 'PUT', url },
+    request: method === 'POST' ? { method: 'POST', url: version.type } : { method: 'PUT', url },
     response: { ...response, status: first ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
   };
 }

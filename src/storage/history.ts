@@ -40,7 +40,7 @@ export async function readHistory(reader: StoreReader, query: HistoryQuery): Pro
     params.push(a.lastUpdated, a.lastUpdated, a.type, a.type, a.id, a.id, a.version);
   }
   const rows = await reader.query<VersionRow>(
-    `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resource_versions v
+    `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content, v.method FROM resource_versions v
       WHERE ${where.join(' AND ')}
       ORDER BY ${query.id !== undefined ? 'v.version DESC' : 'v.last_updated DESC, v.type DESC, v.id DESC, v.version DESC'} LIMIT ?`,
     [...params, query.count + 1],

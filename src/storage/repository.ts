@@ -220,18 +220,18 @@ export class ProjectRepository {
         // A server-assigned id is a fresh UUID (v7): it cannot be taken, so no retry loop is needed.
         const newId = id ?? newResourceId();
         const stamped = this.stamp(type, newId, resource);
-        const result = await write({ ...this.op(type, newId, stamped), ifMatch: 0 });
+        const result = await write({ ...this.op(type, newId, stamped), ifMatch: 0, method: 'POST' });
         if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type, id: newId });
         return { version: result.version, created: true };
       },
       update: async (type, id, resource, options = {}) => {
         const stamped = this.stamp(type, id, resource);
-        const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch });
+        const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch, method: 'PUT' });
         if (result.status !== 'ok') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return { version: result.version, created: isAbsent(result.previous) };
       },
       createMany: async (resources) => {
-        const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ifMatch: 0 }));
+        const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ifMatch: 0, method: 'POST' as const }));
         const results = await writeMany(ops);
         return results.map((result, i) => {
           if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type: ops[i].type, id: ops[i].id });
@@ -240,7 +240,7 @@ export class ProjectRepository {
         });
       },
       putMany: async (resources) => {
-        const ops = resources.map((r) => this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)));
+        const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), method: 'PUT' as const }));
         const results = await writeMany(ops);
         return results.map((result, i) => {
           if (result.status !== 'ok') throw conflict(ops[i].type, ops[i].id, 0, result.current);

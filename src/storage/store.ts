@@ -35,6 +35,24 @@ export interface StoredVersion {
   /** ISO instant. */
   lastUpdated: string;
   resource: Resource | null;
+  /**
+   * How a client asked for this version, for history's `request`: POST (a create, server-assigned
+   * id) or PUT (an update, or a create at the client's id). Absent for a deletion, and for versions
+   * written before it was recorded (history then takes version 1 for a POST).
+   */
+  method?: WriteMethod;
+}
+
+export type WriteMethod = 'POST' | 'PUT';
+
+/** The method a write records with its version (none for a deletion). */
+export function methodOf(op: WriteOp): WriteMethod | null {
+  return op.resource === null ? null : (op.method ?? null);
+}
+
+export function methodField(op: WriteOp): { method?: WriteMethod } {
+  const method = methodOf(op);
+  return method ? { method } : {};
 }
 
 /** The state of a resource before a write: its version number and whether that version is a deletion. */
@@ -61,6 +79,8 @@ export interface WriteOp {
   version?: string;
   /** The search index rows of the new content (none for a deletion). */
   index: IndexRows | null;
+  /** How a client asked for it (see `StoredVersion.method`); absent for a deletion. */
+  method?: WriteMethod;
 }
 
 export type WriteResult =
@@ -147,6 +167,8 @@ export interface VersionRow {
   version: number;
   last_updated: string | Date;
   content: string | null;
+  /** Read by history (other reads leave it out). */
+  method?: string | null;
 }
 
 export function optionalVersion(row: VersionRow | undefined): StoredVersion | undefined {
@@ -161,6 +183,7 @@ export function versionFromRow(row: VersionRow): StoredVersion {
     versionId: Number(row.version),
     lastUpdated: typeof row.last_updated === 'string' ? row.last_updated : row.last_updated.toISOString(),
     resource: row.content === null ? null : (JSON.parse(row.content) as Resource),
+    ...(row.method === 'POST' || row.method === 'PUT' ? { method: row.method } : {}),
   };
 }
 

@@ -52,11 +52,20 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('DELETE', 'Patient/gone')).statusCode).toBe(204);
       expect((await inject('GET', 'Patient/gone')).statusCode).toBe(410);
       const history = (await inject('GET', 'Patient/gone/_history')).json() as Bundle;
-      expect(history.entry?.map((e) => e.request?.method)).toEqual(['DELETE', 'POST']);
+      // Created by PUT (at the client's id), so its first version's request is a PUT.
+      expect(history.entry?.map((e) => e.request?.method)).toEqual(['DELETE', 'PUT']);
+      expect(history.entry?.map((e) => e.request?.url)).toEqual(['Patient/gone', 'Patient/gone']);
       expect(history.entry?.[0].response?.status).toBe('204');
       const back = await inject('PUT', 'Patient/gone', { resourceType: 'Patient', id: 'gone' });
       expect(back.statusCode).toBe(201);
       expect(back.json().meta.versionId).toBe('3');
+      const posted = await inject('POST', 'Patient', { resourceType: 'Patient' });
+      await inject('PUT', `Patient/${posted.json().id}`, { resourceType: 'Patient', id: posted.json().id, active: true });
+      const postedHistory = (await inject('GET', `Patient/${posted.json().id}/_history`)).json() as Bundle;
+      expect(postedHistory.entry?.map((e) => [e.request?.method, e.request?.url, e.response?.status])).toEqual([
+        ['PUT', `Patient/${posted.json().id}`, '200'],
+        ['POST', 'Patient', '201'],
+      ]);
       await putResource(server.app, { resourceType: 'Observation', id: 'points', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/gone' } } as Observation);
       const strict = await inject('DELETE', 'Patient/gone', undefined, { prefer: 'handling=strict' });
       expect(strict.statusCode).toBe(409);
@@ -120,8 +129,8 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       while (next) {
         const page = (await server.app.inject({ method: 'GET', url: next })).json() as Bundle;
         for (const e of page.entry ?? []) {
-          // Each entry says how its version came to be (bdl-3): a first version as a create.
-          expect(e.request?.url).toBe(e.resource?.meta?.versionId === '1' ? 'Basic' : `Basic/${e.resource?.id}`);
+          // Each entry says how its version came to be (bdl-3): these were all PUT, the first ones creating.
+          expect(e.request).toEqual({ method: 'PUT', url: `Basic/${e.resource?.id}` });
           expect(e.response?.status).toBe(e.resource?.meta?.versionId === '1' ? '201' : '200');
           all.push(`${e.resource?.id}@${e.resource?.meta?.versionId}`);
         }

@@ -18,6 +18,8 @@ import {
   type StoredVersion,
   type StoreReader,
   type StoreTx,
+  methodField,
+  methodOf,
   type VersionRow,
   type WriteOp,
   type WriteResult,
@@ -95,6 +97,8 @@ const MIGRATIONS: string[] = [
    CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs FOR EACH STATEMENT EXECUTE FUNCTION ${JOBS_NOTICE_CHANNEL}_notify();`,
   // Fewer index lookups to keep up on every write (see src/storage/index-schema.ts).
   LEANER_LOOKUPS_MIGRATION,
+  // How a client asked for each version (history's request.method); null for versions before.
+  `ALTER TABLE resource_versions ADD COLUMN method TEXT`,
 ];
 
 /** Any number; only ever taken by this server's migrations. */
@@ -292,8 +296,8 @@ async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult>
   const content = op.resource === null ? null : stampVersion(op.resource, versionId);
   // Two creates of one new id: the second blocks here until the first commits, then fails on the
   // primary key and its transaction is retried (and then sees the first one's row).
-  await client.query('INSERT INTO resource_versions (project, type, id, version, last_updated, content) VALUES ($1, $2, $3, $4, $5, $6)', [
-    op.project, op.type, op.id, versionId, op.lastUpdated, content,
+  await client.query('INSERT INTO resource_versions (project, type, id, version, last_updated, content, method) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+    op.project, op.type, op.id, versionId, op.lastUpdated, content, methodOf(op),
   ]);
   // The row lock on the type's mark orders commits, so a reader never sees mark n+1 before n.
   const mark = await client.query<{ seq: string }>(
@@ -311,7 +315,7 @@ async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult>
   );
   const rid = Number(upserted.rows[0].rid);
   await writeIndex(client, { replace: row ? [rid] : [], rows: [{ project: op.project, type: op.type, rid, rows: op.index }] });
-  const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
+  const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...methodField(op) };
   return { status: 'ok', version, previous: current };
 }
 
@@ -402,13 +406,16 @@ async function writeManyIn(client: pg.PoolClient, ops: WriteOp[]): Promise<Write
     if (op.resource === null && (!current || current.deleted)) return results.push({ status: 'unchanged', current });
     const versionId = (current?.versionId ?? 0) + 1;
     writes.push({ op, versionId, content: op.resource === null ? null : stampVersion(op.resource, versionId), row });
-    results.push({ status: 'ok', version: { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource }, previous: current });
+    results.push({ status: 'ok', version: { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...methodField(op) }, previous: current });
   });
   if (writes.length === 0) return results;
   await client.query(
-    `INSERT INTO resource_versions (project, type, id, version, last_updated, content)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[])`,
-    [writes.map((w) => w.op.project), writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.lastUpdated), writes.map((w) => w.content)],
+    `INSERT INTO resource_versions (project, type, id, version, last_updated, content, method)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::text[], $7::text[])`,
+    [
+      writes.map((w) => w.op.project), writes.map((w) => w.op.type), writes.map((w) => w.op.id), writes.map((w) => w.versionId), writes.map((w) => w.op.lastUpdated),
+      writes.map((w) => w.content), writes.map((w) => methodOf(w.op)),
+    ],
   );
   // One mark per project and type, moved on by the number of its writes; each write gets its own number.
   const markKey = (project: string, type: string) => `${project}\u0000${type}`;

@@ -20,6 +20,8 @@ import {
   type StoredVersion,
   type StoreReader,
   type StoreTx,
+  methodField,
+  methodOf,
   type VersionRow,
   type WriteOp,
   type WriteResult,
@@ -100,6 +102,8 @@ const MIGRATIONS: string[] = [
   `SELECT 1`,
   // Fewer index lookups to keep up on every write (see src/storage/index-schema.ts).
   LEANER_LOOKUPS_MIGRATION,
+  // How a client asked for each version (history's request.method); null for versions before.
+  `ALTER TABLE resource_versions ADD COLUMN method TEXT`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
@@ -125,7 +129,7 @@ function writeStatements(db: Database.Database) {
   return {
     current: db.prepare('SELECT rid, version, deleted FROM resources WHERE project = ? AND type = ? AND id = ?'),
     nextRid: db.prepare('SELECT COALESCE(MAX(rid), 0) + 1 AS rid FROM resources'),
-    insertVersion: db.prepare('INSERT INTO resource_versions (project, type, id, version, last_updated, content) VALUES (?, ?, ?, ?, ?, ?)'),
+    insertVersion: db.prepare('INSERT INTO resource_versions (project, type, id, version, last_updated, content, method) VALUES (?, ?, ?, ?, ?, ?, ?)'),
     bumpMark: db.prepare(
       `INSERT INTO change_marks (project, type, seq) VALUES (?, ?, 1)
        ON CONFLICT (project, type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
@@ -292,12 +296,12 @@ export class SqliteStore implements ResourceStore {
     if (op.resource === null && (!current || current.deleted)) return { status: 'unchanged', current };
     const versionId = (current?.versionId ?? 0) + 1;
     const content = op.resource === null ? null : stampVersion(op.resource, versionId);
-    writes.insertVersion.run(op.project, op.type, op.id, versionId, op.lastUpdated, content);
+    writes.insertVersion.run(op.project, op.type, op.id, versionId, op.lastUpdated, content, methodOf(op));
     const { seq } = writes.bumpMark.get(op.project, op.type) as { seq: number };
     const rid = row?.rid ?? (writes.nextRid.get() as { rid: number }).rid;
     writes.upsertCurrent.run(op.project, op.type, op.id, versionId, op.resource === null ? 1 : 0, op.url ?? null, op.version ?? null, seq, rid);
     this.writeIndex(op.project, op.type, rid, op.index, row !== undefined);
-    const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource };
+    const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...methodField(op) };
     return { status: 'ok', version, previous: current };
   }
 
