@@ -5,6 +5,7 @@ import autocannon from 'autocannon';
 import { freePort } from '../test/helpers/process';
 import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
+import { validateCodePool } from './validate-code-pool';
 import { validationBench } from './validation';
 
 /**
@@ -142,6 +143,20 @@ async function main(): Promise<void> {
       path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }),
       paths: () => vc({ url: GENDER_VS, system: GENDER, code: 'female', nocache: String(n1++) }),
     });
+    // Distinct real requests (bench/validate-code-pool.ts): what a validator checking coded
+    // elements sends. Past the pool's end a pass number is added, so a request still never repeats
+    // (the answer cache cannot serve it; the engine's own memos may); the count of passes is printed.
+    const pool = validateCodePool(Number.MAX_SAFE_INTEGER);
+    let drawn = 0;
+    await scenario(`1 GET validate-code, distinct real requests`, {
+      path: pool[0],
+      paths: () => {
+        const path = pool[drawn % pool.length];
+        const passNumber = Math.floor(drawn++ / pool.length);
+        return passNumber === 0 ? path : `${path}&pass=${passNumber}`;
+      },
+    });
+    console.log(`  (${pool.length} distinct real requests in the pool; ${drawn} sent, ${(drawn / pool.length).toFixed(1)} passes)`);
     await scenario('2 POST validate-code, coding', {
       method: 'POST',
       path: '/fhir/R4/ValueSet/$validate-code',
