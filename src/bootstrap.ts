@@ -105,8 +105,8 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       search: core.search,
       handle: (request, ctx) => core.rest.handle(request, ctx),
       read: (type, id, ctx) => core.rest.readResource(type, id, ctx),
-      searchParams: (type) => [...core.params.forType(type).keys()],
-      referenceTargets: (type) => new Set([...core.params.forType(type).values()].filter((p) => p.param.type === 'reference').flatMap((p) => (p.param.target.length > 0 ? p.param.target : ['Resource']))),
+      searchParams: (type) => [...core.params.declared(type).keys()],
+      referenceTargets: (type) => new Set([...core.params.declared(type).values()].filter((p) => p.type === 'reference').flatMap((p) => (p.target.length > 0 ? p.target : ['Resource']))),
       revision: () => core.params.revision,
     });
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
@@ -133,7 +133,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       services,
       software: { name: pkg.name, version: pkg.version },
       graphqlOver: (query, output, ctx) => graphql.run({ query }, ctx, { method: 'GET', target: output }),
-      searchParams: (type) => [...core.params.forType(type).values()].map((p) => p.param),
+      searchParams: (type) => [...core.params.declared(type).values()],
       searchParamsRevision: () => core.params.revision,
       decorateCapabilities: (statement) => {
         decorateTerminologyServer(statement);
