@@ -163,7 +163,8 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test("every route, called with another project's token, shows nothing of the project's data", async () => {
       const routes = routesOf(server.app).filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS');
-      expect(routes.length).toBeGreaterThan(100);
+      // Every route family (an operation on every type is one route per level, its type a parameter).
+      expect(routes.length).toBeGreaterThan(80);
       for (const route of routes) {
         const url = route.url
           .replace(/:id\b/, a.patient)

@@ -79,12 +79,25 @@ describe('the OpenAPI document', () => {
     // What is left is a method the router takes but the server refuses there: PUT on the base,
     // GET of an operation that changes state. Each must say so with 405.
     for (const route of undocumented) {
-      const url = route.url.replace(/:[^/]+/g, 'x1').replace(/\*/g, 'Patient');
+      const url = route.url.replace(/:type\b/g, 'Patient').replace(/:[^/]+/g, 'x1').replace(/\*/g, 'Patient');
       const bodyless = route.method === 'GET' || route.method === 'DELETE';
       const headers = { authorization: `Bearer ${TOKEN}`, ...(bodyless ? {} : { 'content-type': 'application/fhir+json' }) };
       const res = await app.inject({ method: route.method as 'GET', url, headers, payload: bodyless ? undefined : '{}' });
       expect(res.statusCode, `${route.method} ${route.url} is not in the document: ${res.body}`).toBe(405);
     }
+  });
+
+  test('an operation on every type routes by a type parameter: another type gets the 404 saying where it applies', async () => {
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/fhir+json' };
+    for (const url of ['/fhir/R4/Unicorn/$validate', '/fhir/R4/Unicorn/1/$validate']) {
+      const res = await app.inject({ method: 'POST', url, headers, payload: { resourceType: 'Patient' } });
+      expect(res.statusCode).toBe(404);
+      expect(res.json().issue[0]).toMatchObject({ code: 'not-supported', details: { text: expect.stringMatching(/^Operation \$validate is not known for Unicorn \(it applies to Account, /) } });
+    }
+    // Beside ValueSet's own operations (static routes), ValueSet/$validate is the resource validation.
+    const validated = await app.inject({ method: 'POST', url: '/fhir/R4/ValueSet/$validate', headers, payload: { resourceType: 'ValueSet', status: 'draft' } });
+    expect(validated.statusCode).toBe(200);
+    expect(validated.json().resourceType).toBe('OperationOutcome');
   });
 
   test('operations come from their definitions: GET only where the state is not changed, inputs, the answer', () => {
