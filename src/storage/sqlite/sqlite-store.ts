@@ -322,13 +322,26 @@ export class SqliteStore implements ResourceStore {
     for (const r of rows.uri) insert.uri.run(project, type, r.param, rid, r.grp, r.value);
   }
 
+  /**
+   * Every request that may reuse answers asks for these (terminology's freshness check), so they
+   * are read again only when some connection committed since: the reader's `PRAGMA data_version`
+   * moves with every commit but its own (it makes none), this process's writer and other
+   * processes alike. A cheap pragma instead of a query per request.
+   */
   async changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
-    const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    for (const row of cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[]) {
-      if (marks.has(row.type)) marks.set(row.type, row.seq);
+    const version = cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
+    let known = this.marksRead.get(project);
+    if (known?.version !== version) {
+      known = { version, rows: cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[] };
+      this.marksRead.set(project, known);
     }
+    const marks = new Map<string, number>(types.map((t) => [t, 0]));
+    for (const row of known.rows) if (marks.has(row.type)) marks.set(row.type, row.seq);
     return marks;
   }
+
+  /** The change marks last read per project, with the reader's data_version when they were. */
+  private readonly marksRead = new Map<string, { version: number; rows: { type: string; seq: number }[] }>();
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
     const rows = cachedStatement(
