@@ -205,10 +205,12 @@ export class SearchParameterRegistry {
     if (map) return map;
     map = new Map();
     for (const [code, param] of this.declared(type)) map.set(code, this.compile(param, type));
-    // Fewest alternatives first: a union is made only of parameters already known to have rows.
-    const byBreadth = [...map.values()].sort((x, y) => breadth(x, type) - breadth(y, type));
+    // Each parameter's alternatives for this type, worked out once; fewest first: a union is made
+    // only of parameters already known to have rows.
+    const branches = new Map([...map.values()].map((c) => [c, c.param.expression ? branchesOf(c.param.expression, type) : []]));
+    const byBreadth = [...map.values()].sort((x, y) => (branches.get(x) as string[]).length - (branches.get(y) as string[]).length);
     for (const compiled of byBreadth) {
-      const union = this.unionOf(compiled, type, map);
+      const union = this.unionOf(compiled, type, branches);
       if (union) compiled.union = union;
     }
     this.compiled.set(type, map);
@@ -266,26 +268,27 @@ export class SearchParameterRegistry {
    * parameters users store (whose rows are written as they are defined, and may be in the making).
    * The Synthea set's `combo-*` copies were 110,000 of its 580,000 rows.
    */
-  private unionOf(compiled: CompiledParam, type: string, all: Map<string, CompiledParam>): string[] | undefined {
+  private unionOf(compiled: CompiledParam, type: string, branches: Map<CompiledParam, string[]>): string[] | undefined {
     const { param } = compiled;
     if (param.base.length !== 1 || param.base[0] !== type || !param.expression || param.type === 'reference' || param.type === 'special') return undefined;
     if (param.type === 'composite' && !compiled.components) return undefined;
     if (this.isStored(param)) return undefined;
-    const wanted = branchesOf(param.expression, type);
+    const wanted = branches.get(compiled) as string[];
     if (wanted.length < 2) return undefined;
-    const candidates = [...all.values()].filter((other) => {
+    const theirsOf = (other: CompiledParam) => branches.get(other) as string[];
+    const candidates = [...branches.keys()].filter((other) => {
       const q = other.param;
       if (q === param || other.union || q.type !== param.type || !q.expression || NOT_INDEXED.has(q.code) || this.isStored(q)) return false;
       if (param.type === 'composite' && !sameComponents(compiled, other)) return false;
-      const theirs = branchesOf(q.expression, type);
+      const theirs = theirsOf(other);
       return theirs.length > 0 && theirs.length < wanted.length && theirs.every((b) => wanted.includes(b));
     });
     // The largest first; each must add only alternatives not yet covered.
-    candidates.sort((a, b) => branchesOf(b.param.expression as string, type).length - branchesOf(a.param.expression as string, type).length);
+    candidates.sort((a, b) => theirsOf(b).length - theirsOf(a).length);
     const covered = new Set<string>();
     const union: string[] = [];
     for (const candidate of candidates) {
-      const theirs = branchesOf(candidate.param.expression as string, type);
+      const theirs = theirsOf(candidate);
       if (theirs.some((b) => covered.has(b))) continue;
       for (const b of theirs) covered.add(b);
       union.push(candidate.param.code);
@@ -303,10 +306,6 @@ export class SearchParameterRegistry {
 function branchesOf(expression: string, type: string): string[] {
   const branches = splitTop(expression, '|').map(normalizedBranch).filter((b) => b === type || b.startsWith(`${type}.`));
   return [...new Set(branches)];
-}
-
-function breadth(compiled: CompiledParam, type: string): number {
-  return compiled.param.expression ? branchesOf(compiled.param.expression, type).length : 0;
 }
 
 /** Whether two composites select the same components (same kinds, same expressions) from each element. */
