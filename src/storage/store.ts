@@ -50,9 +50,10 @@ export function methodOf(op: WriteOp): WriteMethod | null {
   return op.resource === null ? null : (op.method ?? null);
 }
 
-export function methodField(op: WriteOp): { method?: WriteMethod } {
+/** The version a successful write made (what stores answer and observers see). */
+export function writtenVersion(op: WriteOp, versionId: number): StoredVersion {
   const method = methodOf(op);
-  return method ? { method } : {};
+  return { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...(method ? { method } : {}) };
 }
 
 /** The state of a resource before a write: its version number and whether that version is a deletion. */

@@ -18,7 +18,7 @@ import {
   type StoredVersion,
   type StoreReader,
   type StoreTx,
-  methodField,
+  writtenVersion,
   methodOf,
   type VersionRow,
   type WriteOp,
@@ -315,8 +315,7 @@ async function writeIn(client: pg.PoolClient, op: WriteOp): Promise<WriteResult>
   );
   const rid = Number(upserted.rows[0].rid);
   await writeIndex(client, { replace: row ? [rid] : [], rows: [{ project: op.project, type: op.type, rid, rows: op.index }] });
-  const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...methodField(op) };
-  return { status: 'ok', version, previous: current };
+  return { status: 'ok', version: writtenVersion(op, versionId), previous: current };
 }
 
 const ARRAY_TYPE = { text: 'text[]', int: 'bigint[]', real: 'double precision[]' } as const;
@@ -406,7 +405,7 @@ async function writeManyIn(client: pg.PoolClient, ops: WriteOp[]): Promise<Write
     if (op.resource === null && (!current || current.deleted)) return results.push({ status: 'unchanged', current });
     const versionId = (current?.versionId ?? 0) + 1;
     writes.push({ op, versionId, content: op.resource === null ? null : stampVersion(op.resource, versionId), row });
-    results.push({ status: 'ok', version: { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...methodField(op) }, previous: current });
+    results.push({ status: 'ok', version: writtenVersion(op, versionId), previous: current });
   });
   if (writes.length === 0) return results;
   await client.query(

@@ -20,7 +20,7 @@ import {
   type StoredVersion,
   type StoreReader,
   type StoreTx,
-  methodField,
+  writtenVersion,
   methodOf,
   type VersionRow,
   type WriteOp,
@@ -301,8 +301,7 @@ export class SqliteStore implements ResourceStore {
     const rid = row?.rid ?? (writes.nextRid.get() as { rid: number }).rid;
     writes.upsertCurrent.run(op.project, op.type, op.id, versionId, op.resource === null ? 1 : 0, op.url ?? null, op.version ?? null, seq, rid);
     this.writeIndex(op.project, op.type, rid, op.index, row !== undefined);
-    const version: StoredVersion = { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...methodField(op) };
-    return { status: 'ok', version, previous: current };
+    return { status: 'ok', version: writtenVersion(op, versionId), previous: current };
   }
 
   private writeIndex(project: string, type: string, rid: number, rows: IndexRows | null, replace: boolean): void {
