@@ -1,3 +1,4 @@
+import { FRESHNESS_CHECKS, type FreshnessCheck } from './storage/change-watch';
 import { existsSync, readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 
@@ -37,6 +38,8 @@ export interface Config {
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
   jobWorkers: number;
+  /** How a process learns of other processes' writes to stored content (src/storage/change-watch.ts). */
+  freshnessCheck: FreshnessCheck;
   /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
   subscriptionRetryMs: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
@@ -115,6 +118,7 @@ export function loadConfig(env: Env): Config {
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
+    freshnessCheck: oneOf(env, 'FRESHNESS_CHECK', FRESHNESS_CHECKS, 'notify'),
     subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
     botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),

@@ -1,14 +1,16 @@
 import type { Config } from '../config';
 import type { ResourceStore } from './store';
+import type { FreshnessCheck } from './change-watch';
 
 /**
  * PostgreSQL when DATABASE_URL is set, the embedded SQLite file under DATA_DIR otherwise; migrated.
  * Only the backend in use is loaded (start-up time).
  */
-export async function openStore(config: Pick<Config, 'databaseUrl' | 'dataDir'>): Promise<ResourceStore> {
+export async function openStore(config: Pick<Config, 'databaseUrl' | 'dataDir'> & { freshnessCheck?: FreshnessCheck }): Promise<ResourceStore> {
+  const freshness = config.freshnessCheck;
   const store: ResourceStore = config.databaseUrl
-    ? new (await import('./postgres/postgres-store')).PostgresStore(config.databaseUrl)
-    : new (await import('./sqlite/sqlite-store')).SqliteStore(config.dataDir);
+    ? new (await import('./postgres/postgres-store')).PostgresStore(config.databaseUrl, { freshness })
+    : new (await import('./sqlite/sqlite-store')).SqliteStore(config.dataDir, { freshness });
   try {
     await store.migrate();
   } catch (err) {

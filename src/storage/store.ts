@@ -1,3 +1,4 @@
+import type { ChangeWatch } from './change-watch';
 import type { Resource } from 'fhir/r4';
 import type { EphemeralStore } from './ephemeral';
 import type { JobStore, NewJob } from './jobs';
@@ -129,8 +130,13 @@ export interface ResourceStore extends StoreReader {
   write(op: WriteOp): Promise<WriteResult>;
   /** Runs `work` in one database transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T>;
-  /** Per type, a number that grows with every write of that type in the project. */
+  /**
+   * Per type, a number that grows with every write of that type in the project. Writes through
+   * this store are counted at once; another process's as its notice arrives (see ChangeWatch).
+   */
   changeMarks(project: string, types: string[]): Promise<Map<string, number>>;
+  /** Whether the change marks may have moved since they were last read, without asking. */
+  readonly changes: ChangeWatch;
   /** Current state of every resource of `type` in the project written after mark `since`. */
   changesSince(project: string, type: string, since: number): Promise<Change[]>;
   /**

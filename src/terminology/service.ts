@@ -55,7 +55,9 @@ export class TerminologyService {
       return String(own.generation);
     }
     const system = this.stored.system;
-    await Promise.all([own.refresh(), system.refresh()]);
+    // Usually neither needs a refresh (nothing changed): no promise to wait for.
+    const refreshing = [own.refresh(), system.refresh()].filter((p) => p !== undefined);
+    if (refreshing.length > 0) await Promise.all(refreshing);
     return `${own.generation}.${system.generation}`;
   }
 

@@ -48,9 +48,10 @@ describe('stored terminology written by another process', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fhir-stored-'));
-    writer = await serverApp({ dataDir: dir });
+    // Every request reads the marks (FRESHNESS_CHECK=request): this is about what B reads, not when.
+    writer = await serverApp({ dataDir: dir, freshnessCheck: 'request' });
     for (const resource of [pets, colors, petsInFrench, petColors]) await putResource(writer.app, resource);
-    reader = await serverApp({ dataDir: dir });
+    reader = await serverApp({ dataDir: dir, freshnessCheck: 'request' });
   });
   afterAll(async () => {
     await reader?.close();

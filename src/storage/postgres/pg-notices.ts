@@ -66,6 +66,11 @@ export class PgNotices implements Notices {
     if (this.client === client) this.listened.add(channel);
   }
 
+  /** Whether a connection listens to `channel` now (messages sent meanwhile reach this process). */
+  isListening(channel: string): boolean {
+    return this.client !== undefined && this.listened.has(channel);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retryTimer);

@@ -4,6 +4,7 @@ import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../epheme
 import { insertJob, JOBS_NOTICE_CHANNEL, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import { PgNotices } from './pg-notices';
+import { ChangeMarksCache, CheckEveryTime, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -32,6 +33,9 @@ import {
  * instead of colliding; two creates of one new id collide on the version's primary key and the
  * loser's transaction runs again.
  */
+
+/** The channel commits that move change marks notify on. */
+const CHANGES_NOTICE_CHANNEL = 'fhir_changes';
 
 const MIGRATIONS: string[] = [
   `CREATE TABLE resource_versions (
@@ -99,7 +103,19 @@ const MIGRATIONS: string[] = [
   LEANER_LOOKUPS_MIGRATION,
   // How a client asked for each version (history's request.method); null for versions before.
   `ALTER TABLE resource_versions ADD COLUMN method TEXT`,
+  // Every process learns of stored content changing (FRESHNESS_CHECK=notify, src/storage/change-watch.ts):
+  // NOTIFY from the statement that moves a change mark, delivered when its transaction commits
+  // (one per transaction: PostgreSQL folds identical notices).
+  `CREATE FUNCTION ${CHANGES_NOTICE_CHANNEL}_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN PERFORM pg_notify('${CHANGES_NOTICE_CHANNEL}', ''); RETURN NULL; END $$;
+   CREATE TRIGGER change_marks_moved AFTER INSERT OR UPDATE ON change_marks FOR EACH STATEMENT EXECUTE FUNCTION ${CHANGES_NOTICE_CHANNEL}_notify();`,
 ];
+
+/**
+ * With notices, the marks are still read again this often (a safety net: a notice the listening
+ * connection lost without noticing).
+ */
+const SAFETY_CHECK_MS = 10_000;
 
 /** Any number; only ever taken by this server's migrations. */
 const MIGRATION_LOCK = 7_364_221;
@@ -122,7 +138,21 @@ export class PostgresStore implements ResourceStore {
 
   readonly notices: PgNotices;
 
-  constructor(connectionString: string, options: { max?: number } = {}) {
+  /** See ChangeWatch: with `notify`, told by this process's commits and by the others' notices. */
+  readonly changes: ChangeWatch;
+  private readonly notified?: NotifiedChanges;
+  private readonly marksCache: ChangeMarksCache;
+
+  constructor(connectionString: string, options: { max?: number; freshness?: FreshnessCheck } = {}) {
+    if (options.freshness === 'request') {
+      this.changes = new CheckEveryTime();
+    } else {
+      this.notified = new NotifiedChanges(() => this.notices.isListening(CHANGES_NOTICE_CHANNEL));
+      this.changes = this.notified;
+    }
+    this.marksCache = new ChangeMarksCache(this.changes, async (project) =>
+      (await this.run<{ type: string; seq: string }>(this.pool, 'SELECT type, seq FROM change_marks WHERE project = ?', [project])).map((row) => ({ type: row.type, seq: Number(row.seq) })),
+    );
     this.notices = new PgNotices(connectionString, async (channel, payload) => {
       await this.run(this.pool, 'SELECT pg_notify(?, ?)', [channel, payload]);
     });
@@ -145,7 +175,15 @@ export class PostgresStore implements ResourceStore {
         await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())', [version]);
       }
     });
+    if (this.notified && (options.upTo === undefined || options.upTo >= MIGRATIONS.length)) {
+      const notified = this.notified;
+      // Until the connection listens, the watch trusts nothing (every use reads the marks).
+      this.unlistenChanges = await this.notices.listen(CHANGES_NOTICE_CHANNEL, () => notified.changed(), () => notified.changed());
+      notified.every(SAFETY_CHECK_MS, () => notified.changed());
+    }
   }
+
+  private unlistenChanges?: () => void;
 
   private reader(): StoreReader {
     return readerOf(<R extends object>(sql: string, params: readonly unknown[]) => this.run<R>(this.pool, sql, params));
@@ -198,11 +236,8 @@ export class PostgresStore implements ResourceStore {
     };
   }
 
-  async changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
-    const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    const rows = await this.run<{ type: string; seq: string }>(this.pool, 'SELECT type, seq FROM change_marks WHERE project = ? AND type = ANY(?)', [project, types]);
-    for (const row of rows) marks.set(row.type, Number(row.seq));
-    return marks;
+  changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
+    return this.marksCache.marks(project, types);
   }
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
@@ -229,6 +264,8 @@ export class PostgresStore implements ResourceStore {
   }
 
   async close(): Promise<void> {
+    this.notified?.close();
+    this.unlistenChanges?.();
     await this.notices.close();
     await this.pool.end();
   }
@@ -254,6 +291,8 @@ export class PostgresStore implements ResourceStore {
       await client.query('BEGIN');
       const result = await work(client);
       await client.query('COMMIT');
+      // Before the caller acknowledges anything: this process's next read sees the commit.
+      this.notified?.changed();
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows } from '../index-schema';
 import { Mutex } from '../mutex';
+import { ChangeMarksCache, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
@@ -104,6 +105,9 @@ const MIGRATIONS: string[] = [
   LEANER_LOOKUPS_MIGRATION,
   // How a client asked for each version (history's request.method); null for versions before.
   `ALTER TABLE resource_versions ADD COLUMN method TEXT`,
+  // (PostgreSQL's migration 11 notifies other processes of moved change marks; over one SQLite file
+  // they are found by PRAGMA data_version: see `changes`.)
+  `SELECT 1`,
 ];
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
@@ -113,6 +117,9 @@ type Statements = ReturnType<typeof readStatements>;
 
 /** WAL pages (4 KiB) between two automatic checkpoints. */
 const WAL_CHECKPOINT_PAGES = 20_000;
+
+/** How often another process's commits to the file are looked for (FRESHNESS_CHECK=notify). */
+export const POLL_MS = 50;
 
 /** How many written resources between two `PRAGMA optimize`. */
 const OPTIMIZE_EVERY = 2000;
@@ -180,7 +187,17 @@ export class SqliteStore implements ResourceStore {
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
-  constructor(dataDir: string) {
+  constructor(dataDir: string, options: { freshness?: FreshnessCheck } = {}) {
+    if (options.freshness === 'request') {
+      this.changes = { get epoch() { return dataVersion(); } } as ChangeWatch;
+    } else {
+      this.notified = new NotifiedChanges();
+      this.changes = this.notified;
+    }
+    const dataVersion = () => cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
+    this.marksCache = new ChangeMarksCache(this.changes, async (project) =>
+      cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[],
+    );
     if (dataDir === ':memory:') {
       this.temporaryDir = mkdtempSync(join(tmpdir(), 'fhir-sqlite-'));
       this.file = join(this.temporaryDir, 'fhir.sqlite');
@@ -212,6 +229,16 @@ export class SqliteStore implements ResourceStore {
     this.reads = readStatements(this.reader);
     this.txReads = readStatements(db);
     this.writes = writeStatements(db);
+    if (this.notified) {
+      const reader = this.reader;
+      let seen = cachedStatement(reader, 'PRAGMA data_version').pluck().get() as number;
+      this.notified.every(POLL_MS, () => {
+        if (!reader.open) return;
+        const now = cachedStatement(reader, 'PRAGMA data_version').pluck().get() as number;
+        if (now !== seen) this.notified?.changed();
+        seen = now;
+      });
+    }
   }
 
   private get sql() {
@@ -238,6 +265,7 @@ export class SqliteStore implements ResourceStore {
   write(op: WriteOp): Promise<WriteResult> {
     return this.mutex.run(() => {
       const result = this.writer.transaction(() => this.writeInTransaction(op)).immediate();
+      this.notified?.changed();
       this.noteWrites(1);
       return result;
     });
@@ -277,6 +305,7 @@ export class SqliteStore implements ResourceStore {
         const result = await work(tx);
         active = false;
         db.exec('COMMIT');
+        this.notified?.changed();
         this.noteWrites(writes);
         return result;
       } catch (err) {
@@ -322,25 +351,23 @@ export class SqliteStore implements ResourceStore {
   }
 
   /**
-   * Every request that may reuse answers asks for these (terminology's freshness check), so they
-   * are read again only when some connection committed since: the reader's `PRAGMA data_version`
-   * moves with every commit but its own (it makes none), this process's writer and other
-   * processes alike. A cheap pragma instead of a query per request.
+   * Every request that may reuse answers asks for these (terminology's freshness check): read
+   * again only when the watch says some commit may have moved them (see ChangeWatch).
    */
-  async changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
-    const version = cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
-    let known = this.marksRead.get(project);
-    if (known?.version !== version) {
-      known = { version, rows: cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[] };
-      this.marksRead.set(project, known);
-    }
-    const marks = new Map<string, number>(types.map((t) => [t, 0]));
-    for (const row of known.rows) if (marks.has(row.type)) marks.set(row.type, row.seq);
-    return marks;
+  changeMarks(project: string, types: string[]): Promise<Map<string, number>> {
+    return this.marksCache.marks(project, types);
   }
 
-  /** The change marks last read per project, with the reader's data_version when they were. */
-  private readonly marksRead = new Map<string, { version: number; rows: { type: string; seq: number }[] }>();
+  private readonly marksCache: ChangeMarksCache;
+
+  /**
+   * `request`: the reader's `PRAGMA data_version`, which moves with every commit but its own (it
+   * makes none): this process's writer and other processes alike; a cheap pragma per use.
+   * `notify`: this process's commits move it at once; the same pragma, read every POLL_MS, tells of
+   * other processes' commits (another worker, an import), so a use costs nothing.
+   */
+  readonly changes: ChangeWatch;
+  private readonly notified?: NotifiedChanges;
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
     const rows = cachedStatement(
@@ -377,6 +404,7 @@ export class SqliteStore implements ResourceStore {
   }
 
   async close(): Promise<void> {
+    this.notified?.close();
     // Waits for the transaction in progress, if any.
     await this.mutex.run(() => {
       if (this.writer.open && this.reads) this.writer.exec('PRAGMA optimize');

@@ -34,9 +34,11 @@ export class StoredTerminologies {
 
 /**
  * The CodeSystems, ValueSets and ConceptMaps one project stored, held in memory and kept current.
- * Before each terminology request the store's per-type change marks are read (one small query);
- * when another process (or this one) wrote since, only the changed resources are fetched. So an
- * update takes effect on the next request, in every process over the same database.
+ * Before each terminology request the store's per-type change marks are checked (no query while
+ * the store's ChangeWatch says nothing changed); when another process (or this one) wrote since,
+ * only the changed resources are fetched. So a write through this process takes effect on its
+ * next request, and another process's once its notice arrives (or on the next request, with
+ * FRESHNESS_CHECK=request).
  */
 export class StoredTerminology {
   /** Held as stored JSON and parsed per resource on first use (see StoredIndex). */
@@ -60,13 +62,24 @@ export class StoredTerminology {
 
   /**
    * Brings the index up to date with every write committed before this call (a refresh that
-   * read the change marks after the caller asked: see RefreshGate).
+   * read the change marks after the caller asked: see RefreshGate); undefined when it is (the
+   * store's watch has not moved since the last refresh began).
    */
-  refresh(): Promise<void> {
+  refresh(): Promise<void> | undefined {
+    if (this.store.changes.epoch === this.refreshedAt) return undefined;
     return this.gate.refresh();
   }
 
+  /** The watch's epoch when the last finished refresh began (nothing it names is missed). */
+  private refreshedAt?: number;
+
   private async doRefresh(): Promise<void> {
+    const epoch = this.store.changes.epoch;
+    await this.readChanges();
+    this.refreshedAt = epoch;
+  }
+
+  private async readChanges(): Promise<void> {
     const current = await this.store.changeMarks(this.project, TERMINOLOGY_TYPES);
     let changed = false;
     for (const type of TERMINOLOGY_TYPES) {
