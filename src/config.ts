@@ -1,5 +1,6 @@
 import { FRESHNESS_CHECKS, type FreshnessCheck } from './storage/change-watch';
 import { existsSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { parseEnv } from 'node:util';
 
 /** Everything the server can be told from outside, already checked. */
@@ -38,6 +39,8 @@ export interface Config {
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
   jobWorkers: number;
+  /** Server processes (src/cluster.ts): 1 serves in this process; more fork that many workers sharing the port. */
+  workers: number;
   /** How a process learns of other processes' writes to stored content (src/storage/change-watch.ts). */
   freshnessCheck: FreshnessCheck;
   /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
@@ -119,6 +122,7 @@ export function loadConfig(env: Env): Config {
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     freshnessCheck: oneOf(env, 'FRESHNESS_CHECK', FRESHNESS_CHECKS, 'notify'),
+    workers: env.WORKERS?.trim().toLowerCase() === 'auto' ? availableParallelism() : integer(env, 'WORKERS', 1, 1, 256),
     subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
     botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),

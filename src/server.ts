@@ -1,7 +1,11 @@
+import cluster from 'node:cluster';
 import { ConfigError, loadConfig, readEnv } from './config';
-import { createServerApp } from './bootstrap';
+import { runPrimary } from './cluster';
 
-/** Entry point: config -> app -> listen, and a graceful stop on SIGTERM/SIGINT. */
+/**
+ * Entry point: config -> app -> listen, and a graceful stop on SIGTERM/SIGINT. With WORKERS > 1
+ * this process only starts and watches the workers (src/cluster.ts), each of which runs this too.
+ */
 async function main(): Promise<void> {
   let config;
   try {
@@ -13,6 +17,12 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  if (config.workers > 1 && cluster.isPrimary) {
+    runPrimary({ workers: config.workers, drainTimeoutMs: config.drainTimeoutMs, logLevel: config.logLevel });
+    return;
+  }
+  // Loaded here, not above: a primary never needs it.
+  const { createServerApp } = await import('./bootstrap');
   const server = await createServerApp(config);
   const { app } = server;
   if (config.authTokens.length === 0) {

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import type { Config } from '../config';
 import type { ResourceStore } from './store';
 import type { FreshnessCheck } from './change-watch';
@@ -10,7 +11,11 @@ export async function openStore(config: Pick<Config, 'databaseUrl' | 'dataDir'> 
   const freshness = config.freshnessCheck;
   const store: ResourceStore = config.databaseUrl
     ? new (await import('./postgres/postgres-store')).PostgresStore(config.databaseUrl, { freshness })
-    : new (await import('./sqlite/sqlite-store')).SqliteStore(config.dataDir, { freshness });
+    : new (await import('./sqlite/sqlite-store')).SqliteStore(config.dataDir, {
+        freshness,
+        // A worker of several (WORKERS > 1): notices go through the primary to the others.
+        notices: cluster.isWorker ? new (await import('./cluster-notices')).ClusterNotices() : undefined,
+      });
   try {
     await store.migrate();
   } catch (err) {

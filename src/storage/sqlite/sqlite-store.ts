@@ -118,6 +118,9 @@ type Statements = ReturnType<typeof readStatements>;
 /** WAL pages (4 KiB) between two automatic checkpoints. */
 const WAL_CHECKPOINT_PAGES = 20_000;
 
+/** The notice a commit of resources sends to the other workers of this server. */
+const CHANGES_CHANNEL = 'fhir_changes';
+
 /** How often another process's commits to the file are looked for (FRESHNESS_CHECK=notify). */
 export const POLL_MS = 50;
 
@@ -179,15 +182,16 @@ export class SqliteStore implements ResourceStore {
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
-  /** One process owns a SQLite database: its notices stay in it. */
-  readonly notices: Notices = new LocalNotices();
+  /** In-process, or between the workers of one server (ClusterNotices); other processes' commits are found by the file. */
+  readonly notices: Notices;
 
   readonly bulk: BulkStore = new SqlBulkStore(
     (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
-  constructor(dataDir: string, options: { freshness?: FreshnessCheck } = {}) {
+  constructor(dataDir: string, options: { freshness?: FreshnessCheck; notices?: Notices } = {}) {
+    this.notices = options.notices ?? new LocalNotices();
     if (options.freshness === 'request') {
       this.changes = { get epoch() { return dataVersion(); } } as ChangeWatch;
     } else {
@@ -230,6 +234,9 @@ export class SqliteStore implements ResourceStore {
     this.txReads = readStatements(db);
     this.writes = writeStatements(db);
     if (this.notified) {
+      const notified = this.notified;
+      // Another worker of this server says it committed (at once; the file is looked at as well).
+      void this.notices.listen(CHANGES_CHANNEL, () => notified.changed());
       const reader = this.reader;
       let seen = cachedStatement(reader, 'PRAGMA data_version').pluck().get() as number;
       this.notified.every(POLL_MS, () => {
@@ -265,7 +272,7 @@ export class SqliteStore implements ResourceStore {
   write(op: WriteOp): Promise<WriteResult> {
     return this.mutex.run(() => {
       const result = this.writer.transaction(() => this.writeInTransaction(op)).immediate();
-      this.notified?.changed();
+      this.committed();
       this.noteWrites(1);
       return result;
     });
@@ -305,7 +312,7 @@ export class SqliteStore implements ResourceStore {
         const result = await work(tx);
         active = false;
         db.exec('COMMIT');
-        this.notified?.changed();
+        if (writes > 0) this.committed();
         this.noteWrites(writes);
         return result;
       } catch (err) {
@@ -368,6 +375,13 @@ export class SqliteStore implements ResourceStore {
    */
   readonly changes: ChangeWatch;
   private readonly notified?: NotifiedChanges;
+
+  /** A commit of resources: this process's watch moves before the write is acknowledged; other workers are told. */
+  private committed(): void {
+    if (!this.notified) return;
+    this.notified.changed();
+    void this.notices.publish(CHANGES_CHANNEL, '');
+  }
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
     const rows = cachedStatement(
