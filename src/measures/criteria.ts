@@ -5,7 +5,8 @@ import type { RequestContext } from '../context/request-context';
 import { fhirError, isFhirError } from '../fhir/errors';
 import type { SearchService } from '../search/search-service';
 import { toFhir, type CqlRunner, type CqlSubject } from './cql-runner';
-import { fhirWrapper, searchAll } from './data-source';
+import { fhirWrapper } from './data-source';
+import { searchAll } from './search-pages';
 
 /**
  * A criterion of a Measure (population, stratifier, supplemental data) evaluated for one subject,

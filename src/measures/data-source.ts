@@ -1,9 +1,10 @@
-import type { Bundle, Patient, Resource } from 'fhir/r4';
+import type { Patient, Resource } from 'fhir/r4';
 import { FHIRWrapper } from 'cql-exec-fhir';
 import type { PatientObject, RecordObject, RetrieveDetails } from 'cql-execution';
 import type { RequestContext } from '../context/request-context';
 import { r4Model } from '../search/model/model';
 import type { SearchService } from '../search/search-service';
+import { searchAll } from './search-pages';
 
 /**
  * Patient data for cql-execution, read through the search service (so the request's project and
@@ -83,26 +84,6 @@ export class CompartmentData {
     if (COMPARTMENT[type] === undefined) return searchAll(this.search, { level: 'type', type }, {}, this.ctx);
     return searchAll(this.search, { level: 'compartment', compartment: 'Patient', id, type }, {}, this.ctx);
   }
-}
-
-type SearchTarget = Parameters<SearchService['search']>[0];
-
-/** The matches of a search page by page, following its next links. */
-export async function* searchPages(search: SearchService, target: SearchTarget, query: Record<string, string[]>, ctx: RequestContext, pageSize = 1000): AsyncGenerator<Resource[]> {
-  let cursor: string | undefined;
-  do {
-    const page: Bundle = await search.search(target, { ...query, _count: [String(pageSize)], ...(cursor ? { _cursor: [cursor] } : {}) }, ctx);
-    yield (page.entry ?? []).filter((e) => e.search?.mode !== 'include' && e.resource).map((e) => e.resource as Resource);
-    const next = page.link?.find((l) => l.relation === 'next')?.url;
-    cursor = next === undefined ? undefined : (new URL(next).searchParams.get('_cursor') ?? undefined);
-  } while (cursor !== undefined);
-}
-
-/** Every match of a search, all pages. */
-export async function searchAll(search: SearchService, target: SearchTarget, query: Record<string, string[]>, ctx: RequestContext): Promise<Resource[]> {
-  const out: Resource[] = [];
-  for await (const page of searchPages(search, target, query, ctx)) out.push(...page);
-  return out;
 }
 
 /** Whether a coding may be among a retrieve's codes (a lookup in the value set's index, or in the listed codes). */

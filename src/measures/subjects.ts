@@ -3,7 +3,7 @@ import type { RequestContext } from '../context/request-context';
 import { fhirError, isFhirError } from '../fhir/errors';
 import type { RestService } from '../rest/rest-service';
 import type { SearchService } from '../search/search-service';
-import { searchPages } from './data-source';
+import { searchPages } from './search-pages';
 import type { EvaluationSubject } from './evaluate';
 
 /**
