@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../test/helpers/process';
-import { rssMb, startProcess, stop, waitForOk } from './harness';
+import { rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { loadByTransactions } from './synthea-load';
 
 /**
@@ -28,7 +28,7 @@ const QUERY = `{
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-graphql-'));
   const port = await freePort();
-  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', BODY_LIMIT: '64mb' });
+  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', BODY_LIMIT: '64mb' });
   try {
     await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
     const loaded = await loadByTransactions(port);

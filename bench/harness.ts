@@ -10,6 +10,12 @@ import { freePort } from '../test/helpers/process';
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const FHIR_JSON = 'application/fhir+json';
 
+/**
+ * The arguments `npm start` gives node (package.json's start script): benchmarks run the server
+ * exactly so, V8's memory settings included.
+ */
+export const START_ARGS: string[] = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/).slice(1);
+
 /** `node <args>` (one process, whose pid is the server's; not through the tsx or npm CLIs). */
 export function startProcess(args: string[], env: Record<string, string>): ChildProcess {
   // BENCH_CPU_PROF=<dir>: each server started writes a V8 CPU profile there when it stops.
@@ -17,7 +23,7 @@ export function startProcess(args: string[], env: Record<string, string>): Child
   return spawn(process.execPath, [...profile, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', process.env.BENCH_STDOUT ? 'inherit' : 'ignore', 'inherit'],
   });
 }
 
@@ -56,7 +62,7 @@ export async function stop(child: ChildProcess): Promise<void> {
 export async function withBuiltServer(name: string, env: Record<string, string>, work: (base: string, server: ChildProcess) => Promise<void>): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), `fhir-bench-${name}-`));
   const port = await freePort();
-  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
+  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
   try {
     const base = `http://127.0.0.1:${port}/fhir/R4`;
     await waitForOk(`${base}/metadata`, 60_000);

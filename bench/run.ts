@@ -1,11 +1,12 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import pg from 'pg';
 import { freePort } from '../test/helpers/process';
-import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
+import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
-import { validateCodePool } from './validate-code-pool';
+import { expandPool, lookupPool, validateCodePool } from './validate-code-pool';
 import { validationBench } from './validation';
 
 /**
@@ -33,6 +34,7 @@ interface Run {
   /** Bare Fastify's req/s, measured just before. */
   limit?: number;
   ratio?: number;
+  /** Peak RSS of the server (all its processes) while the scenario ran. */
   serverRssMb?: number;
 }
 
@@ -42,6 +44,8 @@ interface Load {
   body?: string;
   /** A different path per request (paging). */
   paths?: () => string;
+  /** A different body per request. */
+  bodies?: () => string;
 }
 
 const WARMUP_SECONDS = 1;
@@ -65,7 +69,9 @@ async function shoot(base: string, load: Load, connections: number, seconds: num
         path: load.path,
         headers: load.body ? { 'content-type': FHIR_JSON } : {},
         body: load.body,
-        ...(load.paths ? { setupRequest: (req: autocannon.Request) => ({ ...req, path: (load.paths as () => string)() }) } : {}),
+        ...(load.paths || load.bodies
+          ? { setupRequest: (req: autocannon.Request) => ({ ...req, ...(load.paths ? { path: load.paths() } : {}), ...(load.bodies ? { body: load.bodies() } : {}) }) }
+          : {}),
       },
     ],
   });
@@ -81,6 +87,88 @@ async function shoot(base: string, load: Load, connections: number, seconds: num
 const params = (...entries: object[]) => JSON.stringify({ resourceType: 'Parameters', parameter: entries });
 const query = (values: Record<string, string>) => new URLSearchParams(values).toString();
 
+/**
+ * Each request the next of a pool of distinct requests; past the pool's end a pass number is
+ * added, so a request still never repeats (the answer cache cannot serve it).
+ */
+function distinct(pool: string[]): Load {
+  let drawn = 0;
+  return {
+    path: pool[0],
+    paths: () => {
+      const path = pool[drawn % pool.length];
+      const passNumber = Math.floor(drawn++ / pool.length);
+      return passNumber === 0 ? path : `${path}&pass=${passNumber}`;
+    },
+  };
+}
+
+/**
+ * The validate-code pool's requests as POSTed Parameters (url, system, code, display); past the
+ * pool's end the URL carries a pass number (ignored by the operation), so no request repeats.
+ */
+function distinctPosts(pool: string[]): Load {
+  const body = (path: string) => {
+    const q = new URLSearchParams(path.slice(path.indexOf('?') + 1));
+    const entries: object[] = [{ name: 'url', valueUri: q.get('url') }, { name: 'system', valueUri: q.get('system') }, { name: 'code', valueCode: q.get('code') }];
+    if (q.has('display')) entries.push({ name: 'display', valueString: q.get('display') });
+    return params(...entries);
+  };
+  const path = '/fhir/R4/ValueSet/$validate-code';
+  let drawn = 0;
+  let pass = 0;
+  return {
+    method: 'POST',
+    path,
+    body: body(pool[0]),
+    // autocannon asks for the path, then the body, of each request.
+    paths: () => (pass === 0 ? path : `${path}?pass=${pass}`),
+    bodies: () => {
+      const next = body(pool[drawn % pool.length]);
+      pass = Math.floor(++drawn / pool.length);
+      return next;
+    },
+  };
+}
+
+/**
+ * The built server with `env` for the duration of `work`, which gets its base URL and a function
+ * naming its processes (a WORKERS primary and its workers).
+ */
+async function withServer(env: Record<string, string>, work: (base: string, pids: () => number[]) => Promise<void>): Promise<void> {
+  const port = await freePort();
+  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
+  const base = `http://127.0.0.1:${port}`;
+  const pid = server.pid as number;
+  const children = () => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  try {
+    await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 60_000);
+    await work(base, () => [pid, ...children()]);
+  } finally {
+    await stop(server);
+  }
+}
+
+/** A fresh schema on PostgreSQL, and the URL that points at it. */
+async function freshPgSchema(url: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `bench_vc_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${name}`);
+  await admin.end();
+  const withSchema = new URL(url);
+  withSchema.searchParams.set('options', `-c search_path=${name}`);
+  return {
+    url: withSchema.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      await client.query(`DROP SCHEMA ${name} CASCADE`);
+      await client.end();
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const synthetic = syntheticContent();
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-'));
@@ -88,7 +176,7 @@ async function main(): Promise<void> {
   const facts: Record<string, number> = {};
   const print = (run: Run) => {
     runs.push(run);
-    const cells = [run.scenario.padEnd(44), String(run.connections).padStart(4), String(run.requestsPerSecond).padStart(8), String(run.p50).padStart(5), String(run.p99).padStart(5)];
+    const cells = [run.scenario.padEnd(62), String(run.connections).padStart(4), String(run.requestsPerSecond).padStart(8), String(run.p50).padStart(5), String(run.p99).padStart(5)];
     cells.push(String(run.errors + run.non2xx).padStart(6), String(run.limit ?? '').padStart(6), (run.ratio === undefined ? '' : run.ratio.toFixed(2)).padStart(6), String(run.serverRssMb ?? '').padStart(6));
     console.log(cells.join(' '));
   };
@@ -100,39 +188,53 @@ async function main(): Promise<void> {
   const bareBase = `http://127.0.0.1:${barePort}`;
   await waitForOk(`${bareBase}/fhir/R4/ValueSet/$validate-code`, 20_000);
 
-  // Cold start: process start to the first answered validate-code, with the full R4 content.
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const started = Date.now();
-  // What `npm start` runs (`npm run bench` builds it first).
-  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', BODY_LIMIT: String(64 * 1024 * 1024), AUTH_TOKENS: '' });
-  try {
-    await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 30_000);
-    facts.coldStartMs = Date.now() - started;
-    facts.rssWithR4Mb = rssMb(server.pid);
-    console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
-    console.log(`${'scenario'.padEnd(44)} conn    req/s   p50   p99 errors  limit  ratio rss MB`);
-
-    // Rounds alternate limit and scenario; the ratio reported is the median of the rounds'.
-    const scenario = async (name: string, load: Load) => {
-      // The limit sends the very answer the server gives for this scenario, on its route.
-      const sample = await fetch(`${base}${load.path}`, load.body ? { method: 'POST', headers: { 'content-type': FHIR_JSON }, body: load.body } : {});
-      await fetch(`${bareBase}/__answer`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: await sample.text() });
-      const limitLoad: Load = { ...load, paths: undefined };
-      for (const connections of CONNECTIONS) {
-        const rounds: { limit: Measured; measured: Measured }[] = [];
+  /**
+   * A scenario runner against one server: rounds alternate the limit and the scenario (the ratio
+   * reported is the median of the rounds'); the server's RSS (all its processes) is sampled every
+   * 50 ms while it runs and the peak reported.
+   */
+  const scenarioOn = (base: string, pids: () => number[], label: string) => async (name: string, load: Load) => {
+    // The limit sends the very answer the server gives for this scenario, on its route.
+    const sample = await fetch(`${base}${load.path}`, load.body ? { method: 'POST', headers: { 'content-type': FHIR_JSON }, body: load.body } : {});
+    await fetch(`${bareBase}/__answer`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: await sample.text() });
+    const limitLoad: Load = { ...load, paths: undefined, bodies: undefined };
+    for (const connections of CONNECTIONS) {
+      let peak = 0;
+      const sampler = setInterval(() => {
+        peak = Math.max(peak, pids().reduce((sum, pid) => sum + rssMb(pid), 0));
+      }, 50);
+      const rounds: { limit: Measured; measured: Measured }[] = [];
+      try {
         for (let round = 0; round < ROUNDS; round++) {
           const limit = await drive(bareBase, limitLoad, connections);
           const measured = await drive(base, load, connections);
           rounds.push({ limit, measured });
         }
-        rounds.sort((a, b) => a.measured.requestsPerSecond / a.limit.requestsPerSecond - b.measured.requestsPerSecond / b.limit.requestsPerSecond);
-        const { limit, measured } = rounds[Math.floor(rounds.length / 2)];
-        const errors = rounds.reduce((n, r) => n + r.measured.errors, 0);
-        const non2xx = rounds.reduce((n, r) => n + r.measured.non2xx, 0);
-        print({ scenario: name, connections, ...measured, errors, non2xx, limit: limit.requestsPerSecond, ratio: measured.requestsPerSecond / limit.requestsPerSecond, serverRssMb: rssMb(server.pid) });
+      } finally {
+        clearInterval(sampler);
       }
-    };
+      rounds.sort((a, b) => a.measured.requestsPerSecond / a.limit.requestsPerSecond - b.measured.requestsPerSecond / b.limit.requestsPerSecond);
+      const { limit, measured } = rounds[Math.floor(rounds.length / 2)];
+      const errors = rounds.reduce((n, r) => n + r.measured.errors, 0);
+      const non2xx = rounds.reduce((n, r) => n + r.measured.non2xx, 0);
+      print({ scenario: `${label}${name}`, connections, ...measured, errors, non2xx, limit: limit.requestsPerSecond, ratio: measured.requestsPerSecond / limit.requestsPerSecond, serverRssMb: peak });
+    }
+  };
+
+  // Cold start: process start to the first answered validate-code, with the full R4 content.
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const started = Date.now();
+  // What `npm start` runs (`npm run bench` builds it first).
+  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', BODY_LIMIT: String(64 * 1024 * 1024), AUTH_TOKENS: '' });
+  try {
+    await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 30_000);
+    facts.coldStartMs = Date.now() - started;
+    facts.rssWithR4Mb = rssMb(server.pid);
+    console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
+    console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB`);
+
+    const scenario = scenarioOn(base, () => [server.pid as number], '');
     const vc = (values: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${query(values)}`;
     await scenario('1 GET validate-code, core VS, hit', { path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }) });
     await scenario('1 GET validate-code, core VS, miss', { path: vc({ url: GENDER_VS, system: GENDER, code: 'nonsense' }) });
@@ -144,19 +246,8 @@ async function main(): Promise<void> {
       paths: () => vc({ url: GENDER_VS, system: GENDER, code: 'female', nocache: String(n1++) }),
     });
     // Distinct real requests (bench/validate-code-pool.ts): what a validator checking coded
-    // elements sends. Past the pool's end a pass number is added, so a request still never repeats
-    // (the answer cache cannot serve it; the engine's own memos may); the count of passes is printed.
-    const pool = validateCodePool(Number.MAX_SAFE_INTEGER);
-    let drawn = 0;
-    await scenario(`1 GET validate-code, distinct real requests`, {
-      path: pool[0],
-      paths: () => {
-        const path = pool[drawn % pool.length];
-        const passNumber = Math.floor(drawn++ / pool.length);
-        return passNumber === 0 ? path : `${path}&pass=${passNumber}`;
-      },
-    });
-    console.log(`  (${pool.length} distinct real requests in the pool; ${drawn} sent, ${(drawn / pool.length).toFixed(1)} passes)`);
+    // elements sends; none repeats, so the answer cache cannot serve it (the engine's own memos may).
+    await scenario('1 GET validate-code, distinct real requests', distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
     await scenario('2 POST validate-code, coding', {
       method: 'POST',
       path: '/fhir/R4/ValueSet/$validate-code',
@@ -170,6 +261,9 @@ async function main(): Promise<void> {
         { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: 'http://example.org/local', code: 'F' }, { system: GENDER, code: 'female' }, { system: 'http://loinc.org', code: 'LA3-6' }] } },
       ),
     });
+    await scenario('2 POST validate-code, distinct real requests', distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)));
+    await scenario('5 GET lookup, distinct real requests', distinct(lookupPool()));
+    await scenario('5 GET expand, distinct text filters, count=10', distinct(expandPool()));
 
     // The synthetic code system: PUT it and its value sets, then time to the first answer on it.
     const put = async (resource: { resourceType: string; id?: string }) => {
@@ -198,9 +292,41 @@ async function main(): Promise<void> {
     });
   } finally {
     await stop(server);
-    await stop(bare);
     rmSync(dataDir, { recursive: true, force: true });
   }
+
+  // The headline scenarios again: on PostgreSQL (when TEST_DATABASE_URL or BENCH_DATABASE_URL
+  // names one), and with WORKERS=2 on SQLite (the load generator shares the two cores).
+  const headline = async (scenario: (name: string, load: Load) => Promise<void>, all: boolean) => {
+    await scenario('1 GET validate-code, core VS, hit', { path: `/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}` });
+    await scenario('1 GET validate-code, distinct real requests', distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
+    if (!all) return;
+    await scenario('2 POST validate-code, distinct real requests', distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)));
+    await scenario('5 GET lookup, distinct real requests', distinct(lookupPool()));
+    await scenario('5 GET expand, distinct text filters, count=10', distinct(expandPool()));
+  };
+  const pgUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
+  try {
+    if (pgUrl) {
+      const schema = await freshPgSchema(pgUrl);
+      try {
+        await withServer({ DATABASE_URL: schema.url }, async (base, pids) => headline(scenarioOn(base, pids, 'PostgreSQL: '), true));
+      } finally {
+        await schema.drop();
+      }
+    } else {
+      console.log('PostgreSQL scenarios skipped: neither BENCH_DATABASE_URL nor TEST_DATABASE_URL is set');
+    }
+    const workersDir = mkdtempSync(join(tmpdir(), 'fhir-bench-workers-'));
+    try {
+      await withServer({ DATA_DIR: workersDir, WORKERS: '2' }, async (base, pids) => headline(scenarioOn(base, pids, 'WORKERS=2: '), false));
+    } finally {
+      rmSync(workersDir, { recursive: true, force: true });
+    }
+  } finally {
+    await stop(bare);
+  }
+
   // Resource validation ($validate): its own figures (bench/validation.ts).
   const validation = await validationBench();
   console.log('resource validation:', JSON.stringify(validation));

@@ -7,7 +7,7 @@ import type { Bundle, Observation, Patient, Resource } from 'fhir/r4';
 import pg from 'pg';
 import { freePort } from '../test/helpers/process';
 import { syntheaResources } from '../test/helpers/synthea';
-import { ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
+import { ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { loadByTransactions, README_COUNTS } from './synthea-load';
 
 /**
@@ -179,7 +179,7 @@ async function main(): Promise<void> {
       const port = await freePort();
       const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: backend.dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', BODY_LIMIT: '64mb' };
       if (backend.databaseUrl) env.DATABASE_URL = backend.databaseUrl;
-      let server = startProcess(['--enable-source-maps', 'dist/server.mjs'], env);
+      let server = startProcess(START_ARGS, env);
       try {
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
         const loaded = await loadByTransactions(port);
@@ -191,7 +191,7 @@ async function main(): Promise<void> {
         const reindexMs = await reindexAll(env);
         console.log(`${backend.name}: reindexed ${loaded.resources} in ${(reindexMs / 1000).toFixed(1)} s (${Math.round(loaded.resources / (reindexMs / 1000))}/s)`);
         if (LOAD_ONLY) continue;
-        server = startProcess(['--enable-source-maps', 'dist/server.mjs'], env);
+        server = startProcess(START_ARGS, env);
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
         const paged = await pageWhileWriting(port);
         console.log(`${backend.name}: paged through ${paged.originals} Observations 1,000 at a time in ${paged.pages} pages while another client wrote ${paged.writes} times: each exactly once`);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { freePort } from '../test/helpers/process';
-import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
+import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 
 /**
  * `npm run soak`: SOAK_SECONDS (default 60) of mixed traffic at 64 connections on loopback against
@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-soak-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
+  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
   const samples: { second: number; rssMb: number }[] = [];
   try {
     await waitForOk(`${base}/fhir/R4/metadata`, 30_000);

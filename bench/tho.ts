@@ -13,6 +13,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { START_ARGS } from './harness';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -31,7 +32,7 @@ function importTho(env: NodeJS.ProcessEnv): string {
 async function coldStart(env: NodeJS.ProcessEnv): Promise<{ ms: number; cpuMs: number; rssMb: number; answer: string }> {
   const port = await freePort();
   const started = performance.now();
-  const child = spawn(process.execPath, ['dist/server.mjs'], { cwd: ROOT, env: { ...env, PORT: String(port), LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, START_ARGS, { cwd: ROOT, env: { ...env, PORT: String(port), LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] });
   let errors = '';
   child.stderr.on('data', (d) => (errors += d));
   const exited = new Promise((resolve) => child.once('exit', resolve));

@@ -68,3 +68,45 @@ export function validateCodePool(limit = 100_000): string[] {
   }
   return shuffle([...paths].sort()).slice(0, limit);
 }
+
+/**
+ * Distinct `CodeSystem/$lookup` requests: each code of each complete code system, bare and asking
+ * for one property (designation), in a fixed order.
+ */
+export function lookupPool(): string[] {
+  const paths: string[] = [];
+  for (const r of resources()) {
+    if (r.resourceType !== 'CodeSystem' || r.content !== 'complete' || !r.url) continue;
+    for (const { code } of flatten(r.concept)) {
+      paths.push(`/fhir/R4/CodeSystem/$lookup?${new URLSearchParams({ system: r.url, code })}`);
+      paths.push(`/fhir/R4/CodeSystem/$lookup?${new URLSearchParams({ system: r.url, code, property: 'designation' })}`);
+    }
+  }
+  return shuffle([...new Set(paths)].sort());
+}
+
+/**
+ * Distinct `ValueSet/$expand` requests with a text filter and paging (what a picker sends as a
+ * user types): for each value set drawing only on complete code systems, the first two and three
+ * letters of its codes' displays as `filter`, pages of 10 at offsets 0 and 10.
+ */
+export function expandPool(): string[] {
+  const all = resources();
+  const systems = new Map<string, { code: string; display?: string }[]>();
+  for (const r of all) if (r.resourceType === 'CodeSystem' && r.content === 'complete' && r.url) systems.set(r.url, flatten(r.concept));
+  const paths = new Set<string>();
+  for (const vs of all) {
+    if (vs.resourceType !== 'ValueSet' || !vs.url) continue;
+    // Only value sets the server can expand: every include a complete code system it holds.
+    const includes = vs.compose?.include ?? [];
+    if (includes.length === 0 || includes.some((i) => !i.system || !systems.has(i.system) || i.version || i.valueSet?.length)) continue;
+    const system = includes[0].system as string;
+    for (const { display } of systems.get(system) ?? []) {
+      if (!display || display.length < 3) continue;
+      for (const filter of [display.slice(0, 2), display.slice(0, 3)]) {
+        for (const offset of ['0', '10']) paths.add(`/fhir/R4/ValueSet/$expand?${new URLSearchParams({ url: vs.url, filter, count: '10', offset })}`);
+      }
+    }
+  }
+  return shuffle([...paths].sort());
+}

@@ -10,7 +10,7 @@ import { StoredTerminologies } from '../src/terminology/content/stored-terminolo
 import { TerminologyService } from '../src/terminology/service';
 import { terminologyPort } from '../src/validation/terminology-port';
 import { ResourceValidator } from '../src/validation/validator';
-import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk } from './harness';
+import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 
 /**
  * Resource validation speed. In process, pinned to one core (taskset): the 708 R4 examples under
@@ -114,7 +114,7 @@ export async function overHttp(): Promise<ValidationFigures> {
   const base = `http://127.0.0.1:${port}`;
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-validate-'));
   const started = Date.now();
-  const server = startProcess(['--enable-source-maps', 'dist/server.mjs'], { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
+  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
   const figures: ValidationFigures = {};
   try {
     await waitForOk(`${base}/fhir/R4/metadata`, 30_000);
