@@ -17,6 +17,9 @@ export type FreshnessCheck = 'notify' | 'request';
 
 export const FRESHNESS_CHECKS: readonly FreshnessCheck[] = ['notify', 'request'];
 
+/** The notice channel of "this process committed resources" (PostgreSQL's trigger; SQLite workers). */
+export const CHANGES_NOTICE_CHANNEL = 'fhir_changes';
+
 export interface ChangeWatch {
   /** The same number as long as marks read under it are still current; read it before reading them. */
   readonly epoch: number;

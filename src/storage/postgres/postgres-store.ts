@@ -4,7 +4,7 @@ import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../epheme
 import { insertJob, JOBS_NOTICE_CHANNEL, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
 import { PgNotices } from './pg-notices';
-import { ChangeMarksCache, CheckEveryTime, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
+import { ChangeMarksCache, CHANGES_NOTICE_CHANNEL, CheckEveryTime, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
 import { INDEX_KINDS, INDEX_TABLES, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows, type IndexTable } from '../index-schema';
 import {
   changeFromRow,
@@ -33,9 +33,6 @@ import {
  * instead of colliding; two creates of one new id collide on the version's primary key and the
  * loser's transaction runs again.
  */
-
-/** The channel commits that move change marks notify on. */
-const CHANGES_NOTICE_CHANNEL = 'fhir_changes';
 
 const MIGRATIONS: string[] = [
   `CREATE TABLE resource_versions (

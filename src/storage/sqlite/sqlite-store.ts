@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows } from '../index-schema';
 import { Mutex } from '../mutex';
-import { ChangeMarksCache, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
+import { ChangeMarksCache, CHANGES_NOTICE_CHANNEL, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
 import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
@@ -118,9 +118,6 @@ type Statements = ReturnType<typeof readStatements>;
 /** WAL pages (4 KiB) between two automatic checkpoints. */
 const WAL_CHECKPOINT_PAGES = 20_000;
 
-/** The notice a commit of resources sends to the other workers of this server. */
-const CHANGES_CHANNEL = 'fhir_changes';
-
 /** How often another process's commits to the file are looked for (FRESHNESS_CHECK=notify). */
 export const POLL_MS = 50;
 
@@ -192,13 +189,18 @@ export class SqliteStore implements ResourceStore {
 
   constructor(dataDir: string, options: { freshness?: FreshnessCheck; notices?: Notices } = {}) {
     this.notices = options.notices ?? new LocalNotices();
+    const dataVersion = () => cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
     if (options.freshness === 'request') {
-      this.changes = { get epoch() { return dataVersion(); } } as ChangeWatch;
+      const everyRequest: ChangeWatch = {
+        get epoch() {
+          return dataVersion();
+        },
+      };
+      this.changes = everyRequest;
     } else {
       this.notified = new NotifiedChanges();
       this.changes = this.notified;
     }
-    const dataVersion = () => cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
     this.marksCache = new ChangeMarksCache(this.changes, async (project) =>
       cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[],
     );
@@ -236,7 +238,7 @@ export class SqliteStore implements ResourceStore {
     if (this.notified) {
       const notified = this.notified;
       // Another worker of this server says it committed (at once; the file is looked at as well).
-      void this.notices.listen(CHANGES_CHANNEL, () => notified.changed());
+      void this.notices.listen(CHANGES_NOTICE_CHANNEL, () => notified.changed());
       const reader = this.reader;
       let seen = cachedStatement(reader, 'PRAGMA data_version').pluck().get() as number;
       this.notified.every(POLL_MS, () => {
@@ -380,7 +382,7 @@ export class SqliteStore implements ResourceStore {
   private committed(): void {
     if (!this.notified) return;
     this.notified.changed();
-    void this.notices.publish(CHANGES_CHANNEL, '');
+    void this.notices.publish(CHANGES_NOTICE_CHANNEL, '');
   }
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
