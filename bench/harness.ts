@@ -14,7 +14,7 @@ export const FHIR_JSON = 'application/fhir+json';
  * The arguments `npm start` gives node (package.json's start script): benchmarks run the server
  * exactly so, V8's memory settings included.
  */
-export const START_ARGS: string[] = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/).slice(1);
+export const START_ARGS: string[] = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/).filter((word) => word !== 'exec').slice(1);
 
 /** `node <args>` (one process, whose pid is the server's; not through the tsx or npm CLIs). */
 export function startProcess(args: string[], env: Record<string, string>): ChildProcess {

@@ -1,8 +1,9 @@
-import { mkdtempSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { freePort, startServer, waitForServer } from './helpers/process';
+import { freePort, PROJECT_ROOT, startServer, waitForServer } from './helpers/process';
 
 describe('the server process', () => {
   test('starts, answers, and on SIGTERM finishes in-flight work and exits 0', async () => {
@@ -28,4 +29,42 @@ describe('the server process', () => {
     expect(await server.exited).toBe(2);
     expect(server.output().trim()).toMatch(/^configuration error: PORT: /);
   });
+
+  test('npm start stopped by SIGTERM (as a process manager stops it) stops the server too, with its workers', async () => {
+    const port = await freePort();
+    const { BASE_URL: _vite, ...env } = process.env;
+    const npm = spawn('npm', ['start'], {
+      cwd: PROJECT_ROOT,
+      env: { ...env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: mkdtempSync(join(tmpdir(), 'fhir-npm-start-')), WORKERS: '2', LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    npm.stdout.on('data', (d) => (output += d));
+    npm.stderr.on('data', (d) => (output += d));
+    const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
+    try {
+      await waitForServer({ child: npm, port, base: `http://127.0.0.1:${port}/fhir/R4`, output: () => output, exited }, 90_000);
+      // The script execs node: npm's child is the server (the primary), which has the workers.
+      const primary = Number(readFileSync(`/proc/${npm.pid}/task/${npm.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
+      const workers = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+      expect(workers).toHaveLength(2);
+      npm.kill('SIGTERM');
+      await exited;
+      const gone = (pid: number) => {
+        try {
+          process.kill(pid, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      };
+      // npm returns once its child has exited; the workers stop with the primary.
+      const end = Date.now() + 30_000;
+      while (![primary, ...workers].every(gone) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+      expect([primary, ...workers].filter((pid) => !gone(pid)), output).toEqual([]);
+      expect(output).toContain('stopping the workers');
+    } finally {
+      if (npm.exitCode === null) npm.kill('SIGKILL');
+    }
+  }, 120_000);
 });
