@@ -129,7 +129,8 @@ async function collectOnce(expander: ValueSetExpander, valueSet: ValueSet, optio
     return known.collected;
   }
   const collected = await expander.collect();
-  ctx.resolver.memo.set(valueSet, key, { collected, usedSupplements: [...env.usedSupplements] });
+  // Weighed by its members (the bulk of what it holds).
+  ctx.resolver.memo.set(valueSet, key, { collected, usedSupplements: [...env.usedSupplements] }, collected.members.length + 1);
   return collected;
 }
 
