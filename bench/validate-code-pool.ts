@@ -45,11 +45,17 @@ function shuffle<T>(items: T[], seed = 20261124): T[] {
   return items;
 }
 
+/** Each complete code system's codes (with displays), by url. */
+function completeSystems(all: (CodeSystem | ValueSet)[]): Map<string, { code: string; display?: string }[]> {
+  const systems = new Map<string, { code: string; display?: string }[]>();
+  for (const r of all) if (r.resourceType === 'CodeSystem' && r.content === 'complete' && r.url) systems.set(r.url, flatten(r.concept));
+  return systems;
+}
+
 /** The pool: request paths (`/fhir/R4/ValueSet/$validate-code?...`), distinct, in a fixed order. */
 export function validateCodePool(limit = 100_000): string[] {
   const all = resources();
-  const systems = new Map<string, { code: string; display?: string }[]>();
-  for (const r of all) if (r.resourceType === 'CodeSystem' && r.content === 'complete' && r.url) systems.set(r.url, flatten(r.concept));
+  const systems = completeSystems(all);
   const paths = new Set<string>();
   for (const vs of all) {
     if (vs.resourceType !== 'ValueSet' || !vs.url) continue;
@@ -75,11 +81,10 @@ export function validateCodePool(limit = 100_000): string[] {
  */
 export function lookupPool(): string[] {
   const paths: string[] = [];
-  for (const r of resources()) {
-    if (r.resourceType !== 'CodeSystem' || r.content !== 'complete' || !r.url) continue;
-    for (const { code } of flatten(r.concept)) {
-      paths.push(`/fhir/R4/CodeSystem/$lookup?${new URLSearchParams({ system: r.url, code })}`);
-      paths.push(`/fhir/R4/CodeSystem/$lookup?${new URLSearchParams({ system: r.url, code, property: 'designation' })}`);
+  for (const [system, codes] of completeSystems(resources())) {
+    for (const { code } of codes) {
+      paths.push(`/fhir/R4/CodeSystem/$lookup?${new URLSearchParams({ system, code })}`);
+      paths.push(`/fhir/R4/CodeSystem/$lookup?${new URLSearchParams({ system, code, property: 'designation' })}`);
     }
   }
   return shuffle([...new Set(paths)].sort());
@@ -92,8 +97,7 @@ export function lookupPool(): string[] {
  */
 export function expandPool(): string[] {
   const all = resources();
-  const systems = new Map<string, { code: string; display?: string }[]>();
-  for (const r of all) if (r.resourceType === 'CodeSystem' && r.content === 'complete' && r.url) systems.set(r.url, flatten(r.concept));
+  const systems = completeSystems(all);
   const paths = new Set<string>();
   for (const vs of all) {
     if (vs.resourceType !== 'ValueSet' || !vs.url) continue;
