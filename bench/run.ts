@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import pg from 'pg';
+import { freshSchema } from '../test/helpers/postgres';
 import { freePort } from '../test/helpers/process';
 import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
@@ -149,26 +149,6 @@ async function withServer(env: Record<string, string>, work: (base: string, pids
   }
 }
 
-/** A fresh schema on PostgreSQL, and the URL that points at it. */
-async function freshPgSchema(url: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `bench_vc_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${name}`);
-  await admin.end();
-  const withSchema = new URL(url);
-  withSchema.searchParams.set('options', `-c search_path=${name}`);
-  return {
-    url: withSchema.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      await client.query(`DROP SCHEMA ${name} CASCADE`);
-      await client.end();
-    },
-  };
-}
-
 async function main(): Promise<void> {
   const synthetic = syntheticContent();
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-'));
@@ -308,7 +288,7 @@ async function main(): Promise<void> {
   const pgUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
   try {
     if (pgUrl) {
-      const schema = await freshPgSchema(pgUrl);
+      const schema = await freshSchema(pgUrl);
       try {
         await withServer({ DATABASE_URL: schema.url }, async (base, pids) => headline(scenarioOn(base, pids, 'PostgreSQL: '), true));
       } finally {

@@ -4,7 +4,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Bundle, Observation, Patient, Resource } from 'fhir/r4';
-import pg from 'pg';
+import { freshSchema } from '../test/helpers/postgres';
 import { freePort } from '../test/helpers/process';
 import { syntheaResources } from '../test/helpers/synthea';
 import { ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
@@ -151,24 +151,8 @@ async function main(): Promise<void> {
   // The data folder (SQLite's database, PostgreSQL's run's files) is removed once, at the end.
   if (BACKENDS.includes('sqlite')) backends.push({ name: 'sqlite', dataDir, cleanup: async () => undefined });
   if (PG_URL && BACKENDS.includes('postgres')) {
-    const schema = `bench_${Date.now()}`;
-    const admin = new pg.Client({ connectionString: PG_URL });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    await admin.end();
-    const url = new URL(PG_URL);
-    url.searchParams.set('options', `-c search_path=${schema}`);
-    backends.push({
-      name: 'postgres',
-      dataDir,
-      databaseUrl: url.toString(),
-      cleanup: async () => {
-        const c = new pg.Client({ connectionString: PG_URL });
-        await c.connect();
-        await c.query(`DROP SCHEMA ${schema} CASCADE`);
-        await c.end();
-      },
-    });
+    const schema = await freshSchema(PG_URL);
+    backends.push({ name: 'postgres', dataDir, databaseUrl: schema.url, cleanup: schema.drop });
   }
   // The limit: bare Fastify answering a fixed body of the scenario's size, kept running.
   const barePort = await freePort();

@@ -31,11 +31,14 @@ export interface TestSchema {
   drop(): Promise<void>;
 }
 
-/** Creates an empty schema and returns a connection URL whose search_path points at it. */
-export async function freshSchema(): Promise<TestSchema> {
-  if (!TEST_DATABASE_URL) throw new Error(POSTGRES_SKIP_REASON);
+/**
+ * Creates an empty schema (in TEST_DATABASE_URL's database, or `databaseUrl`'s: the benchmarks name
+ * theirs) and returns a connection URL whose search_path points at it.
+ */
+export async function freshSchema(databaseUrl = TEST_DATABASE_URL): Promise<TestSchema> {
+  if (!databaseUrl) throw new Error(POSTGRES_SKIP_REASON);
   const name = `t_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL, connectionTimeoutMillis: 5000 });
+  const admin = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
   try {
     await admin.connect();
   } catch (err) {
@@ -43,12 +46,12 @@ export async function freshSchema(): Promise<TestSchema> {
   }
   await admin.query(`CREATE SCHEMA ${name}`);
   await admin.end();
-  const url = new URL(TEST_DATABASE_URL);
+  const url = new URL(databaseUrl);
   url.searchParams.set('options', `-c search_path=${name}`);
   return {
     url: url.toString(),
     drop: async () => {
-      const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      const client = new pg.Client({ connectionString: databaseUrl });
       await client.connect();
       await client.query(`DROP SCHEMA ${name} CASCADE`);
       await client.end();
