@@ -189,8 +189,10 @@ export class SqliteStore implements ResourceStore {
 
   constructor(dataDir: string, options: { freshness?: FreshnessCheck; notices?: Notices } = {}) {
     this.notices = options.notices ?? new LocalNotices();
-    const dataVersion = () => cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
+    // Only other workers need to hear of this process's commits (in one process the watch moves itself).
+    this.relaysCommits = options.notices !== undefined;
     if (options.freshness === 'request') {
+      const dataVersion = () => this.dataVersion();
       const everyRequest: ChangeWatch = {
         get epoch() {
           return dataVersion();
@@ -238,13 +240,13 @@ export class SqliteStore implements ResourceStore {
     if (this.notified) {
       const notified = this.notified;
       // Another worker of this server says it committed (at once; the file is looked at as well).
-      void this.notices.listen(CHANGES_NOTICE_CHANNEL, () => notified.changed());
+      if (this.relaysCommits) void this.notices.listen(CHANGES_NOTICE_CHANNEL, () => notified.changed());
       const reader = this.reader;
-      let seen = cachedStatement(reader, 'PRAGMA data_version').pluck().get() as number;
-      this.notified.every(POLL_MS, () => {
+      let seen = this.dataVersion();
+      notified.every(POLL_MS, () => {
         if (!reader.open) return;
-        const now = cachedStatement(reader, 'PRAGMA data_version').pluck().get() as number;
-        if (now !== seen) this.notified?.changed();
+        const now = this.dataVersion();
+        if (now !== seen) notified.changed();
         seen = now;
       });
     }
@@ -378,11 +380,18 @@ export class SqliteStore implements ResourceStore {
   readonly changes: ChangeWatch;
   private readonly notified?: NotifiedChanges;
 
-  /** A commit of resources: this process's watch moves before the write is acknowledged; other workers are told. */
+  /** A commit of resources: this process's watch moves before the write is acknowledged; other workers (if any) are told. */
   private committed(): void {
     if (!this.notified) return;
     this.notified.changed();
-    void this.notices.publish(CHANGES_NOTICE_CHANNEL, '');
+    if (this.relaysCommits) void this.notices.publish(CHANGES_NOTICE_CHANNEL, '');
+  }
+
+  private readonly relaysCommits: boolean;
+
+  /** Moves with every commit to the file but the reader's own (it makes none). */
+  private dataVersion(): number {
+    return cachedStatement(this.sql.reader, 'PRAGMA data_version').pluck().get() as number;
   }
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
