@@ -5,7 +5,7 @@ import type { Patient } from 'fhir/r4';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
-import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
+import { freePort, startServer, until, waitForServer, type ServerProcess } from '../helpers/process';
 import { Receiver } from '../helpers/receiver';
 import { stopServer } from './write-stream';
 import { serverApp } from '../helpers/server-app';
@@ -130,9 +130,9 @@ describe.skipIf(!hasPostgres)('websocket fan-out over one PostgreSQL', () => {
       socket.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString())));
       try {
         socket.send(JSON.stringify({ type: 'bind-with-token', payload: { token } }));
-        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'handshake'));
+        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'handshake'), 'the handshake', 30_000);
         const created = await post(writer.base, 'Patient', patient('ws'));
-        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'));
+        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'), 'the event notification', 30_000);
         const event = messages.find((m) => m.entry?.[0].resource.type === 'event-notification');
         expect(event?.entry?.[1].resource.id).toBe(created.id);
       } finally {
@@ -146,10 +146,3 @@ describe.skipIf(!hasPostgres)('websocket fan-out over one PostgreSQL', () => {
   });
 });
 
-async function until(check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('the condition did not come true');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}

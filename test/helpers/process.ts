@@ -47,6 +47,18 @@ function inheritedEnv(): NodeJS.ProcessEnv {
   return rest;
 }
 
+/**
+ * Asks `check` again (every 20 ms) until it holds; fails naming `what` once `timeoutMs` passed.
+ * For what another process does in its own time (a notice arriving, a worker restarted).
+ */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** Polls until the server answers metadata, or the process dies. */
 export async function waitForServer(server: ServerProcess, timeoutMs = 30_000): Promise<void> {
   const start = Date.now();

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { describe, expect, test } from 'vitest';
 import { testOnBothBackends } from '../helpers/postgres';
-import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
+import { freePort, startServer, until, waitForServer, type ServerProcess } from '../helpers/process';
 
 /**
  * WORKERS=2 (src/cluster.ts): a primary and two server processes sharing the port. Each request
@@ -26,14 +26,6 @@ function once(url: string, method = 'GET', body?: string): Promise<{ status: num
 /** The pids of a process's children (the workers of a primary). */
 function childrenOf(pid: number): number[] {
   return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-}
-
-async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const codeSystem = (codes: string[]) =>

@@ -9,6 +9,7 @@ import { PostgresStore } from '../../src/storage/postgres/postgres-store';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
 import type { ResourceStore } from '../../src/storage/store';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
+import { until } from '../helpers/process';
 
 /**
  * FRESHNESS_CHECK=notify (src/storage/change-watch.ts): a store reads its change marks again only
@@ -30,18 +31,13 @@ const write = (store: ResourceStore, id: string) =>
 
 const mark = async (store: ResourceStore) => (await store.changeMarks('p1', ['CodeSystem'])).get('CodeSystem') ?? 0;
 
-/** Asks until `store`'s mark reaches `at` (at most 5 s), and answers it. */
+/** Asks until `store`'s mark reaches `at` (at most 5 s: see above), and answers it. */
 async function markReaches(store: ResourceStore, at: number): Promise<number> {
-  const end = Date.now() + 5000;
-  let seen = await mark(store);
-  while (seen < at && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 5));
-    seen = await mark(store);
-  }
-  return seen;
+  await until(async () => (await mark(store)) >= at, `the mark reaching ${at}`, 5000);
+  return mark(store);
 }
 
-function twoStores(name: string, open: () => Promise<{ stores: [ResourceStore, ResourceStore]; dispose: () => Promise<void> }>, more?: (stores: () => [ResourceStore, ResourceStore], schemaUrl: () => string) => void) {
+function twoStores(name: string, open: () => Promise<{ stores: [ResourceStore, ResourceStore]; dispose: () => Promise<void> }>, more?: (stores: () => [ResourceStore, ResourceStore]) => void) {
   describe(`change marks of two stores over one ${name}, FRESHNESS_CHECK=notify`, () => {
     let stores: [ResourceStore, ResourceStore];
     let dispose: () => Promise<void>;
@@ -64,7 +60,7 @@ function twoStores(name: string, open: () => Promise<{ stores: [ResourceStore, R
       // Nothing changed since: the marks stay (read from memory) and stay right.
       expect(await mark(b)).toBe(before + 1);
     });
-    more?.(() => stores, () => '');
+    more?.(() => stores);
   });
 }
 
@@ -99,8 +95,7 @@ if (hasPostgres) {
           const listening = async () => (await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'", [APP_NAME])).rowCount === 1;
           for (let round = 0; round < 3; round++) {
             // B listens again (it tries every second after a loss).
-            const end = Date.now() + 5000;
-            while (!(await listening()) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+            await until(listening, 'B listening again', 5000);
             const before = await mark(b);
             // B's listening connection (as an idle_session_timeout or a network reset would): notices are lost from here on.
             const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'", [APP_NAME]);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Config } from '../../src/config';
 import { animals, SYSTEM, valueSet } from '../fixtures/terminology';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON } from '../helpers/postgres';
+import { until } from '../helpers/process';
 import { FHIR_JSON, outputs, param, serverApp } from '../helpers/server-app';
 
 /**
@@ -48,10 +49,7 @@ function twoInstances(name: string, open: () => Promise<{ config: Partial<Config
        * milliseconds, the safety check without them 10 s).
        */
       const seen = async (reader: FastifyInstance, code: string, other: string) => {
-        if (freshnessCheck === 'notify') {
-          const end = Date.now() + 5000;
-          while (!(await validate(reader, code)) && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-        }
+        if (freshnessCheck === 'notify') await until(async () => (await validate(reader, code)) === true, `${code} valid through the other instance`, 5000);
         expect(await validate(reader, code)).toBe(true);
         expect(await validate(reader, other)).toBe(false);
       };
