@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { freshSchema } from '../test/helpers/postgres';
+import { schemaIn } from '../test/helpers/schema';
 import { freePort } from '../test/helpers/process';
 import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
@@ -132,18 +132,20 @@ function distinctPosts(pool: string[]): Load {
 }
 
 /**
- * The built server with `env` for the duration of `work`, which gets its base URL and a function
- * naming its processes (a WORKERS primary and its workers).
+ * The built server (what `npm start` runs; `npm run bench` builds it first) with `env` for the
+ * duration of `work`, which gets its base URL, a function naming its processes (a WORKERS primary
+ * and its workers) and the milliseconds from the process's start to its first validate-code answer.
  */
-async function withServer(env: Record<string, string>, work: (base: string, pids: () => number[]) => Promise<void>): Promise<void> {
+async function withServer(env: Record<string, string>, work: (base: string, pids: () => number[], readyMs: number) => Promise<void>): Promise<void> {
   const port = await freePort();
+  const started = Date.now();
   const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
   const base = `http://127.0.0.1:${port}`;
   const pid = server.pid as number;
   const children = () => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
   try {
     await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 60_000);
-    await work(base, () => [pid, ...children()]);
+    await work(base, () => [pid, ...children()], Date.now() - started);
   } finally {
     await stop(server);
   }
@@ -202,76 +204,71 @@ async function main(): Promise<void> {
   };
 
   // Cold start: process start to the first answered validate-code, with the full R4 content.
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const started = Date.now();
-  // What `npm start` runs (`npm run bench` builds it first).
-  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', BODY_LIMIT: String(64 * 1024 * 1024), AUTH_TOKENS: '' });
   try {
-    await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 30_000);
-    facts.coldStartMs = Date.now() - started;
-    facts.rssWithR4Mb = rssMb(server.pid);
-    console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
-    console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB`);
+    await withServer({ DATA_DIR: dataDir, BODY_LIMIT: String(64 * 1024 * 1024) }, async (base, pids, readyMs) => {
+      facts.coldStartMs = readyMs;
+      facts.rssWithR4Mb = rssMb(pids()[0]);
+      console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
+      console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB`);
 
-    const scenario = scenarioOn(base, () => [server.pid as number], '');
-    const vc = (values: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${query(values)}`;
-    await scenario('1 GET validate-code, core VS, hit', { path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }) });
-    await scenario('1 GET validate-code, core VS, miss', { path: vc({ url: GENDER_VS, system: GENDER, code: 'nonsense' }) });
-    // Every request different (an extra parameter the operation ignores): no answer is reused,
-    // so this is the engine's own speed.
-    let n1 = 0;
-    await scenario('1 GET validate-code, core VS, hit, uncached', {
-      path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }),
-      paths: () => vc({ url: GENDER_VS, system: GENDER, code: 'female', nocache: String(n1++) }),
-    });
-    // Distinct real requests (bench/validate-code-pool.ts): what a validator checking coded
-    // elements sends; none repeats, so the answer cache cannot serve it (the engine's own memos may).
-    await scenario('1 GET validate-code, distinct real requests', distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
-    await scenario('2 POST validate-code, coding', {
-      method: 'POST',
-      path: '/fhir/R4/ValueSet/$validate-code',
-      body: params({ name: 'url', valueUri: GENDER_VS }, { name: 'coding', valueCoding: { system: GENDER, code: 'male', display: 'Male' } }),
-    });
-    await scenario('2 POST validate-code, codeableConcept x3', {
-      method: 'POST',
-      path: '/fhir/R4/ValueSet/$validate-code',
-      body: params(
-        { name: 'url', valueUri: GENDER_VS },
-        { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: 'http://example.org/local', code: 'F' }, { system: GENDER, code: 'female' }, { system: 'http://loinc.org', code: 'LA3-6' }] } },
-      ),
-    });
-    await scenario('2 POST validate-code, distinct real requests', distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)));
-    await scenario('5 GET lookup, distinct real requests', distinct(lookupPool()));
-    await scenario('5 GET expand, distinct text filters, count=10', distinct(expandPool()));
+      const scenario = scenarioOn(base, pids, '');
+      const vc = (values: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${query(values)}`;
+      await scenario('1 GET validate-code, core VS, hit', { path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }) });
+      await scenario('1 GET validate-code, core VS, miss', { path: vc({ url: GENDER_VS, system: GENDER, code: 'nonsense' }) });
+      // Every request different (an extra parameter the operation ignores): no answer is reused,
+      // so this is the engine's own speed.
+      let n1 = 0;
+      await scenario('1 GET validate-code, core VS, hit, uncached', {
+        path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }),
+        paths: () => vc({ url: GENDER_VS, system: GENDER, code: 'female', nocache: String(n1++) }),
+      });
+      // Distinct real requests (bench/validate-code-pool.ts): what a validator checking coded
+      // elements sends; none repeats, so the answer cache cannot serve it (the engine's own memos may).
+      await scenario('1 GET validate-code, distinct real requests', distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
+      await scenario('2 POST validate-code, coding', {
+        method: 'POST',
+        path: '/fhir/R4/ValueSet/$validate-code',
+        body: params({ name: 'url', valueUri: GENDER_VS }, { name: 'coding', valueCoding: { system: GENDER, code: 'male', display: 'Male' } }),
+      });
+      await scenario('2 POST validate-code, codeableConcept x3', {
+        method: 'POST',
+        path: '/fhir/R4/ValueSet/$validate-code',
+        body: params(
+          { name: 'url', valueUri: GENDER_VS },
+          { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: 'http://example.org/local', code: 'F' }, { system: GENDER, code: 'female' }, { system: 'http://loinc.org', code: 'LA3-6' }] } },
+        ),
+      });
+      await scenario('2 POST validate-code, distinct real requests', distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)));
+      await scenario('5 GET lookup, distinct real requests', distinct(lookupPool()));
+      await scenario('5 GET expand, distinct text filters, count=10', distinct(expandPool()));
 
-    // The synthetic code system: PUT it and its value sets, then time to the first answer on it.
-    const put = async (resource: { resourceType: string; id?: string }) => {
-      const res = await fetch(`${base}/fhir/R4/${resource.resourceType}/${resource.id}`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify(resource) });
-      if (!res.ok) throw new Error(`PUT ${resource.resourceType}/${resource.id}: ${res.status} ${await res.text()}`);
-    };
-    const loadStart = Date.now();
-    await put(synthetic.codeSystem);
-    await put(synthetic.branchValueSet);
-    await put(synthetic.expandValueSet);
-    await waitForOk(`${base}${vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit })}`, 60_000);
-    facts.syntheticLoadMs = Date.now() - loadStart;
-    facts.rssWithSyntheticMb = rssMb(server.pid);
-    console.log(`100,000-concept code system (depth ${synthetic.depth}): loaded and first answer in ${facts.syntheticLoadMs} ms; RSS now ${facts.rssWithSyntheticMb} MB (+${facts.rssWithSyntheticMb - facts.rssWithR4Mb} MB)`);
-    await scenario('3 GET validate-code, 100k is-a + exclude, hit', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }) });
-    await scenario('3 GET validate-code, 100k is-a + exclude, miss', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.excluded }) });
-    let n3 = 0;
-    await scenario('3 GET validate-code, 100k, hit, uncached', {
-      path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }),
-      paths: () => vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit, nocache: String(n3++) }),
-    });
-    let page = 0;
-    await scenario('4 GET expand 10,000 codes, count=100 paging', {
-      path: `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: '0' })}`,
-      paths: () => `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: String((page++ % 100) * 100) })}`,
+      // The synthetic code system: PUT it and its value sets, then time to the first answer on it.
+      const put = async (resource: { resourceType: string; id?: string }) => {
+        const res = await fetch(`${base}/fhir/R4/${resource.resourceType}/${resource.id}`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify(resource) });
+        if (!res.ok) throw new Error(`PUT ${resource.resourceType}/${resource.id}: ${res.status} ${await res.text()}`);
+      };
+      const loadStart = Date.now();
+      await put(synthetic.codeSystem);
+      await put(synthetic.branchValueSet);
+      await put(synthetic.expandValueSet);
+      await waitForOk(`${base}${vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit })}`, 60_000);
+      facts.syntheticLoadMs = Date.now() - loadStart;
+      facts.rssWithSyntheticMb = rssMb(pids()[0]);
+      console.log(`100,000-concept code system (depth ${synthetic.depth}): loaded and first answer in ${facts.syntheticLoadMs} ms; RSS now ${facts.rssWithSyntheticMb} MB (+${facts.rssWithSyntheticMb - facts.rssWithR4Mb} MB)`);
+      await scenario('3 GET validate-code, 100k is-a + exclude, hit', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }) });
+      await scenario('3 GET validate-code, 100k is-a + exclude, miss', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.excluded }) });
+      let n3 = 0;
+      await scenario('3 GET validate-code, 100k, hit, uncached', {
+        path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }),
+        paths: () => vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit, nocache: String(n3++) }),
+      });
+      let page = 0;
+      await scenario('4 GET expand 10,000 codes, count=100 paging', {
+        path: `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: '0' })}`,
+        paths: () => `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: String((page++ % 100) * 100) })}`,
+      });
     });
   } finally {
-    await stop(server);
     rmSync(dataDir, { recursive: true, force: true });
   }
 
@@ -288,7 +285,7 @@ async function main(): Promise<void> {
   const pgUrl = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
   try {
     if (pgUrl) {
-      const schema = await freshSchema(pgUrl);
+      const schema = await schemaIn(pgUrl);
       try {
         await withServer({ DATABASE_URL: schema.url }, async (base, pids) => headline(scenarioOn(base, pids, 'PostgreSQL: '), true));
       } finally {
