@@ -1,5 +1,4 @@
-import { EventEmitter } from 'node:events';
-import type { Notices } from './notices';
+import { LocalNotices } from './notices';
 
 /**
  * Notices between the worker processes of one server (WORKERS > 1) over SQLite, which has no
@@ -7,24 +6,17 @@ import type { Notices } from './notices';
  * primary sends it to every worker, this one included (src/cluster.ts). Best effort, as every
  * Notices: a worker that is restarting misses what is sent meanwhile.
  */
-export class ClusterNotices implements Notices {
-  private readonly events = new EventEmitter();
-
+export class ClusterNotices extends LocalNotices {
   constructor() {
-    this.events.setMaxListeners(0);
+    super();
     process.on('message', (message: unknown) => {
       const notice = noticeOf(message);
-      if (notice) this.events.emit(notice.channel, notice.payload);
+      if (notice) this.deliver(notice.channel, notice.payload);
     });
   }
 
-  async publish(channel: string, payload: string): Promise<void> {
+  override async publish(channel: string, payload: string): Promise<void> {
     process.send?.({ [NOTICE_KEY]: { channel, payload } });
-  }
-
-  async listen(channel: string, listener: (payload: string) => void): Promise<() => void> {
-    this.events.on(channel, listener);
-    return () => this.events.off(channel, listener);
   }
 }
 

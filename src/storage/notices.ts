@@ -26,7 +26,12 @@ export class LocalNotices implements Notices {
 
   async publish(channel: string, payload: string): Promise<void> {
     // After the caller's turn, as a NOTIFY would arrive.
-    setImmediate(() => this.events.emit(channel, payload));
+    setImmediate(() => this.deliver(channel, payload));
+  }
+
+  /** Hands a message to this process's listeners of its channel. */
+  protected deliver(channel: string, payload: string): void {
+    this.events.emit(channel, payload);
   }
 
   async listen(channel: string, listener: (payload: string) => void): Promise<() => void> {
