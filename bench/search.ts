@@ -4,7 +4,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Bundle, Observation, Patient, Resource } from 'fhir/r4';
-import { freshSchema } from '../test/helpers/postgres';
+import { schemaIn } from '../test/helpers/schema';
 import { freePort } from '../test/helpers/process';
 import { syntheaResources } from '../test/helpers/synthea';
 import { ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
@@ -151,7 +151,7 @@ async function main(): Promise<void> {
   // The data folder (SQLite's database, PostgreSQL's run's files) is removed once, at the end.
   if (BACKENDS.includes('sqlite')) backends.push({ name: 'sqlite', dataDir, cleanup: async () => undefined });
   if (PG_URL && BACKENDS.includes('postgres')) {
-    const schema = await freshSchema(PG_URL);
+    const schema = await schemaIn(PG_URL);
     backends.push({ name: 'postgres', dataDir, databaseUrl: schema.url, cleanup: schema.drop });
   }
   // The limit: bare Fastify answering a fixed body of the scenario's size, kept running.

@@ -1,9 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { test } from 'vitest';
+import { schemaIn, type TestSchema } from './schema';
+
+export type { TestSchema };
 
 /**
  * PostgreSQL for tests: TEST_DATABASE_URL names the server. Each caller gets a schema of its
@@ -26,37 +27,10 @@ if (!TEST_DATABASE_URL) {
 
 export const hasPostgres = TEST_DATABASE_URL !== undefined;
 
-export interface TestSchema {
-  url: string;
-  drop(): Promise<void>;
-}
-
-/**
- * Creates an empty schema (in TEST_DATABASE_URL's database, or `databaseUrl`'s: the benchmarks name
- * theirs) and returns a connection URL whose search_path points at it.
- */
-export async function freshSchema(databaseUrl = TEST_DATABASE_URL): Promise<TestSchema> {
-  if (!databaseUrl) throw new Error(POSTGRES_SKIP_REASON);
-  const name = `t_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
-  try {
-    await admin.connect();
-  } catch (err) {
-    throw new Error(`PostgreSQL at TEST_DATABASE_URL cannot be reached: ${(err as Error).message}`);
-  }
-  await admin.query(`CREATE SCHEMA ${name}`);
-  await admin.end();
-  const url = new URL(databaseUrl);
-  url.searchParams.set('options', `-c search_path=${name}`);
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: databaseUrl });
-      await client.connect();
-      await client.query(`DROP SCHEMA ${name} CASCADE`);
-      await client.end();
-    },
-  };
+/** Creates an empty schema in TEST_DATABASE_URL's database (see ./schema). */
+export async function freshSchema(): Promise<TestSchema> {
+  if (!TEST_DATABASE_URL) throw new Error(POSTGRES_SKIP_REASON);
+  return schemaIn(TEST_DATABASE_URL);
 }
 
 /**
