@@ -3,9 +3,25 @@
  * Accept-Language), with the matching depths display selection and checking need.
  */
 
+const parsedTags = new Map<string, Language>();
+
 export type MatchDepth = 'language' | 'region' | 'full';
 
 export class Language {
+  /**
+   * The tag, parsed once: the engine asks for a code system's language on every check. Languages
+   * are never changed once made; the cache is bounded as tags can come from requests.
+   */
+  static of(code: string): Language {
+    let language = parsedTags.get(code);
+    if (!language) {
+      if (parsedTags.size >= 1000) parsedTags.clear();
+      language = new Language(code);
+      parsedTags.set(code, language);
+    }
+    return language;
+  }
+
   readonly code: string;
   readonly language: string;
   readonly region?: string;

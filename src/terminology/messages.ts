@@ -118,5 +118,19 @@ type Entry = string | { one: string; other: string };
 export function message(id: MessageId, ...args: (string | number | undefined)[]): string {
   const entry: Entry = MESSAGES[id];
   const template = typeof entry === 'string' ? entry : Number(args[0]) === 1 ? entry.one : entry.other;
-  return template.replace(/\{(\d+)\}/g, (_, i: string) => String(args[Number(i)] ?? ''));
+  let text = '';
+  for (const part of partsOf(template)) text += typeof part === 'string' ? part : String(args[part] ?? '');
+  return text;
+}
+
+/** A template split once into its text and the argument numbers between (messages are written on every miss). */
+const templateParts = new Map<string, (string | number)[]>();
+
+function partsOf(template: string): (string | number)[] {
+  let parts = templateParts.get(template);
+  if (!parts) {
+    parts = template.split(/\{(\d+)\}/).map((piece, i) => (i % 2 === 1 ? Number(piece) : piece));
+    templateParts.set(template, parts);
+  }
+  return parts;
 }

@@ -5,6 +5,8 @@ import type { ProviderRegistry } from './codesystem/registry';
 import { ContentMemo } from './content-memo';
 import { versionMatches } from './versions';
 
+const MAX_LOOKUPS = 10_000;
+
 /**
  * Finds terminology resources across sources, in order of precedence: what the request carries
  * (tx-resource), what users stored, and the bundled FHIR R4 content. A versioned reference is
@@ -29,16 +31,42 @@ export class Resolver {
   }
 
   codeSystem(url: string, version?: string): CodeSystem | undefined {
-    return this.find<CodeSystem>('CodeSystem', url, version, (cs) => cs.content !== 'supplement');
+    return this.found('CodeSystem', url, version, () => this.find<CodeSystem>('CodeSystem', url, version, (cs) => cs.content !== 'supplement'));
   }
 
   /** Any CodeSystem with this url, a supplement included (for error messages). */
   anyCodeSystem(url: string, version?: string): CodeSystem | undefined {
-    return this.find<CodeSystem>('CodeSystem', url, version);
+    return this.found('CodeSystem+', url, version, () => this.find<CodeSystem>('CodeSystem', url, version));
   }
 
   valueSet(url: string, version?: string): ValueSet | undefined {
-    return this.find<ValueSet>('ValueSet', url, version) ?? this.implicitValueSet(url, version);
+    return this.found('ValueSet', url, version, () => this.find<ValueSet>('ValueSet', url, version) ?? this.implicitValueSet(url, version));
+  }
+
+  /**
+   * Lookups answered before (a request asks for the same code system several times, every request
+   * for the same few): the sources stay as they are for this resolver's life (a change of content
+   * makes a new one). By kind, url and version, without building a key; bounded, as the urls come
+   * from requests.
+   */
+  private readonly lookups = new Map<string, Map<string, Map<string, TerminologyResource | null>>>();
+  private lookupCount = 0;
+
+  private found<T extends TerminologyResource>(kind: string, url: string, version: string | undefined, look: () => T | undefined): T | undefined {
+    let byUrl = this.lookups.get(kind);
+    if (!byUrl) this.lookups.set(kind, (byUrl = new Map()));
+    let byVersion = byUrl.get(url);
+    const known = byVersion?.get(version ?? '');
+    if (known !== undefined) return (known ?? undefined) as T | undefined;
+    const resource = look();
+    if (++this.lookupCount > MAX_LOOKUPS) {
+      this.lookups.clear();
+      this.lookupCount = 0;
+      return resource;
+    }
+    if (!byVersion) byUrl.set(url, (byVersion = new Map()));
+    byVersion.set(version ?? '', resource ?? null);
+    return resource;
   }
 
   /**
@@ -73,7 +101,7 @@ export class Resolver {
   }
 
   conceptMap(url: string, version?: string): ConceptMap | undefined {
-    return this.find<ConceptMap>('ConceptMap', url, version);
+    return this.found('ConceptMap', url, version, () => this.find<ConceptMap>('ConceptMap', url, version));
   }
 
   /** Every known version of a code system, across sources. */

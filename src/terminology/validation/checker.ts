@@ -164,10 +164,7 @@ export class ValueSetChecker {
       const versions = new Set(forSystem.map((inc) => inc.version).filter((v): v is string => !!v));
       if (versions.size > 1) chosenVersion = this.pickApplicableVersion(versions, system, code, display);
     }
-    // Of several includes of one system, the newest version is tried first.
-    const includes = [...compose.include].sort((a, b) =>
-      a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0,
-    );
+    const includes = newestFirst(compose);
     for (const include of includes) {
       this.env.checkBudget();
       if (!include.system) {
@@ -184,7 +181,7 @@ export class ValueSetChecker {
         }
         if (!cs) return this.unknownSystem(path, system, v, state);
         this.checkVersionRules(path, cs.url, cs.version, state);
-        state.defLang = new Language(cs.language ?? 'en');
+        state.defLang = Language.of(cs.language ?? 'en');
         checkCodeSystemStatus(state, cs, this.valueSet);
         state.contentMode = cs.content;
         if (checkConceptSet(this, { path, role: 'in', cs, set: include, code, state })) {
@@ -229,7 +226,7 @@ export class ValueSetChecker {
     const v = entry.version ?? version;
     const cs = this.provider(system, v);
     if (!cs) return this.unknownSystem(path, system, v, state);
-    state.defLang = new Language(cs.language ?? 'en');
+    state.defLang = Language.of(cs.language ?? 'en');
     state.version = cs.version;
     state.contentMode = cs.content;
     const concept = cs.locate(code);
@@ -371,6 +368,18 @@ export class ValueSetChecker {
     }
     return found;
   }
+}
+
+/** Of several includes of one system, the newest version is tried first; sorted once per compose. */
+const sortedIncludes = new WeakMap<NonNullable<ValueSet['compose']>, ValueSetComposeInclude[]>();
+
+function newestFirst(compose: NonNullable<ValueSet['compose']>): ValueSetComposeInclude[] {
+  let includes = sortedIncludes.get(compose);
+  if (!includes) {
+    includes = [...compose.include].sort((a, b) => (a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0));
+    sortedIncludes.set(compose, includes);
+  }
+  return includes;
 }
 
 type ExpansionEntry = NonNullable<NonNullable<ValueSet['expansion']>['contains']>[number];

@@ -254,8 +254,8 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     state.inactive = { path, code: c.code as string, status: cs.status(concept) };
   }
   check.onDisplay(displays.preferredDisplay(params.workingLanguages()) ?? displays.preferredDisplay(undefined));
-  if (c.display && displays.count > 0 && !displays.hasDisplay(params.workingLanguages(), new Language(cs.language ?? 'en'), c.display, false).found) {
-    checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang: new Language(cs.language ?? 'en'), params, issues, note, path });
+  if (c.display && displays.count > 0 && !displays.hasDisplay(params.workingLanguages(), Language.of(cs.language ?? 'en'), c.display, false).found) {
+    checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang: Language.of(cs.language ?? 'en'), params, issues, note, path });
   }
   if (cs.version && mode !== 'codeableConcept') state.version = cs.version;
 }
