@@ -300,29 +300,45 @@ function writeEntry(param: ParamSpec, value: unknown): ParametersParameter {
     if (!isObject(value)) throw new OutputError(`'${param.path}' must be an object of parts`);
     return { name: param.name, part: writeEntries(value, param.part) };
   }
-  const declared = param.type ?? 'Element';
-  if (isResourceType(declared)) {
+  const { declared, resource, primitive, valueKey } = planOf(param);
+  if (resource) {
     if (!isObject(value) || typeof value.resourceType !== 'string') throw new OutputError(`'${param.path}' must be a resource`);
     if (declared !== 'Resource' && declared !== 'DomainResource' && value.resourceType !== declared) {
       throw new OutputError(`'${param.path}' must be a ${declared}, not ${value.resourceType}`);
     }
     return { name: param.name, resource: value as unknown as Resource };
   }
-  let type = declared;
-  let content = value;
   if (value instanceof TypedValue) {
     if (declared !== 'Element' && !acceptsType(declared, value.type)) {
       throw new OutputError(`'${param.path}' must be of type ${declared}, not ${value.type}`);
     }
-    type = value.type;
-    content = value.value;
-  } else if (declared === 'Element') {
-    throw new OutputError(`'${param.path}' has an open type; the handler must say which type it is`);
+    const type = value.type;
+    if (isPrimitiveType(type) ? !isValidPrimitive(type, value.value) : !isObject(value.value)) throw new OutputError(`'${param.path}' is not a valid ${type}`);
+    return { name: param.name, [valueKeyOfType(type)]: value.value } as ParametersParameter;
   }
-  if (isPrimitiveType(type) ? !isValidPrimitive(type, content) : !isObject(content)) {
-    throw new OutputError(`'${param.path}' is not a valid ${type}`);
+  if (declared === 'Element') throw new OutputError(`'${param.path}' has an open type; the handler must say which type it is`);
+  if (primitive ? !isValidPrimitive(declared, value) : !isObject(value)) throw new OutputError(`'${param.path}' is not a valid ${declared}`);
+  return { name: param.name, [valueKey]: value } as ParametersParameter;
+}
+
+/** What writing a parameter of a definition needs to know of it, worked out once (outputs are written on every answer). */
+interface EntryPlan {
+  declared: string;
+  resource: boolean;
+  primitive: boolean;
+  valueKey: string;
+}
+
+const plans = new WeakMap<ParamSpec, EntryPlan>();
+
+function planOf(param: ParamSpec): EntryPlan {
+  let plan = plans.get(param);
+  if (!plan) {
+    const declared = param.type ?? 'Element';
+    plan = { declared, resource: isResourceType(declared), primitive: isPrimitiveType(declared), valueKey: valueKeyOfType(declared) };
+    plans.set(param, plan);
   }
-  return { name: param.name, [valueKeyOfType(type)]: content } as ParametersParameter;
+  return plan;
 }
 
 // ---------------------------------------------------------------------------------------------

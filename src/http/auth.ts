@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fhirError } from '../fhir/errors';
 import { sendError } from './errors';
 import { isCapabilityStatementMode } from './routes/metadata';
@@ -58,15 +58,30 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
     return project;
   };
 
-  app.addHook('onRequest', async (request, reply) => {
-    if (isPublic(request, metadataPath)) return;
+  // Callback style: this runs on every request, and the usual case (a server without tokens, no
+  // X-Project) is decided without a promise.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (isPublic(request, metadataPath)) return done();
+    if (digests.length === 0 && request.headers.authorization === undefined && request.headers[PROJECT_HEADER] === undefined) {
+      request.principal = operatorIn(DEFAULT_PROJECT);
+      return done();
+    }
+    authenticate(request, reply).then(() => {
+      if (!reply.sent) done();
+    }, done);
+  });
+
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const header = request.headers.authorization;
     if (header === undefined && digests.length === 0) {
       request.principal = operatorIn(await projectOf(request));
       return;
     }
     const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) return sendError(reply, fhirError('ERR_AUTH_MISSING', {}, { headers: challenge }));
+    if (!match) {
+      sendError(reply, fhirError('ERR_AUTH_MISSING', {}, { headers: challenge }));
+      return;
+    }
     const presented = digest(match[1]);
     let operator = false;
     for (const known of digests) operator = timingSafeEqual(presented, known) || operator;
@@ -76,12 +91,13 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
     }
     const principal = match[1].includes('.') ? await options.verify?.(match[1]) : undefined;
     if (!principal) {
-      return sendError(reply, fhirError('ERR_AUTH_INVALID', {}, { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } }));
+      sendError(reply, fhirError('ERR_AUTH_INVALID', {}, { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } }));
+      return;
     }
     const asked = request.headers[PROJECT_HEADER];
     if (asked !== undefined && String(asked).trim() !== principal.project) throw fhirError('ERR_PROJECT_HEADER', { project: String(asked).slice(0, 64) });
     request.principal = principal;
-  });
+  };
 }
 
 /**

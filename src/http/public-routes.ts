@@ -25,20 +25,24 @@ export function publicUrlsOf(app: FastifyInstance): ReadonlySet<string> {
  */
 export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
   const exact = new Map<string, PublicHandler>();
-  const prefixes = new Map<string, PublicHandler>();
   const urls = new Set<string>();
   publicTables.set(app, urls);
-  const find = (path: string): PublicHandler | undefined => {
-    const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path;
+  // Keyed by the root with its slash (`/docs/`), so that a request compares without building strings.
+  const prefixes = new Map<string, PublicHandler>();
+  const find = (url: string): PublicHandler | undefined => {
+    const query = url.indexOf('?');
+    const path = query < 0 ? url : url.slice(0, query);
+    const trimmed = path.length > 1 && path.endsWith('/') ? path.replace(/\/+$/, '') : path;
     const found = exact.get(trimmed);
     if (found) return found;
-    for (const [root, handler] of prefixes) if (trimmed.startsWith(`${root}/`)) return handler;
+    for (const [root, handler] of prefixes) if (trimmed.startsWith(root)) return handler;
     return undefined;
   };
 
+  // Runs on every GET: no string is built for the usual request, which is not a public one.
   app.addHook('onRequest', (request, reply, done) => {
     if (request.method !== 'GET' && request.method !== 'HEAD') return done();
-    const handler = find(request.url.split('?')[0]);
+    const handler = find(request.url);
     if (!handler) return done();
     Promise.resolve()
       .then(() => handler(request, reply))
@@ -57,7 +61,7 @@ export function registerPublicRoutes(app: FastifyInstance): PublicRoutes {
       app.get(url, async (request, reply) => handler(request, reply));
     },
     under(url, handler) {
-      prefixes.set(url, handler);
+      prefixes.set(`${url}/`, handler);
       urls.add(`${url}/*`);
       app.get(`${url}/*`, async (request, reply) => handler(request, reply));
     },

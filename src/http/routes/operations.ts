@@ -25,7 +25,7 @@ export interface OperationRouteDeps<S> {
 export type GraphQLOver = (query: string, output: Resource, ctx: RequestContext) => Promise<{ status: number; body: unknown }>;
 
 /** Headers an operation may honour, passed through to its context. */
-const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'];
+const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'] as const;
 
 /**
  * Routes come from the registry, never by hand: every level a definition allows, POST always,
@@ -114,7 +114,7 @@ function callOf<S>(request: FastifyRequest, op: BoundOperation<S>, level: Level,
     method: request.method === 'POST' ? 'POST' : 'GET',
     query: (request.query ?? {}) as Record<string, string | string[]>,
     body: request.body,
-    headers: Object.fromEntries(PASSED_HEADERS.map((name) => [name, headerValue(request, name)])),
+    headers: passedHeaders(request),
     acceptLanguage: headerValue(request, 'accept-language'),
   };
 }
@@ -125,11 +125,19 @@ function callOf<S>(request: FastifyRequest, op: BoundOperation<S>, level: Level,
  * sent. Undefined when the body is not known as text (nothing is reused then).
  */
 function answerKey(request: FastifyRequest, ctx: RequestContext): string | undefined {
-  const headers = [headerValue(request, 'accept-language'), ...PASSED_HEADERS.map((name) => headerValue(request, name))].join('\u0001');
+  let headers = headerValue(request, 'accept-language') ?? '';
+  for (const name of PASSED_HEADERS) headers += `\u0001${headerValue(request, name) ?? ''}`;
   const head = `${ctx.project}\u0001${request.method} ${request.url}\u0001${headers}`;
   if (request.method === 'GET' || request.method === 'HEAD') return head;
   const raw = rawBodyOf(request);
   return raw === undefined ? undefined : `${head}\u0001${raw}`;
+}
+
+/** The PASSED_HEADERS of a request (on every operation request: no intermediate arrays). */
+function passedHeaders(request: FastifyRequest): Record<string, string | undefined> {
+  const headers: Record<string, string | undefined> = {};
+  for (const name of PASSED_HEADERS) headers[name] = headerValue(request, name);
+  return headers;
 }
 
 function headerValue(request: FastifyRequest, name: string): string | undefined {
