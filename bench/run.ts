@@ -36,6 +36,10 @@ interface Run {
   ratio?: number;
   /** Peak RSS of the server (all its processes) while the scenario ran. */
   serverRssMb?: number;
+  /** CPU time (user + system, all the server's processes) per answered request, in µs. */
+  cpuUsPerRequest?: number;
+  /** The same for the limit, measured just before. */
+  limitCpuUsPerRequest?: number;
 }
 
 interface Load {
@@ -53,9 +57,26 @@ const WARMUP_SECONDS = 1;
 /** One measured run, after a short unmeasured one: the JIT and caches warm up outside the numbers. */
 type Measured = Omit<Run, 'scenario' | 'connections'>;
 
-async function drive(base: string, load: Load, connections: number): Promise<Measured> {
+/**
+ * `pids`: the processes serving `base`, whose CPU time per request is reported: on a machine the
+ * load generator shares, the server's own cost per request, whatever the load generator got.
+ */
+async function drive(base: string, load: Load, connections: number, pids: () => number[]): Promise<Measured> {
   await shoot(base, load, connections, WARMUP_SECONDS);
-  return shoot(base, load, connections, SECONDS);
+  const before = cpuMs(pids());
+  const measured = await shoot(base, load, connections, SECONDS);
+  const answered = measured.requestsPerSecond * SECONDS;
+  return { ...measured, cpuUsPerRequest: answered > 0 ? Math.round(((cpuMs(pids()) - before) * 1000) / answered) : undefined };
+}
+
+/** User and system CPU time of these processes so far, in ms (/proc/<pid>/stat, in clock ticks of 10 ms). */
+function cpuMs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks * 10;
 }
 
 async function shoot(base: string, load: Load, connections: number, seconds: number): Promise<Measured> {
@@ -160,6 +181,7 @@ async function main(): Promise<void> {
     runs.push(run);
     const cells = [run.scenario.padEnd(62), String(run.connections).padStart(4), String(run.requestsPerSecond).padStart(8), String(run.p50).padStart(5), String(run.p99).padStart(5)];
     cells.push(String(run.errors + run.non2xx).padStart(6), String(run.limit ?? '').padStart(6), (run.ratio === undefined ? '' : run.ratio.toFixed(2)).padStart(6), String(run.serverRssMb ?? '').padStart(6));
+    cells.push(String(run.cpuUsPerRequest ?? '').padStart(6), String(run.limitCpuUsPerRequest ?? '').padStart(6));
     console.log(cells.join(' '));
   };
 
@@ -189,8 +211,8 @@ async function main(): Promise<void> {
       const rounds: { limit: Measured; measured: Measured }[] = [];
       try {
         for (let round = 0; round < ROUNDS; round++) {
-          const limit = await drive(bareBase, load, connections);
-          const measured = await drive(base, load, connections);
+          const limit = await drive(bareBase, load, connections, () => [bare.pid as number]);
+          const measured = await drive(base, load, connections, pids);
           rounds.push({ limit, measured });
         }
       } finally {
@@ -200,7 +222,17 @@ async function main(): Promise<void> {
       const { limit, measured } = rounds[Math.floor(rounds.length / 2)];
       const errors = rounds.reduce((n, r) => n + r.measured.errors, 0);
       const non2xx = rounds.reduce((n, r) => n + r.measured.non2xx, 0);
-      print({ scenario: `${label}${name}`, connections, ...measured, errors, non2xx, limit: limit.requestsPerSecond, ratio: measured.requestsPerSecond / limit.requestsPerSecond, serverRssMb: peak });
+      print({
+        scenario: `${label}${name}`,
+        connections,
+        ...measured,
+        errors,
+        non2xx,
+        limit: limit.requestsPerSecond,
+        ratio: measured.requestsPerSecond / limit.requestsPerSecond,
+        serverRssMb: peak,
+        limitCpuUsPerRequest: limit.cpuUsPerRequest,
+      });
     }
   };
 
@@ -210,7 +242,7 @@ async function main(): Promise<void> {
       facts.coldStartMs = readyMs;
       facts.rssWithR4Mb = rssMb(pids()[0]);
       console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
-      console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB`);
+      console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB  µs/rq  limit`);
 
       const scenario = scenarioOn(base, pids, '');
       const vc = (values: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${query(values)}`;
