@@ -1,6 +1,12 @@
 import { lookup } from 'node:dns';
+import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
-import { Agent, request } from 'undici';
+import type * as Undici from 'undici';
+
+// undici is loaded with the first outbound request, not at start (it is a tenth of the start-up).
+const require = createRequire(import.meta.url);
+let undici: typeof Undici | undefined;
+const loadUndici = (): typeof Undici => (undici ??= require('undici') as typeof Undici);
 
 /**
  * Requests the server makes to addresses users give it (a client's jwksUri, subscriptions' rest-hook endpoints, a bot's fetch):
@@ -24,14 +30,18 @@ export interface FetchedText {
 }
 
 export class Outbound {
-  private readonly agent: Agent;
+  private agentMade: Undici.Agent | undefined;
   private readonly timeoutMs: number;
   private readonly maxBytes: number;
 
   constructor(private readonly options: OutboundOptions) {
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.maxBytes = options.maxBytes ?? 256 * 1024;
-    this.agent = new Agent({
+  }
+
+  /** The connection pool, made with the first request. */
+  private get agent(): Undici.Agent {
+    this.agentMade ??= new (loadUndici().Agent)({
       connect: {
         timeout: this.timeoutMs,
         lookup: (hostname, lookupOptions, callback) => {
@@ -46,6 +56,7 @@ export class Outbound {
         },
       },
     });
+    return this.agentMade;
   }
 
   async getText(url: string): Promise<FetchedText> {
@@ -59,7 +70,7 @@ export class Outbound {
   async send(call: { method: string; url: string; headers?: Record<string, string>; body?: string }): Promise<FetchedText> {
     const { url } = call;
     this.refuseLiteral(url);
-    const response = await request(url, {
+    const response = await loadUndici().request(url, {
       dispatcher: this.agent,
       method: call.method as 'GET',
       headers: call.headers,
@@ -110,8 +121,8 @@ export class Outbound {
     }
   }
 
-  close(): Promise<void> {
-    return this.agent.close();
+  async close(): Promise<void> {
+    await this.agentMade?.close();
   }
 }
 
