@@ -34,7 +34,7 @@ import { AuthService } from './auth/oauth';
 import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
 import { Outbound } from './net/outbound';
-import { GraphQLService } from './graphql/service';
+import { LazyGraphQL } from './graphql/lazy-service';
 import { BotRunner } from './bots/runner';
 import { BotService } from './bots/service';
 import { botEndpointHandler } from './bots/subscription-endpoint';
@@ -99,7 +99,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       tokens,
       assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
     });
-    const graphql = new GraphQLService({
+    const graphql = new LazyGraphQL({
       model: r4Model(),
       resourceTypes: [...schema.resourceTypes],
       search: core.search,

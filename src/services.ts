@@ -25,7 +25,7 @@ export interface AppServices {
   auth: AuthService;
   accounts: Accounts;
   /** FHIR GraphQL ($graphql). */
-  graphql: GraphQLService;
+  graphql: Pick<GraphQLService, 'run'>;
   /** Reads and searches as the REST API does them: within the request's project and its principal's grants. */
   rest: RestService;
   search: SearchService;
