@@ -2,7 +2,7 @@ import type { Bundle, BundleLink } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
 import { readHistory, type HistoryQuery } from '../storage/history';
-import type { StoreReader } from '../storage/store';
+import type { StoredVersion, StoreReader } from '../storage/store';
 import { historyEntry } from './responses';
 
 /**
@@ -42,9 +42,37 @@ export async function history(reader: StoreReader, target: HistoryTarget, query:
   const links: BundleLink[] = [{ relation: 'self', url: `${base}?${params.toString()}${cursor ? `&_page=${cursor}` : ''}` }];
   const last = versions[versions.length - 1];
   if (more && last) links.push({ relation: 'next', url: `${base}?${params.toString()}&_page=${encodePage(last)}` });
-  const bundle: Bundle = { resourceType: 'Bundle', type: 'history', link: links, entry: versions.map((v) => historyEntry(ctx, v, v.versionId === 1)) };
+  const created = await creations(reader, ctx.project, versions);
+  const bundle: Bundle = { resourceType: 'Bundle', type: 'history', link: links, entry: versions.map((v) => historyEntry(ctx, v, created.has(v))) };
   if (!more && !cursor) bundle.total = versions.length;
   return bundle;
+}
+
+/**
+ * The versions that created their resource, as their write answered 201: the first, and one
+ * written after a deletion (a re-create). Whether the version before was a deletion is read from the
+ * page, or from the store for those whose previous version is not on it (at most one per resource).
+ */
+async function creations(reader: StoreReader, project: string, versions: StoredVersion[]): Promise<Set<StoredVersion>> {
+  const key = (type: string, id: string, versionId: number) => `${type}/${id}/${versionId}`;
+  const onPage = new Map(versions.map((v) => [key(v.type, v.id, v.versionId), v]));
+  const created = new Set<StoredVersion>();
+  const offPage: StoredVersion[] = [];
+  for (const v of versions) {
+    if (v.resource === null) continue;
+    if (v.versionId === 1) {
+      created.add(v);
+      continue;
+    }
+    const previous = onPage.get(key(v.type, v.id, v.versionId - 1));
+    if (previous === undefined) offPage.push(v);
+    else if (previous.resource === null) created.add(v);
+  }
+  const previous = await Promise.all(offPage.map((v) => reader.readVersion(project, v.type, v.id, v.versionId - 1)));
+  offPage.forEach((v, i) => {
+    if (previous[i]?.resource === null) created.add(v);
+  });
+  return created;
 }
 
 function instant(name: string, value: string): string {

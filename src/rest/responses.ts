@@ -41,20 +41,24 @@ export function entryOf(ctx: RequestContext, version: StoredVersion, extra: Part
   return { fullUrl: fullUrl(ctx, version.type, version.id), resource: version.resource as Resource, ...extra };
 }
 
-/** A history Bundle entry: the version with the request that made it and its response (bdl-3, bdl-4). */
-export function historyEntry(ctx: RequestContext, version: StoredVersion, first: boolean): BundleEntry {
+/**
+ * A history Bundle entry: the version with the request that made it and its response (bdl-3,
+ * bdl-4). `created`: the write created the resource (its first version, or a re-create after a
+ * deletion), which answered 201.
+ */
+export function historyEntry(ctx: RequestContext, version: StoredVersion, created: boolean): BundleEntry {
   const url = `${version.type}/${version.id}`;
   const response = { status: '', lastModified: version.lastUpdated, etag: etag(version) };
   if (version.resource === null) {
     return { fullUrl: fullUrl(ctx, version.type, version.id), request: { method: 'DELETE', url }, response: { ...response, status: '204' } };
   }
   // Versions written before the method was recorded: the first is taken for a POST.
-  const method = version.method ?? (first ? 'POST' : 'PUT');
+  const method = version.method ?? (version.versionId === 1 ? 'POST' : 'PUT');
   return {
     fullUrl: fullUrl(ctx, version.type, version.id),
     resource: version.resource,
     request: method === 'POST' ? { method: 'POST', url: version.type } : { method: 'PUT', url },
-    response: { ...response, status: first ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
+    response: { ...response, status: created ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
   };
 }
 

@@ -59,6 +59,19 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const back = await inject('PUT', 'Patient/gone', { resourceType: 'Patient', id: 'gone' });
       expect(back.statusCode).toBe(201);
       expect(back.json().meta.versionId).toBe('3');
+      // The re-create answered 201, and its history entry says so, whether or not the deletion before
+      // it is on the same page.
+      const recreated = (await inject('GET', 'Patient/gone/_history')).json() as Bundle;
+      expect(recreated.entry?.map((e) => [e.request?.method, e.response?.status])).toEqual([
+        ['PUT', '201'],
+        ['DELETE', '204'],
+        ['PUT', '201'],
+      ]);
+      const firstPage = (await inject('GET', 'Patient/gone/_history?_count=1')).json() as Bundle;
+      expect(firstPage.entry?.map((e) => [e.request?.method, e.response?.status])).toEqual([['PUT', '201']]);
+      await inject('PUT', 'Patient/gone', { resourceType: 'Patient', id: 'gone', active: true });
+      const updatedAgain = (await inject('GET', 'Patient/gone/_history?_count=2')).json() as Bundle;
+      expect(updatedAgain.entry?.map((e) => e.response?.status)).toEqual(['200', '201']);
       const posted = await inject('POST', 'Patient', { resourceType: 'Patient' });
       await inject('PUT', `Patient/${posted.json().id}`, { resourceType: 'Patient', id: posted.json().id, active: true });
       const postedHistory = (await inject('GET', `Patient/${posted.json().id}/_history`)).json() as Bundle;
