@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import { ConfigError, loadConfig, readEnv } from './config';
 import { runPrimary } from './cluster';
+import { trackQuietConnections } from './http/connections';
 
 /**
  * Entry point: config -> app -> listen, and a graceful stop on SIGTERM/SIGINT. With WORKERS > 1
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
       app.log.warn({ signal }, 'drain time over: exiting with requests still in flight');
       process.exit(1);
     }, config.drainTimeoutMs).unref();
+    setInterval(() => connections.closeQuiet(), 50).unref();
     try {
       await server.close();
       process.exit(0);
@@ -47,6 +49,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }
   };
+  const connections = trackQuietConnections(app.server);
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config';
@@ -72,4 +72,25 @@ function declaresBody(headers: IncomingHttpHeaders): boolean {
   if (headers['transfer-encoding'] !== undefined) return true;
   const length = headers['content-length'];
   return length !== undefined && length !== '0';
+}
+
+/**
+ * Connections that have not sent a request yet (clients open some ahead of need). Node counts them
+ * neither idle nor busy, and its close stops the timer that would expire them: a drain would wait
+ * for them until their clients let go. `closeQuiet()` ends them; the drain calls it until it is
+ * over (a request that has begun is left to finish).
+ */
+export function trackQuietConnections(server: Server): { closeQuiet(): void } {
+  const quiet = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    quiet.add(socket);
+    socket.once('close', () => quiet.delete(socket));
+  });
+  server.on('request', (request: IncomingMessage) => quiet.delete(request.socket));
+  return {
+    closeQuiet: () => {
+      for (const socket of quiet) socket.destroy();
+      quiet.clear();
+    },
+  };
 }
