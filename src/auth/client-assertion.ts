@@ -1,4 +1,5 @@
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
+import type { JSONWebKeySet } from 'jose';
+import { jose } from './jose';
 import type { EphemeralStore } from '../storage/ephemeral';
 import type { Outbound } from '../net/outbound';
 import { OAuthError } from './oauth-error';
@@ -34,7 +35,8 @@ export class ClientAssertions {
   constructor(private readonly deps: AssertionDeps) {}
 
   /** The client id the assertion claims (before anything is verified: to find the client). */
-  claimedClient(assertion: string): string {
+  async claimedClient(assertion: string): Promise<string> {
+    const { decodeJwt } = await jose();
     try {
       const claims = decodeJwt(assertion);
       if (typeof claims.iss !== 'string' || claims.iss !== claims.sub) throw new OAuthError('invalid_client', 'the client assertion must have iss and sub both the client id');
@@ -48,6 +50,7 @@ export class ClientAssertions {
   /** Verifies the assertion of `clientId`, whose keys are at `jwksUri`; throws invalid_client. */
   async verify(assertion: string, clientId: string, jwksUri: string | undefined, tokenUrl: string): Promise<void> {
     if (!jwksUri) throw new OAuthError('invalid_client', 'the client has no keys registered (jwksUri)');
+    const { createLocalJWKSet, decodeProtectedHeader, jwtVerify } = await jose();
     let header;
     try {
       header = decodeProtectedHeader(assertion);

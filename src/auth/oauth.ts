@@ -198,7 +198,7 @@ export class AuthService {
     if (assertion !== undefined || form.client_assertion_type !== undefined) {
       if (form.client_assertion_type !== ASSERTION_TYPE) throw new OAuthError('invalid_request', `client_assertion_type must be ${ASSERTION_TYPE}`);
       if (!assertion) throw new OAuthError('invalid_request', 'client_assertion is required');
-      clientId = assertions.claimedClient(assertion);
+      clientId = await assertions.claimedClient(assertion);
       if (form.client_id !== undefined && form.client_id !== clientId) throw new OAuthError('invalid_client', 'client_id differs from the assertion');
     } else {
       const id = basic?.id ?? form.client_id;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { CryptoKey, JWK } from 'jose';
+import { jose } from './jose';
 import type { EphemeralStore } from '../storage/ephemeral';
 
 /**
@@ -108,6 +109,7 @@ export class SigningKeys {
   private async make(force = false): Promise<void> {
     const minute = Math.floor(this.now() / 60_000);
     if (force || (await this.store.claim('signing-key-made', String(minute), '1', this.now() + 120_000))) {
+      const { exportJWK, generateKeyPair } = await jose();
       const { privateKey } = await generateKeyPair(ALG, { extractable: true });
       const stored: StoredKey = { kid: randomUUID(), created: this.now(), jwk: await exportJWK(privateKey) };
       await this.store.put(KIND, stored.kid, JSON.stringify(stored), stored.created + KEY_SIGNS_FOR + this.maxTokenLifetimeMs + DAY);
@@ -123,6 +125,7 @@ export class SigningKeys {
 }
 
 async function load(stored: StoredKey): Promise<LoadedKey> {
+  const { importJWK } = await jose();
   const { d: _private, ...publicJwk } = stored.jwk;
   return {
     kid: stored.kid,

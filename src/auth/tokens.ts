@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose';
+import type { JWTPayload } from 'jose';
+import { jose } from './jose';
 import type { EphemeralStore } from '../storage/ephemeral';
 import type { PolicyRule, Principal } from './principal';
 import { parseScopes } from './scopes';
@@ -66,6 +67,7 @@ export class TokenService {
       scope: grant.scope,
       pol: grant.policy?.map((r) => [r.type, r.readonly ? 1 : 0]),
     };
+    const { SignJWT } = await jose();
     return new SignJWT(claims)
       .setProtectedHeader({ alg, kid, typ: 'at+jwt' })
       .setIssuer(this.issuer)
@@ -87,6 +89,7 @@ export class TokenService {
     }
     let payload: Claims;
     try {
+      const { decodeProtectedHeader, jwtVerify } = await jose();
       const { kid } = decodeProtectedHeader(token);
       if (typeof kid !== 'string') return undefined;
       const key = await this.keys.publicKey(kid);
