@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { freePort, PROJECT_ROOT, startServer, waitForServer } from './helpers/process';
@@ -22,6 +23,25 @@ describe('the server process', () => {
     expect(server.output()).toContain('AUTH_TOKENS is not set');
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
+  });
+
+  test('a connection on which no request was sent does not hold up a SIGTERM', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'fhir-server-'));
+    // Without ending quiet connections, the close waits the whole drain time and the process exits 1.
+    const server = startServer({ DATA_DIR: dataDir, DRAIN_TIMEOUT_MS: '20000' }, await freePort());
+    await waitForServer(server);
+    // Opened and left quiet, as HTTP clients open connections ahead of need.
+    const quiet = connect(server.port, '127.0.0.1');
+    await new Promise((resolve) => quiet.once('connect', resolve));
+    const closedByServer = new Promise((resolve) => quiet.once('close', resolve));
+    try {
+      server.child.kill('SIGTERM');
+      await closedByServer;
+      expect(await server.exited).toBe(0);
+    } finally {
+      quiet.destroy();
+      server.child.kill('SIGKILL');
+    }
   });
 
   test('a bad configuration value stops start-up with one line naming it', async () => {
