@@ -47,6 +47,16 @@ export function rssMb(pid: number | undefined): number {
   return Math.round(kb / 1024);
 }
 
+/** User and system CPU time of these processes so far, in ms (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms). */
+export function cpuMs(pids: (number | undefined)[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks * 10;
+}
+
 export async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));

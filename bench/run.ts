@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { schemaIn } from '../test/helpers/schema';
 import { freePort } from '../test/helpers/process';
-import { FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
+import { cpuMs, FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
 import { expandPool, lookupPool, validateCodePool } from './validate-code-pool';
 import { validationBench } from './validation';
@@ -67,16 +67,6 @@ async function drive(base: string, load: Load, connections: number, pids: () => 
   const measured = await shoot(base, load, connections, SECONDS);
   const answered = measured.requestsPerSecond * SECONDS;
   return { ...measured, cpuUsPerRequest: answered > 0 ? Math.round(((cpuMs(pids()) - before) * 1000) / answered) : undefined };
-}
-
-/** User and system CPU time of these processes so far, in ms (/proc/<pid>/stat, in clock ticks of 10 ms). */
-function cpuMs(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]);
-  }
-  return ticks * 10;
 }
 
 async function shoot(base: string, load: Load, connections: number, seconds: number): Promise<Measured> {

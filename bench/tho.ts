@@ -8,14 +8,12 @@
  * the import and the servers use that PostgreSQL instead (its schema should be empty).
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { START_ARGS } from './harness';
+import { freePort } from '../test/helpers/process';
+import { cpuMs, ROOT, rssMb, START_ARGS } from './harness';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const QUESTION =
   '/ValueSet/$validate-code?url=http://terminology.hl7.org/ValueSet/v3-ActEncounterCode&system=http://terminology.hl7.org/CodeSystem/v3-ActCode&code=AMB';
@@ -43,12 +41,10 @@ async function coldStart(env: NodeJS.ProcessEnv): Promise<{ ms: number; cpuMs: n
         const res = await fetch(`http://127.0.0.1:${port}/fhir/R4${QUESTION}`);
         const body = (await res.json()) as { parameter?: { name: string; valueBoolean?: boolean; valueString?: string }[] };
         const ms = performance.now() - started;
-        const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]);
-        // utime and stime (fields 14 and 15, in clock ticks of 10 ms): the work, whatever else runs.
-        const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-        const cpuMs = (Number(stat[11]) + Number(stat[12])) * 10;
+        // The CPU time is the work, whatever else runs.
+        const cpu = cpuMs([child.pid]);
         const get = (name: string) => body.parameter?.find((p) => p.name === name);
-        return { ms: Math.round(ms), cpuMs, rssMb: Math.round(rssKb / 1024), answer: `${res.status} result=${get('result')?.valueBoolean} version=${get('version')?.valueString}` };
+        return { ms: Math.round(ms), cpuMs: cpu, rssMb: rssMb(child.pid), answer: `${res.status} result=${get('result')?.valueBoolean} version=${get('version')?.valueString}` };
       } catch (err) {
         if (!(err instanceof TypeError)) throw err;
         await new Promise((resolve) => setTimeout(resolve, 10));
@@ -58,17 +54,6 @@ async function coldStart(env: NodeJS.ProcessEnv): Promise<{ ms: number; cpuMs: n
     child.kill('SIGTERM');
     await exited;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
 }
 
 async function main(): Promise<void> {
