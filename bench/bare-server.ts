@@ -18,6 +18,17 @@ let answer = JSON.stringify({
   ],
 });
 
+/**
+ * BARE_WORK_US: CPU time spent per answer (busy, nothing else), for calibration: what ratio a
+ * route reaches that does only this much more than the limit, on this machine.
+ */
+const WORK_NS = BigInt(Math.round(Number(process.env.BARE_WORK_US ?? 0) * 1000));
+function work(): void {
+  if (WORK_NS === 0n) return;
+  const end = process.hrtime.bigint() + WORK_NS;
+  while (process.hrtime.bigint() < end);
+}
+
 const app = Fastify({ logger: false, bodyLimit: 50 * 1024 * 1024 });
 app.addContentTypeParser('application/fhir+json', { parseAs: 'string' }, (_req, body, done) => {
   try {
@@ -29,7 +40,10 @@ app.addContentTypeParser('application/fhir+json', { parseAs: 'string' }, (_req, 
 app.route({
   method: ['GET', 'POST'],
   url: '/fhir/R4/:type/:operation',
-  handler: async (_request, reply) => reply.type('application/fhir+json').send(answer),
+  handler: async (_request, reply) => {
+    work();
+    return reply.type('application/fhir+json').send(answer);
+  },
 });
 // A search (`[type]?params`) answers the same way.
 app.get('/fhir/R4/:type', async (_request, reply) => reply.type('application/fhir+json').send(answer));
