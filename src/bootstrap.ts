@@ -18,7 +18,7 @@ import { memoryFilter } from './search/memory-filter';
 import { subsetWithMandatory } from './search/summary';
 import type { ResourceStore } from './storage/store';
 import type { Group } from 'fhir/r4';
-import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
+import { SERVED_RESOURCE_TYPES, type BotResource } from './fhir/admin-types';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminologies } from './terminology/content/stored-terminology';
@@ -38,6 +38,8 @@ import { LazyGraphQL } from './graphql/lazy-service';
 import { BotRunner } from './bots/runner';
 import { BotService } from './bots/service';
 import { botEndpointHandler } from './bots/subscription-endpoint';
+import { BotCron } from './bots/cron-jobs';
+import { scheduleOf } from './bots/schedule';
 import { Subscriptions } from './subscriptions/subscriptions';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
@@ -80,7 +82,11 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
-      prepare: (resource) => subscriptions.prepare(resource),
+      prepare: async (resource) => {
+        // A Bot's schedule must be one it can run by (400 otherwise).
+        if (resource.resourceType === 'Bot') scheduleOf(resource as BotResource);
+        await subscriptions.prepare(resource);
+      },
       validate: async (resource, ctx) => {
         if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline, project: ctx.project });
       },
@@ -124,6 +130,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     // Medplum's convention: a rest-hook Subscription whose endpoint is Bot/[id] runs that bot.
     subscriptions.delivery.registerEndpointHandler('Bot/', botEndpointHandler({ bots, rest: core.rest }, { baseUrl: config.baseUrl }));
+    // Bots with a schedule (Bot.cronString, Bot.cronTiming) run from the job queue.
+    const botCron = new BotCron({ bots, rest: core.rest, jobs, baseUrl: config.baseUrl });
+    repository.observe(botCron);
+    jobs.register(botCron.handler());
     const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
     const app = await buildApp({
       config,
@@ -166,6 +176,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     jobs.log = app.log;
     subscriptions.log = app.log;
+    botCron.log = app.log;
     await subscriptions.start();
     jobs.start(config.jobWorkers);
     return {

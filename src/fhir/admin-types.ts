@@ -1,4 +1,4 @@
-import type { Attachment, Identifier, Reference, Resource } from 'fhir/r4';
+import type { Attachment, Identifier, Reference, Resource, Timing } from 'fhir/r4';
 import { R4_RESOURCE_TYPES } from './r4-resource-types';
 
 /**
@@ -84,4 +84,8 @@ export interface BotResource extends Resource {
   executableCode?: Attachment;
   /** Medplum's older inline source. */
   code?: string;
+  /** When the bot runs by itself (src/bots/schedule.ts): a cron expression, in UTC. */
+  cronString?: string;
+  /** The same as a FHIR Timing. */
+  cronTiming?: Timing;
 }

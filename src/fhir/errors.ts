@@ -172,6 +172,7 @@ export const ERRORS = {
   ERR_BOT_NOT_FOUND: spec<{ what: string }>(404, 'not-found', (p) => `No bot found for ${p.what}`),
   ERR_BOT_FAILED: spec<{ message: string }>(400, 'processing', (p) => `The bot failed: ${p.message}`),
   ERR_BOT_INPUT: spec<{ reason: string }>(400, 'invalid', (p) => `The bot cannot be run: ${p.reason}`),
+  ERR_BOT_SCHEDULE: spec<{ path: string; reason: string }>(400, 'invalid', (p) => `The Bot's schedule (${p.path}) cannot be run: ${p.reason}`),
   // bulk data
   ERR_BULK_ASYNC: spec(400, 'invalid', () => "Bulk export runs asynchronously: send 'Prefer: respond-async'"),
   ERR_BULK_PARAM: spec<{ name: string; reason: string }>(400, 'not-supported', (p) => `Bulk export parameter '${p.name}': ${p.reason}`),

@@ -132,8 +132,8 @@ export class JobQueue {
   }
 
   /** Enqueues a job, within `tx` when given (it commits with the write that causes it). */
-  async enqueue<I>(job: { kind: string; project: string; principal: Principal; input: I; maxAttempts?: number; id?: string }, tx?: StoreTx): Promise<string> {
-    const row: NewJob = { kind: job.kind, project: job.project, principal: principalJson(job.principal), input: JSON.stringify(job.input), maxAttempts: job.maxAttempts, id: job.id };
+  async enqueue<I>(job: { kind: string; project: string; principal: Principal; input: I; maxAttempts?: number; id?: string; runAt?: number }, tx?: StoreTx): Promise<string> {
+    const row: NewJob = { kind: job.kind, project: job.project, principal: principalJson(job.principal), input: JSON.stringify(job.input), maxAttempts: job.maxAttempts, id: job.id, runAt: job.runAt };
     const id = tx ? await tx.enqueue(row) : await this.store.enqueue(row);
     // A transaction's job is claimable once it commits; a worker woken early polls again.
     this.wake();
