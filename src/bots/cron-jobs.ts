@@ -59,6 +59,9 @@ export class BotCron implements WriteObserver {
   handler(): JobHandler<CronInput> {
     return {
       kind: BOT_CRON_JOB,
+      // A run's lasting record is its AuditEvent: a schedule of every few seconds would otherwise
+      // keep a week of done rows (failed ones are kept as long as any dead job).
+      keepDoneMs: 24 * 3_600_000,
       // A failed run is not tried again: the schedule's next time is the next try.
       run: async (job) => {
         const { bot: id, version } = job.input;
