@@ -23,6 +23,7 @@ import {
   type StoreTx,
   writtenVersion,
   methodOf,
+  StorageUnavailableError,
   type VersionRow,
   type WriteOp,
   type WriteResult,
@@ -121,6 +122,9 @@ const WAL_CHECKPOINT_PAGES = 20_000;
 /** How often another process's commits to the file are looked for (FRESHNESS_CHECK=notify). */
 export const POLL_MS = 50;
 
+/** How long a write waits for another process's write lock before it fails (503). */
+const WRITE_LOCK_WAIT_MS = 30_000;
+
 /** How many written resources between two `PRAGMA optimize`. */
 const OPTIMIZE_EVERY = 2000;
 
@@ -168,13 +172,13 @@ export class SqliteStore implements ResourceStore {
   private writes?: ReturnType<typeof writeStatements>;
   /** Writes on the writer connection, in turn with the store's other writes; reads on the reader. */
   readonly ephemeral: EphemeralStore = new SqlEphemeralStore(
-    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
+    (sql, params) => this.locked(() => runOn(this.writer, sql, params)),
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
   /** Job rows: written on the writer connection in turn with the store's other writes (so a claim is atomic), read on the reader. */
   readonly jobs: JobStore = new SqlJobStore(
-    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
+    (sql, params) => this.locked(() => runOn(this.writer, sql, params)),
     'sqlite',
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
@@ -183,7 +187,7 @@ export class SqliteStore implements ResourceStore {
   readonly notices: Notices;
 
   readonly bulk: BulkStore = new SqlBulkStore(
-    (sql, params) => this.mutex.run(() => runOn(this.writer, sql, params)),
+    (sql, params) => this.locked(() => runOn(this.writer, sql, params)),
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
@@ -233,6 +237,8 @@ export class SqliteStore implements ResourceStore {
     if (options.upTo !== undefined && options.upTo < MIGRATIONS.length) return;
     // Statistics for tables that have none or grew a lot since (SQLite decides; cheap otherwise).
     db.exec('PRAGMA optimize=0x10002');
+    // From here on the writer waits for another process's write lock in begin(), not in SQLite.
+    db.pragma('busy_timeout = 0');
     this.reader = open(this.file, this.temporaryDir === undefined);
     this.reads = readStatements(this.reader);
     this.txReads = readStatements(db);
@@ -273,19 +279,57 @@ export class SqliteStore implements ResourceStore {
     return readerOf(this.sql.reads, this.sql.reader).query<R>(sql, params);
   }
 
-  write(op: WriteOp): Promise<WriteResult> {
-    return this.mutex.run(() => {
-      const result = this.writer.transaction(() => this.writeInTransaction(op)).immediate();
-      this.committed();
-      this.noteWrites(1);
-      return result;
+  async write(op: WriteOp): Promise<WriteResult> {
+    const result = await this.locked(() => this.writeInTransaction(op));
+    this.committed();
+    this.noteWrites(1);
+    return result;
+  }
+
+  /**
+   * `work` in a write transaction of its own (BEGIN IMMEDIATE ... COMMIT), in turn with this
+   * store's other writes; rolled back when it throws.
+   */
+  private locked<T>(work: () => T): Promise<T> {
+    return this.mutex.run(async () => {
+      const db = this.writer;
+      await this.begin();
+      try {
+        const result = work();
+        db.exec('COMMIT');
+        return result;
+      } catch (err) {
+        if (db.inTransaction) db.exec('ROLLBACK');
+        throw err;
+      }
     });
+  }
+
+  /**
+   * BEGIN IMMEDIATE (the database's write lock), waiting for another process that holds it (WORKERS,
+   * or a tool over the same file) without holding up this process: the connection's busy timeout
+   * is 0 once migrated, so SQLite answers SQLITE_BUSY at once and the wait is a timer here, while
+   * this process goes on answering reads. SQLite's own wait would block the event loop for as long.
+   * Past WRITE_LOCK_WAIT_MS the write fails as storage unavailable (503, Retry-After).
+   */
+  private async begin(): Promise<void> {
+    const deadline = Date.now() + WRITE_LOCK_WAIT_MS;
+    for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
+      try {
+        this.writer.exec('BEGIN IMMEDIATE');
+        return;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+        if (Date.now() >= deadline) throw new StorageUnavailableError(`another process held the database's write lock for ${WRITE_LOCK_WAIT_MS / 1000} s`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
   }
 
   transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
     return this.mutex.run(async () => {
       const db = this.writer;
-      db.exec('BEGIN IMMEDIATE');
+      await this.begin();
       let active = true;
       let writes = 0;
       const reads = readerOf(this.sql.txReads, db);
@@ -403,7 +447,7 @@ export class SqliteStore implements ResourceStore {
   }
 
   async optimize(): Promise<void> {
-    await this.mutex.run(() => {
+    await this.locked(() => {
       this.writer.exec('ANALYZE');
       this.writesSinceOptimize = 0;
     });
@@ -416,8 +460,13 @@ export class SqliteStore implements ResourceStore {
     this.writesSinceOptimize += count;
     if (this.writesSinceOptimize < OPTIMIZE_EVERY) return;
     this.writesSinceOptimize = 0;
-    // Cheap when nothing changed much; analyzes the tables that grew (SQLite's own rule).
-    this.writer.exec('PRAGMA optimize');
+    // Cheap when nothing changed much; analyzes the tables that grew (SQLite's own rule). Another
+    // process writing just now makes it wait for the next round: the write itself is done.
+    try {
+      this.writer.exec('PRAGMA optimize');
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+    }
   }
 
   async getSetting(key: string): Promise<string | undefined> {
@@ -425,7 +474,7 @@ export class SqliteStore implements ResourceStore {
   }
 
   async setSetting(key: string, value: string): Promise<void> {
-    await this.mutex.run(() => this.sql.writes.setSetting.run(key, value));
+    await this.locked(() => this.sql.writes.setSetting.run(key, value));
   }
 
   async close(): Promise<void> {
