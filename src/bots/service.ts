@@ -259,7 +259,9 @@ function sha1(data: Buffer): string {
 
 /**
  * Runs a bot with an input resource: for other parts of the server (a Subscription whose
- * channel.endpoint is `Bot/[id]`). `ctx` is whom the execution is for, in the bot's project.
+ * channel.endpoint is `Bot/[id]`), in the bot's project (`ctx`). Always as the bot's own
+ * membership: `runAsUser` means the user who called $execute, and here no user called (the
+ * server's own context would run it as the project's operator).
  */
 export async function executeBot(services: { bots: BotService; rest: RestService }, bot: Reference | string, input: unknown, ctx: RequestContext, contentType = 'application/fhir+json'): Promise<BotAnswer> {
   const { bots, rest } = services;
@@ -267,5 +269,5 @@ export async function executeBot(services: { bots: BotService; rest: RestService
   const match = /^(?:.*\/)?Bot\/([A-Za-z0-9\-.]{1,64})$/.exec(reference);
   if (!match) throw fhirError('ERR_BOT_NOT_FOUND', { what: reference.slice(0, 100) || 'an empty reference' });
   const resource = (await rest.readResource('Bot', match[1], ctx)) as BotResource;
-  return bots.execute(resource, { input, contentType }, ctx);
+  return bots.execute({ ...resource, runAsUser: false }, { input, contentType }, ctx);
 }

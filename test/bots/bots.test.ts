@@ -273,6 +273,23 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(answer.log).toContain('Hello Sub Scription');
     });
 
+    test('executeBot runs a runAsUser bot as the bot itself: no user called, and the server is no user', async () => {
+      const code = `export async function handler(medplum) {
+        try {
+          await medplum.createResource({ resourceType: 'AccessPolicy', name: 'made by a bot', resource: [{ resourceType: 'Patient' }] });
+          return 'created';
+        } catch (err) {
+          return 'refused: ' + err.status;
+        }
+      }`;
+      await deployBot('as-user', code, { filename: 'as-user.js', extra: { runAsUser: true } });
+      // Called by an operator, runAsUser runs it as that operator, who may manage access policies.
+      expect((await inject('POST', 'Bot/as-user/$execute', { x: 1 })).body).toBe('created');
+      // From inside the server, as its own membership, which may not.
+      const answer = await executeBot(server.services, 'Bot/as-user', { resourceType: 'Patient' }, internalContext());
+      expect(answer).toMatchObject({ kind: 'text', value: 'refused: 403' });
+    });
+
     test("bots of project A cannot read project B through their client", async () => {
       const init = async (projectName: string) => {
         const res = await inject('POST', 'Project/$init', { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: projectName }] });
