@@ -1,6 +1,6 @@
 import type { Resource } from 'fhir/r4';
 import { operatorIn } from '../auth/principal';
-import { internalContext, type ContextLog } from '../context/request-context';
+import { internalContext, type ContextLog, type RequestContext } from '../context/request-context';
 import type { BotResource } from '../fhir/admin-types';
 import { FhirError } from '../fhir/errors';
 import type { JobHandler, JobQueue } from '../jobs/queue';
@@ -95,13 +95,13 @@ export class BotCron implements WriteObserver {
     try {
       await this.deps.jobs.enqueue({ kind: BOT_CRON_JOB, project, principal: operatorIn(project), input, maxAttempts: 1, id, runAt: at }, tx);
     } catch (err) {
-      // Queued already (the job ran twice after a lost lease): the primary key said no.
+      // Queued already: the id is the time, and the primary key says no to a second one.
       if (!tx && (await this.deps.jobs.get(id))) return;
       throw err;
     }
   }
 
-  private async current(id: string, ctx: ReturnType<typeof internalContext>): Promise<BotResource | undefined> {
+  private async current(id: string, ctx: RequestContext): Promise<BotResource | undefined> {
     try {
       return (await this.deps.rest.readResource('Bot', id, ctx)) as Resource as BotResource;
     } catch (err) {
