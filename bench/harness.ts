@@ -57,6 +57,23 @@ export function cpuMs(pids: (number | undefined)[]): number {
   return ticks * 10;
 }
 
+/**
+ * The limit's server (bench/bare-server.ts) on a free port, once it answers; `env` may set
+ * BARE_WORK_US. Stopped again when it does not come up.
+ */
+export async function startBareServer(env: Record<string, string> = {}): Promise<{ child: ChildProcess; port: number; base: string }> {
+  const port = await freePort();
+  const child = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(port), ...env });
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await waitForOk(`${base}/fhir/R4/Patient`, 20_000);
+  } catch (err) {
+    await stop(child);
+    throw err;
+  }
+  return { child, port, base };
+}
+
 export async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { schemaIn } from '../test/helpers/schema';
 import { freePort } from '../test/helpers/process';
-import { cpuMs, FHIR_JSON, ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
+import { cpuMs, FHIR_JSON, ROOT, rssMb, startBareServer, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { syntheticContent, SYNTHETIC_EXPAND_VS_URL, SYNTHETIC_URL, SYNTHETIC_VS_URL } from './synthetic';
 import { expandPool, lookupPool, validateCodePool } from './validate-code-pool';
 import { validationBench } from './validation';
@@ -178,10 +178,7 @@ async function main(): Promise<void> {
 
   // The limit: bare Fastify, kept running; measured right before each scenario run, so both
   // numbers of a ratio come from the same minute of a machine whose speed drifts.
-  const barePort = await freePort();
-  const bare = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(barePort) });
-  const bareBase = `http://127.0.0.1:${barePort}`;
-  await waitForOk(`${bareBase}/fhir/R4/ValueSet/$validate-code`, 20_000);
+  const { child: bare, base: bareBase } = await startBareServer();
 
   /**
    * A scenario runner against one server: rounds alternate the limit and the scenario (the ratio
@@ -230,11 +227,8 @@ async function main(): Promise<void> {
   // Calibration: the limit's own route spending 30 µs of CPU more per answer. The ratio it reaches
   // says what a ratio means on this machine (the load generator shares the cores, and a server
   // slower than it pays for waking it on every answer).
-  const calibrationPort = await freePort();
-  const calibration = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(calibrationPort), BARE_WORK_US: String(CALIBRATION_WORK_US) });
+  const { child: calibration, base: calibrationBase } = await startBareServer({ BARE_WORK_US: String(CALIBRATION_WORK_US) });
   try {
-    const calibrationBase = `http://127.0.0.1:${calibrationPort}`;
-    await waitForOk(`${calibrationBase}/fhir/R4/ValueSet/$validate-code`, 20_000);
     console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB  µs/rq  limit`);
     await scenarioOn(calibrationBase, () => [calibration.pid as number], '')(`0 calibration: the limit + ${CALIBRATION_WORK_US} µs CPU per answer, distinct`, distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
   } finally {

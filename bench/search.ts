@@ -7,7 +7,7 @@ import type { Bundle, Observation, Patient, Resource } from 'fhir/r4';
 import { schemaIn } from '../test/helpers/schema';
 import { freePort } from '../test/helpers/process';
 import { syntheaResources } from '../test/helpers/synthea';
-import { ROOT, rssMb, startProcess, stop, waitForOk, START_ARGS } from './harness';
+import { ROOT, rssMb, startBareServer, startProcess, stop, waitForOk, START_ARGS } from './harness';
 import { loadByTransactions, README_COUNTS } from './synthea-load';
 
 /**
@@ -155,10 +155,8 @@ async function main(): Promise<void> {
     backends.push({ name: 'postgres', dataDir, databaseUrl: schema.url, cleanup: schema.drop });
   }
   // The limit: bare Fastify answering a fixed body of the scenario's size, kept running.
-  const barePort = await freePort();
-  const bare = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(barePort) });
+  const { child: bare, port: barePort } = await startBareServer();
   try {
-    await waitForOk(`http://127.0.0.1:${barePort}/fhir/R4/Patient`, 20_000);
     for (const backend of backends) {
       const port = await freePort();
       const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: backend.dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', BODY_LIMIT: '64mb' };
