@@ -71,8 +71,7 @@ export class BotCron implements WriteObserver {
         await this.queue({ bot: id, version, at: Math.max(Date.now(), job.input.at) }, bot, job.project);
         // Scheduled before its code was deployed ($deploy writes a new version, with its own schedule).
         if (!bot.executableCode) return { skipped: 'the Bot has no deployed code yet' };
-        // As the bot's own membership, never as the operator this job runs as (runAsUser has no user here).
-        const answer = await this.deps.bots.execute({ ...bot, runAsUser: false }, { input: bot, contentType: 'application/fhir+json' }, ctx);
+        const answer = await this.deps.bots.executeForServer(bot, { input: bot, contentType: 'application/fhir+json' }, ctx);
         return { ran: new Date(job.input.at).toISOString(), log: answer.log.slice(0, 1000) };
       },
     };

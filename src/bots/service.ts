@@ -115,6 +115,15 @@ export class BotService {
   }
 
   /**
+   * Runs the bot for the server itself (a Subscription's notification, a schedule): as its own
+   * membership, whatever `runAsUser` says, which means the user who called $execute; here no user
+   * called, and the server's own context would run it as the project's operator.
+   */
+  executeForServer(bot: BotResource, call: BotInput, ctx: RequestContext): Promise<BotAnswer> {
+    return this.execute({ ...bot, runAsUser: false }, call, ctx);
+  }
+
+  /**
    * The deployed code: the Binary executableCode points at. Its SHA-1 must match the hash $deploy
    * wrote beside it: whoever may write Binaries but not Bots cannot change what a bot runs.
    */
@@ -259,9 +268,7 @@ function sha1(data: Buffer): string {
 
 /**
  * Runs a bot with an input resource: for other parts of the server (a Subscription whose
- * channel.endpoint is `Bot/[id]`), in the bot's project (`ctx`). Always as the bot's own
- * membership: `runAsUser` means the user who called $execute, and here no user called (the
- * server's own context would run it as the project's operator).
+ * channel.endpoint is `Bot/[id]`), in the bot's project (`ctx`), as the bot itself (executeForServer).
  */
 export async function executeBot(services: { bots: BotService; rest: RestService }, bot: Reference | string, input: unknown, ctx: RequestContext, contentType = 'application/fhir+json'): Promise<BotAnswer> {
   const { bots, rest } = services;
@@ -269,5 +276,5 @@ export async function executeBot(services: { bots: BotService; rest: RestService
   const match = /^(?:.*\/)?Bot\/([A-Za-z0-9\-.]{1,64})$/.exec(reference);
   if (!match) throw fhirError('ERR_BOT_NOT_FOUND', { what: reference.slice(0, 100) || 'an empty reference' });
   const resource = (await rest.readResource('Bot', match[1], ctx)) as BotResource;
-  return bots.execute({ ...resource, runAsUser: false }, { input, contentType }, ctx);
+  return bots.executeForServer(resource, { input, contentType }, ctx);
 }
