@@ -18,7 +18,7 @@ import { memoryFilter } from './search/memory-filter';
 import { subsetWithMandatory } from './search/summary';
 import type { ResourceStore } from './storage/store';
 import type { Group } from 'fhir/r4';
-import { SERVED_RESOURCE_TYPES, type BotResource } from './fhir/admin-types';
+import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminologies } from './terminology/content/stored-terminology';
@@ -39,7 +39,7 @@ import { BotRunner } from './bots/runner';
 import { BotService } from './bots/service';
 import { botEndpointHandler } from './bots/subscription-endpoint';
 import { BotCron } from './bots/cron-jobs';
-import { scheduleOf } from './bots/schedule';
+import { checkBotSchedule } from './bots/schedule';
 import { Subscriptions } from './subscriptions/subscriptions';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
@@ -83,8 +83,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
       prepare: async (resource) => {
-        // A Bot's schedule must be one it can run by (400 otherwise).
-        if (resource.resourceType === 'Bot') scheduleOf(resource as BotResource);
+        checkBotSchedule(resource);
         await subscriptions.prepare(resource);
       },
       validate: async (resource, ctx) => {

@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import type { Timing } from 'fhir/r4';
+import type { Resource, Timing } from 'fhir/r4';
 import type { BotResource } from '../fhir/admin-types';
 import { fhirError } from '../fhir/errors';
 
@@ -12,6 +12,11 @@ import { fhirError } from '../fhir/errors';
  */
 
 export type BotSchedule = { pattern: string; cron: Cron };
+
+/** Before a resource is stored: a Bot's schedule must be one it can be run by (ERR_BOT_SCHEDULE, 400). */
+export function checkBotSchedule(resource: Resource): void {
+  if (resource.resourceType === 'Bot') scheduleOf(resource as BotResource);
+}
 
 /** The Bot's schedule, or undefined when it has none; throws ERR_BOT_SCHEDULE (400) for one it cannot be run by. */
 export function scheduleOf(bot: BotResource): BotSchedule | undefined {
