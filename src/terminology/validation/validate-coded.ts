@@ -254,8 +254,11 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     state.inactive = { path, code: c.code as string, status: cs.status(concept) };
   }
   check.onDisplay(displays.preferredDisplay(params.workingLanguages()) ?? displays.preferredDisplay(undefined));
-  if (c.display && displays.count > 0 && !displays.hasDisplay(params.workingLanguages(), Language.of(cs.language ?? 'en'), c.display, false).found) {
-    checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang: Language.of(cs.language ?? 'en'), params, issues, note, path });
+  if (c.display && displays.count > 0) {
+    const defLang = Language.of(cs.language ?? 'en');
+    if (!displays.hasDisplay(params.workingLanguages(), defLang, c.display, false).found) {
+      checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang, params, issues, note, path });
+    }
   }
   if (cs.version && mode !== 'codeableConcept') state.version = cs.version;
 }
