@@ -58,6 +58,11 @@ export interface Config {
   botSecrets: Record<string, Record<string, string>>;
   /** Origins a bot's fetch may reach besides this server (BOT_FETCH_ALLOW); `*` for any public address. */
   botFetchAllow: string[];
+  /**
+   * Resident memory of the bot sandbox process past which it is killed and replaced
+   * (BOT_SANDBOX_MEMORY_MB); unset: BOT_MEMORY_MB for each of its 16 slots plus 256 MB.
+   */
+  botSandboxMemoryMb: number | undefined;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -129,6 +134,7 @@ export function loadConfig(env: Env): Config {
     botOutputBytes: size(env, 'BOT_OUTPUT_LIMIT', 1024 * 1024),
     botSecrets: botSecrets(env),
     botFetchAllow: origins(env, 'BOT_FETCH_ALLOW'),
+    botSandboxMemoryMb: env.BOT_SANDBOX_MEMORY_MB?.trim() ? integer(env, 'BOT_SANDBOX_MEMORY_MB', 0, 128, 1_048_576) : undefined,
   };
 }
 

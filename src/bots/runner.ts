@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { BotResult, ClientAnswer, ClientRequest, FromSandbox, RunLimits, ToSandbox } from './protocol';
 
@@ -31,6 +32,29 @@ const GRACE_MS = 5000;
  */
 const MAX_RUNNING = 16;
 
+/**
+ * V8 flags of the sandbox process. isolated-vm's memoryLimit counts the V8 heap and ArrayBuffers
+ * made through its allocator, but not WebAssembly memories nor resizable/growable buffers (V8
+ * reserves and commits those itself): one bot grew a Wasm memory to 3.84 GB under a 128 MB limit.
+ * No bot needs either, so neither exists in any isolate; the sandbox's own heap (messages, logs)
+ * is capped too.
+ */
+const SANDBOX_FLAGS = ['--no-node-snapshot', '--no-expose-wasm', '--no-harmony-rab-gsab', '--max-old-space-size=256'];
+/** How often the server reads the sandbox's resident memory (Linux /proc). */
+const RSS_CHECK_MS = 200;
+/** What the sandbox process needs besides its isolates' heaps (Node, isolated-vm, messages). */
+const SANDBOX_OVERHEAD_MB = 256;
+
+export interface BotRunnerOptions {
+  /** Heap of one isolate (BOT_MEMORY_MB): with the number of slots, the sandbox's expected size. */
+  memoryMb?: number;
+  /**
+   * Resident memory past which the sandbox is killed and replaced, whatever it runs (a backstop
+   * for any allocation the isolates' limit does not see). Default: memoryMb x slots + 256 MB.
+   */
+  sandboxMemoryMb?: number;
+}
+
 export class BotRunner {
   private child?: ChildProcess;
   /** Settles when the current sandbox has loaded (its start-up is not counted against any bot's time). */
@@ -40,6 +64,11 @@ export class BotRunner {
   private closed = false;
   private running = 0;
   private readonly queue: (() => void)[] = [];
+  private readonly ceilingMb: number;
+
+  constructor(options: BotRunnerOptions = {}) {
+    this.ceilingMb = options.sandboxMemoryMb ?? (options.memoryMb ?? 128) * MAX_RUNNING + SANDBOX_OVERHEAD_MB;
+  }
 
   /** The sandbox process's id, while one runs. */
   get pid(): number | undefined {
@@ -99,7 +128,7 @@ export class BotRunner {
     const entry = fileURLToPath(new URL(source ? './sandbox-process.ts' : './bot-sandbox.mjs', import.meta.url));
     // isolated-vm on Node 20+ wants no startup snapshot; the TypeScript source runs through tsx.
     const child = fork(entry, [], {
-      execArgv: ['--no-node-snapshot', ...(source ? ['--import', 'tsx'] : [])],
+      execArgv: [...SANDBOX_FLAGS, ...(source ? ['--import', 'tsx'] : [])],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
@@ -109,7 +138,9 @@ export class BotRunner {
       if (message.kind === 'ready') started(true);
       else this.receive(child, message);
     });
+    const watch = this.watchMemory(child);
     child.on('exit', () => {
+      clearInterval(watch);
       started(false);
       if (this.child === child) {
         this.child = undefined;
@@ -119,6 +150,28 @@ export class BotRunner {
     child.on('error', () => undefined);
     this.child = child;
     return child;
+  }
+
+  /**
+   * Reads the sandbox's resident memory (VmRSS in /proc/<pid>/status) and replaces the sandbox
+   * once it holds more than the ceiling: what it runs fails, and nothing it allocated stays.
+   * Where there is no /proc (not Linux), the V8 flags and the isolates' limits stand alone.
+   */
+  private watchMemory(child: ChildProcess): NodeJS.Timeout {
+    let reading = false;
+    const timer = setInterval(() => {
+      if (reading || child.pid === undefined) return;
+      reading = true;
+      readFile(`/proc/${child.pid}/status`, 'utf8')
+        .then((status) => {
+          const kb = Number(/^VmRSS:\s*(\d+)/m.exec(status)?.[1] ?? 0);
+          if (kb > this.ceilingMb * 1024) this.restart(child, `the bot sandbox held ${Math.round(kb / 1024)} MB, more than its ceiling of ${this.ceilingMb} MB, and was restarted`);
+        })
+        .catch(() => clearInterval(timer))
+        .finally(() => (reading = false));
+    }, RSS_CHECK_MS);
+    timer.unref();
+    return timer;
   }
 
   private receive(child: ChildProcess, message: Exclude<FromSandbox, { kind: 'ready' }>): void {
