@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { BotResult, ClientAnswer, ClientRequest, FromSandbox, RunLimits, ToSandbox } from './protocol';
+import { FairSlots } from './slots';
 
 /**
  * The server's side of the bot sandbox: forks src/bots/sandbox-process.ts (dist/bot-sandbox.mjs
@@ -31,6 +32,8 @@ const GRACE_MS = 5000;
  * BOT_MEMORY_MB, so this bounds the sandbox's memory too).
  */
 const MAX_RUNNING = 16;
+/** Executions of one project that may wait for a slot before more are refused (429). */
+const QUEUE_PER_PROJECT = 64;
 
 /**
  * V8 flags of the sandbox process. isolated-vm's memoryLimit counts the V8 heap and ArrayBuffers
@@ -53,6 +56,21 @@ export interface BotRunnerOptions {
    * for any allocation the isolates' limit does not see). Default: memoryMb x slots + 256 MB.
    */
   sandboxMemoryMb?: number;
+  /** Slots one project may hold at once (BOT_SLOTS_PER_PROJECT); default half of them. */
+  slotsPerProject?: number;
+  /** Executions of one project that may wait for a slot (BOT_QUEUE_PER_PROJECT); more are refused. */
+  queuePerProject?: number;
+}
+
+/** One execution of a bot. */
+export interface Execution {
+  code: string;
+  /** The event, as JSON. */
+  event: string;
+  limits: RunLimits;
+  client: ClientHandler;
+  /** Whose slots it takes (the bot's project): one project cannot hold them all. */
+  project: string;
 }
 
 export class BotRunner {
@@ -62,12 +80,13 @@ export class BotRunner {
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private closed = false;
-  private running = 0;
-  private readonly queue: (() => void)[] = [];
+  private readonly slots: FairSlots;
   private readonly ceilingMb: number;
 
   constructor(options: BotRunnerOptions = {}) {
     this.ceilingMb = options.sandboxMemoryMb ?? (options.memoryMb ?? 128) * MAX_RUNNING + SANDBOX_OVERHEAD_MB;
+    const perProject = Math.min(options.slotsPerProject ?? MAX_RUNNING / 2, MAX_RUNNING);
+    this.slots = new FairSlots({ slots: MAX_RUNNING, perProject, queuePerProject: options.queuePerProject ?? QUEUE_PER_PROJECT });
   }
 
   /** The sandbox process's id, while one runs. */
@@ -75,14 +94,14 @@ export class BotRunner {
     return this.child?.exitCode === null ? this.child.pid : undefined;
   }
 
-  async run(code: string, event: string, limits: RunLimits, client: ClientHandler): Promise<RunOutcome> {
-    if (this.running >= MAX_RUNNING) await new Promise<void>((resolve) => this.queue.push(resolve));
-    this.running++;
+  /** Runs the execution once a slot of its project's share is free; ERR_BOT_BUSY when its queue is full. */
+  async run(execution: Execution): Promise<RunOutcome> {
+    const { code, event, limits, client } = execution;
+    const release = await this.slots.acquire(execution.project);
     try {
       return await this.send({ kind: 'run', id: ++this.nextId, code, event, limits }, limits.timeoutMs + GRACE_MS, client);
     } finally {
-      this.running--;
-      this.queue.shift()?.();
+      release();
     }
   }
 

@@ -104,7 +104,7 @@ export class BotService {
       baseUrl: ctx.baseUrl,
     };
     const limits: RunLimits = { memoryMb: this.deps.memoryMb, timeoutMs: timeoutS * 1000, outputBytes: this.deps.outputBytes, logBytes: LOG_BYTES };
-    const outcome = await this.deps.runner.run(code, JSON.stringify(event), limits, (request) => this.clientCall(request, botCtx));
+    const outcome = await this.deps.runner.run({ code, event: JSON.stringify(event), limits, client: (request) => this.clientCall(request, botCtx), project: ctx.project });
     const audit = this.audit(bot, outcome.ok ? undefined : outcome.error, outcome.log, ctx).finally(() => this.audits.delete(audit));
     this.audits.add(audit);
     if (!outcome.ok) {

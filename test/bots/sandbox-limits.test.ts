@@ -1,31 +1,14 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
+import { sandboxPids } from './sandbox-processes';
 
 /**
  * What the bot sandbox holds, whatever a bot does: memory its isolate's limit does not count
  * (WebAssembly, resizable buffers) does not exist in a bot, and the sandbox process is replaced
  * when it holds more than its ceiling. Read from /proc: Linux only, as the server's watch is.
  */
-
-/** The sandbox processes this test process started (their command line names the sandbox). */
-function sandboxPids(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (parent !== process.pid) continue;
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (/sandbox-process|bot-sandbox/.test(cmdline)) pids.push(Number(entry));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return pids;
-}
 
 /** Resident memory of a process in MB (VmRSS). */
 function rssMb(pid: number): number {
