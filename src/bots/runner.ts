@@ -1,7 +1,9 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import type { BotResult, ClientAnswer, ClientRequest, FromSandbox, RunLimits, ToSandbox } from './protocol';
+import { asFhirError } from '../fhir/outcome';
+import { parseJsonBody } from '../fhir/json-body';
+import { ENVELOPE_CHARS, refusedCall, type BotResult, type ClientAnswer, type ClientRequest, type FromSandbox, type RunLimits, type ToSandbox } from './protocol';
 import { FairSlots } from './slots';
 
 /**
@@ -197,18 +199,29 @@ export class BotRunner {
     const pending = this.pending.get(message.id);
     if (!pending) return;
     if (message.kind === 'client-call') {
-      const handler = pending.client;
-      const answer = handler ? handler(JSON.parse(message.request) as ClientRequest) : Promise.resolve({ status: 400, message: 'no client here' });
-      void answer
-        .catch((err: unknown) => ({ status: 500, message: err instanceof Error ? err.message : String(err) }))
-        .then((a) => {
-          if (child.connected) child.send({ kind: 'client-answer', id: message.id, call: message.call, answer: JSON.stringify(a) } satisfies ToSandbox);
-        });
+      void this.answerCall(pending.client, message).then((answer) => {
+        if (child.connected) child.send({ kind: 'client-answer', id: message.id, call: message.call, answer: JSON.stringify(answer) } satisfies ToSandbox);
+      });
       return;
     }
     clearTimeout(pending.timer);
     this.pending.delete(message.id);
     pending.resolve(message.ok ? { ok: true, result: message.result, log: message.log } : { ok: false, error: message.error, log: message.log });
+  }
+
+  /**
+   * A bot's call, read as the HTTP layer reads a request (src/fhir/json-body.ts): the envelope is
+   * small JSON; the body stays text for the handler to read under the body limits.
+   */
+  private async answerCall(handler: ClientHandler | undefined, message: Extract<FromSandbox, { kind: 'client-call' }>): Promise<ClientAnswer> {
+    if (!handler) return { status: 400, message: 'no client here' };
+    let request: ClientRequest;
+    try {
+      request = { ...(parseJsonBody(message.request, { bodyLimit: ENVELOPE_CHARS }) as ClientRequest), body: message.body };
+    } catch (err) {
+      return refusedCall(asFhirError(err));
+    }
+    return handler(request).catch((err: unknown) => ({ status: 500, message: err instanceof Error ? err.message : String(err) }));
   }
 
   private restart(child: ChildProcess, why: string): void {

@@ -4,7 +4,7 @@ import type { ClientRequest, RunLimits } from '../../src/bots/protocol';
 
 /** The sandbox process: restarted when it dies, its executions failed rather than left hanging. */
 
-const LIMITS: RunLimits = { memoryMb: 64, timeoutMs: 5000, outputBytes: 1024, logBytes: 1024 };
+const LIMITS: RunLimits = { memoryMb: 64, timeoutMs: 5000, outputBytes: 1024, logBytes: 1024, bodyBytes: 1024 * 1024 };
 const bot = (body: string) => `exports.handler = async (medplum, event) => { ${body} };`;
 const noClient = async () => ({ status: 500, message: 'no client in this test' });
 
