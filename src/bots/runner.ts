@@ -41,10 +41,11 @@ const QUEUE_PER_PROJECT = 64;
  * V8 flags of the sandbox process. isolated-vm's memoryLimit counts the V8 heap and ArrayBuffers
  * made through its allocator, but not WebAssembly memories nor resizable/growable buffers (V8
  * reserves and commits those itself): one bot grew a Wasm memory to 3.84 GB under a 128 MB limit.
- * No bot needs either, so neither exists in any isolate; the sandbox's own heap (messages, logs)
- * is capped too.
+ * No bot needs either, so neither exists in any isolate. The sandbox's own heap (bodies and
+ * answers in transit, logs) gets the process's ceiling as its limit (--max-old-space-size): a
+ * fixed small one would let a few large bodies at once end every execution in the sandbox.
  */
-const SANDBOX_FLAGS = ['--no-node-snapshot', '--no-expose-wasm', '--no-harmony-rab-gsab', '--max-old-space-size=256'];
+const SANDBOX_FLAGS = ['--no-node-snapshot', '--no-expose-wasm', '--no-harmony-rab-gsab'];
 /** How often the server reads the sandbox's resident memory (Linux /proc). */
 const RSS_CHECK_MS = 200;
 /** What the sandbox process needs besides its isolates' heaps (Node, isolated-vm, messages). */
@@ -149,7 +150,7 @@ export class BotRunner {
     const entry = fileURLToPath(new URL(source ? './sandbox-process.ts' : './bot-sandbox.mjs', import.meta.url));
     // isolated-vm on Node 20+ wants no startup snapshot; the TypeScript source runs through tsx.
     const child = fork(entry, [], {
-      execArgv: [...SANDBOX_FLAGS, ...(source ? ['--import', 'tsx'] : [])],
+      execArgv: [...SANDBOX_FLAGS, `--max-old-space-size=${this.ceilingMb}`, ...(source ? ['--import', 'tsx'] : [])],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
