@@ -117,7 +117,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
     const bulk = bulkExports(core, store, jobs);
     // The sandbox process starts with the first bot deployed or run, not here.
-    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner(), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
+    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner({ memoryMb: config.botMemoryMb, sandboxMemoryMb: config.botSandboxMemoryMb, slotsPerProject: config.botSlotsPerProject, queuePerProject: config.botQueuePerProject }), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, bodyLimit: config.bodyLimit, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
     const subscriptions = new Subscriptions({
       repository,
       jobs,

@@ -58,6 +58,15 @@ export interface Config {
   botSecrets: Record<string, Record<string, string>>;
   /** Origins a bot's fetch may reach besides this server (BOT_FETCH_ALLOW); `*` for any public address. */
   botFetchAllow: string[];
+  /**
+   * Resident memory of the bot sandbox process past which it is killed and replaced
+   * (BOT_SANDBOX_MEMORY_MB); unset: BOT_MEMORY_MB for each of its 16 slots plus 256 MB.
+   */
+  botSandboxMemoryMb: number | undefined;
+  /** Sandbox slots (of 16) one project's bots may hold at once (BOT_SLOTS_PER_PROJECT). */
+  botSlotsPerProject: number;
+  /** Executions of one project that may wait for a slot; more are refused 429 (BOT_QUEUE_PER_PROJECT). */
+  botQueuePerProject: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -129,6 +138,9 @@ export function loadConfig(env: Env): Config {
     botOutputBytes: size(env, 'BOT_OUTPUT_LIMIT', 1024 * 1024),
     botSecrets: botSecrets(env),
     botFetchAllow: origins(env, 'BOT_FETCH_ALLOW'),
+    botSlotsPerProject: integer(env, 'BOT_SLOTS_PER_PROJECT', 8, 1, 16),
+    botQueuePerProject: integer(env, 'BOT_QUEUE_PER_PROJECT', 64, 0, 100_000),
+    botSandboxMemoryMb: env.BOT_SANDBOX_MEMORY_MB?.trim() ? integer(env, 'BOT_SANDBOX_MEMORY_MB', 0, 128, 1_048_576) : undefined,
   };
 }
 

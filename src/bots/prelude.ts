@@ -9,10 +9,20 @@
  */
 export const PRELUDE = String.raw`(() => {
 const g = globalThis;
+// Taken before the bot's code runs, which may replace the globals: what reaches the sandbox is
+// always text.
+const stringify = JSON.stringify;
+const parse = JSON.parse;
 const log = g.__hostLog;
 const host = g.__hostClient;
 delete g.__hostLog;
 delete g.__hostClient;
+// Memory the isolate's limit does not count (the sandbox's V8 flags remove these already; this
+// holds if a flag is ever dropped): deleted before the bot's code runs, which has no other way
+// to reach them.
+delete g.WebAssembly;
+if (typeof ArrayBuffer.prototype.resize === 'function') delete ArrayBuffer.prototype.resize;
+if (typeof SharedArrayBuffer !== 'undefined' && typeof SharedArrayBuffer.prototype.grow === 'function') delete SharedArrayBuffer.prototype.grow;
 const show = (v) => {
   if (typeof v === 'string') return v;
   if (v instanceof Error) return v.stack || String(v);
@@ -21,9 +31,11 @@ const show = (v) => {
 const writer = (level) => (...args) => log(level, args.map(show).join(' '));
 g.console = { log: writer('info'), info: writer('info'), debug: writer('debug'), warn: writer('warn'), error: writer('error'), trace: writer('debug') };
 
-const ask = async (request) => JSON.parse(await host.apply(undefined, [JSON.stringify(request)], { arguments: { copy: true }, result: { promise: true, copy: true } }));
+// The body goes beside the request, as text, to meet the same limits as a body sent over HTTP.
+const ask = async (request, body) => parse(await host.apply(undefined, [stringify(request), body], { arguments: { copy: true }, result: { promise: true, copy: true } }));
 const call = async (method, path, options = {}) => {
-  const answer = await ask({ method, path: String(path).replace(/^\/+/, '').replace(/^fhir\/R4\/+/, ''), query: queryOf(options.query), body: options.body, contentType: options.contentType, ifNoneExist: options.ifNoneExist });
+  const body = options.body === undefined ? undefined : stringify(options.body);
+  const answer = await ask({ method, path: String(path).replace(/^\/+/, '').replace(/^fhir\/R4\/+/, ''), query: queryOf(options.query), contentType: options.contentType, ifNoneExist: options.ifNoneExist }, body);
   if (answer.status >= 400) {
     const error = new Error(answer.message || ('HTTP ' + answer.status));
     error.status = answer.status;
@@ -54,8 +66,8 @@ g.fetch = async (input, init = {}) => {
   const headers = {};
   const given = init.headers || {};
   for (const [name, value] of Array.isArray(given) ? given : Object.entries(given)) headers[String(name).toLowerCase()] = String(value);
-  const body = init.body === undefined || init.body === null ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
-  const answer = await ask({ method: String(init.method || 'GET').toUpperCase(), path: '', url, headers, body });
+  const body = init.body === undefined || init.body === null ? undefined : typeof init.body === 'string' ? init.body : stringify(init.body);
+  const answer = await ask({ method: String(init.method || 'GET').toUpperCase(), path: '', url, headers }, body);
   if (answer.status === 0) throw new TypeError('fetch failed: ' + answer.message);
   const text = answer.text === undefined ? '' : answer.text;
   const answerHeaders = answer.headers || {};
@@ -65,7 +77,7 @@ g.fetch = async (input, init = {}) => {
     url,
     headers: { get: (name) => (answerHeaders[String(name).toLowerCase()] === undefined ? null : answerHeaders[String(name).toLowerCase()]) },
     text: async () => text,
-    json: async () => JSON.parse(text),
+    json: async () => parse(text),
   };
 };
 const referenceOf = (resource) => ({ reference: resource.resourceType + '/' + resource.id });
@@ -122,14 +134,14 @@ g.__botRun = async (eventJson) => {
   const exported = module.exports;
   const handler = typeof exported.handler === 'function' ? exported.handler : exported.default && typeof exported.default.handler === 'function' ? exported.default.handler : undefined;
   if (!handler) throw new Error('the bot exports no handler (export async function handler(medplum, event) { ... })');
-  const event = JSON.parse(eventJson);
+  const event = parse(eventJson);
   const base = event.baseUrl;
   delete event.baseUrl;
   const result = await handler(new BotClient(base), event);
-  if (result === undefined) return JSON.stringify({ kind: 'none' });
-  if (typeof result === 'string') return JSON.stringify({ kind: 'text', value: result });
-  const value = JSON.stringify(result);
-  return JSON.stringify(value === undefined ? { kind: 'none' } : { kind: 'json', value });
+  if (result === undefined) return stringify({ kind: 'none' });
+  if (typeof result === 'string') return stringify({ kind: 'text', value: result });
+  const value = stringify(result);
+  return stringify(value === undefined ? { kind: 'none' } : { kind: 'json', value });
 };
 })();`;
 

@@ -1,3 +1,6 @@
+import type { FhirError } from '../fhir/errors';
+import { FHIR_JSON } from '../fhir/outcome';
+
 /**
  * The messages between the server and its bot sandbox process (child_process IPC). The sandbox
  * holds the isolates; everything a bot does outside its isolate (its FHIR client) is a message
@@ -13,7 +16,16 @@ export interface RunLimits {
   outputBytes: number;
   /** Largest captured console log, in bytes (the rest is cut). */
   logBytes: number;
+  /** Largest body of a call to the server or a fetch, in bytes (BODY_LIMIT, as over HTTP). */
+  bodyBytes: number;
 }
+
+/**
+ * Largest client call without its body (method, path, query, headers), in characters. The body
+ * travels beside it, as text, so that it meets the body's own limits and is never escaped into
+ * this envelope.
+ */
+export const ENVELOPE_CHARS = 64 * 1024;
 
 /** Server -> sandbox. */
 export type ToSandbox =
@@ -29,7 +41,7 @@ export type FromSandbox =
   | { kind: 'ready' }
   | { kind: 'done'; id: number; ok: true; result: BotResult; log: string }
   | { kind: 'done'; id: number; ok: false; error: string; log: string }
-  | { kind: 'client-call'; id: number; call: number; request: string };
+  | { kind: 'client-call'; id: number; call: number; request: string; body?: string };
 
 /** A FHIR call of a bot's client, as the sandbox sends it (JSON in `request`). */
 export interface ClientRequest {
@@ -38,7 +50,8 @@ export interface ClientRequest {
   path: string;
   /** A query string, or name/value pairs. */
   query?: string | [string, string][];
-  body?: unknown;
+  /** The body as text: JSON for the client's calls, as given for a fetch. */
+  body?: string;
   contentType?: string;
   /** If-None-Exist of a conditional create. */
   ifNoneExist?: string;
@@ -56,4 +69,9 @@ export interface ClientAnswer {
   /** A fetch's answer. */
   text?: string;
   headers?: Record<string, string>;
+}
+
+/** A call refused before it reached the server: the answer both the client and fetch read. */
+export function refusedCall(err: FhirError): ClientAnswer {
+  return { status: err.status, message: err.message, body: err.outcome, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
 }

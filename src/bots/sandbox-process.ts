@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import ivm from 'isolated-vm';
 import { PRELUDE, RUN, wrapModule } from './prelude';
-import type { BotResult, FromSandbox, RunLimits, ToSandbox } from './protocol';
+import { fhirError } from '../fhir/errors';
+import { ENVELOPE_CHARS, refusedCall, type BotResult, type FromSandbox, type RunLimits, type ToSandbox } from './protocol';
 
 /**
  * The bot sandbox: a child process of the server (src/bots/runner.ts forks it) that holds V8
@@ -86,7 +87,7 @@ async function run(message: Extract<ToSandbox, { kind: 'run' }>): Promise<void> 
     const global = context.global;
     await Promise.all([
       global.set('__hostLog', new ivm.Callback((level: string, text: string) => log.add(level, text))),
-      global.set('__hostClient', new ivm.Reference((request: string) => clientCall(id, request))),
+      global.set('__hostClient', new ivm.Reference((request: unknown, body: unknown) => clientCall({ id, request, body, limits }))),
       global.set('__botEvent', message.event),
     ]);
     await slot.prelude.run(context, { timeout: limits.timeoutMs });
@@ -115,12 +116,24 @@ function reason(err: unknown, facts: { timedOut: boolean; slot: Slot; limits: Ru
   return message;
 }
 
-/** A FHIR call of a bot's client: sent to the server, which answers as the bot. */
-function clientCall(id: number, request: string): Promise<string> {
-  const call = ++calls;
+/**
+ * A FHIR call of a bot's client: sent to the server, which answers as the bot. What cannot be
+ * a call (not text, or over the limits) is answered here, so that it never crosses to the server:
+ * a body over BODY_LIMIT is 413 as over HTTP (the server checks again, in bytes and depth).
+ */
+function clientCall(call: { id: number; request: unknown; body: unknown; limits: RunLimits }): Promise<string> {
+  const { id, request, body, limits } = call;
+  if (typeof request !== 'string' || (body !== undefined && typeof body !== 'string')) {
+    return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_REQUEST_INVALID', { reason: 'a bot call must be text' }))));
+  }
+  if (request.length > ENVELOPE_CHARS) {
+    return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_REQUEST_INVALID', { reason: `the call's URL, query and headers are longer than ${ENVELOPE_CHARS} characters` }))));
+  }
+  if (body !== undefined && body.length > limits.bodyBytes) return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_BODY_TOO_LARGE', { limit: limits.bodyBytes }))));
+  const number = ++calls;
   return new Promise((resolve) => {
-    waiting.set(`${id}:${call}`, resolve);
-    send({ kind: 'client-call', id, call, request });
+    waiting.set(`${id}:${number}`, resolve);
+    send({ kind: 'client-call', id, call: number, request, body });
   });
 }
 

@@ -9,6 +9,7 @@ import { FhirError, fhirError } from '../fhir/errors';
 import type { RestService } from '../rest/rest-service';
 import type { Outbound } from '../net/outbound';
 import { FHIR_JSON } from '../fhir/outcome';
+import { checkBodySize, parseJsonBody } from '../fhir/json-body';
 import type { FhirRequest } from '../rest/fhir-request';
 import { compileBot } from './compile';
 import type { BotResult, ClientAnswer, ClientRequest, RunLimits } from './protocol';
@@ -26,6 +27,8 @@ export interface BotServiceDeps {
   runner: BotRunner;
   memoryMb: number;
   outputBytes: number;
+  /** BODY_LIMIT: a bot's calls to this server meet the same body limits as any HTTP client's. */
+  bodyLimit: number;
   /** By project id, `*` for every project: name -> value. */
   secrets: Record<string, Record<string, string>>;
   /** Origins a bot's fetch may reach besides this server (`*`: any public address), and how. */
@@ -103,8 +106,8 @@ export class BotService {
       // For the client's getBaseUrl()/fhirUrl() (taken out of the event before the handler sees it).
       baseUrl: ctx.baseUrl,
     };
-    const limits: RunLimits = { memoryMb: this.deps.memoryMb, timeoutMs: timeoutS * 1000, outputBytes: this.deps.outputBytes, logBytes: LOG_BYTES };
-    const outcome = await this.deps.runner.run(code, JSON.stringify(event), limits, (request) => this.clientCall(request, botCtx));
+    const limits: RunLimits = { memoryMb: this.deps.memoryMb, timeoutMs: timeoutS * 1000, outputBytes: this.deps.outputBytes, logBytes: LOG_BYTES, bodyBytes: this.deps.bodyLimit };
+    const outcome = await this.deps.runner.run({ code, event: JSON.stringify(event), limits, client: (request) => this.clientCall(request, botCtx), project: ctx.project });
     const audit = this.audit(bot, outcome.ok ? undefined : outcome.error, outcome.log, ctx).finally(() => this.audits.delete(audit));
     this.audits.add(audit);
     if (!outcome.ok) {
@@ -164,9 +167,34 @@ export class BotService {
     return out;
   }
 
-  /** One FHIR call of the bot's client, through the REST core as the bot. */
+  /** One FHIR call of the bot's client, through the REST core as the bot; its body is JSON text. */
   private async clientCall(request: ClientRequest, ctx: RequestContext): Promise<ClientAnswer> {
     if (request.url !== undefined) return this.fetchCall(request, request.url, ctx);
+    let body: unknown;
+    try {
+      body = this.bodyOf(request.body, undefined);
+    } catch (err) {
+      if (err instanceof FhirError) return { status: err.status, body: err.outcome, message: err.message };
+      throw err;
+    }
+    return this.restCall({ ...request, body }, ctx);
+  }
+
+  /**
+   * A body a bot sends to this server, read as the HTTP layer reads one: JSON (the client's, or a
+   * fetch's without a non-JSON type) within BODY_LIMIT and the depth limit, without a NUL or
+   * prototype keys; other text within BODY_LIMIT. Throws the same catalogue errors.
+   */
+  private bodyOf(text: string | undefined, contentType: string | undefined): unknown {
+    if (text === undefined) return undefined;
+    if (contentType !== undefined && !/json/i.test(contentType)) {
+      checkBodySize(text, this.deps.bodyLimit);
+      return text;
+    }
+    return parseJsonBody(text, { bodyLimit: this.deps.bodyLimit });
+  }
+
+  private async restCall(request: Omit<ClientRequest, 'body'> & { body: unknown }, ctx: RequestContext): Promise<ClientAnswer> {
     const query: Record<string, string[]> = {};
     const pairs = typeof request.query === 'string' ? [...new URLSearchParams(request.query)] : (request.query ?? []);
     for (const [name, value] of pairs) (query[name] ??= []).push(value);
@@ -203,15 +231,14 @@ export class BotService {
     if (url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)) {
       const path = parsed.pathname.slice(new URL(base).pathname.length).replace(/^\/+/, '');
       const contentType = request.headers?.['content-type'];
-      let body: unknown = request.body;
-      if (typeof body === 'string' && body !== '' && (contentType === undefined || /json/i.test(contentType))) {
-        try {
-          body = JSON.parse(body);
-        } catch {
-          return { status: 400, text: JSON.stringify(fhirError('ERR_BODY_JSON', { reason: 'the fetch body is not JSON' }).outcome), headers: { 'content-type': FHIR_JSON } };
-        }
+      let body: unknown;
+      try {
+        body = this.bodyOf(request.body, contentType);
+      } catch (err) {
+        if (!(err instanceof FhirError)) throw err;
+        return { status: err.status, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
       }
-      const answer = await this.clientCall({ method: request.method, path, query: parsed.search.slice(1), body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
+      const answer = await this.restCall({ method: request.method, path, query: parsed.search.slice(1), body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
       return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers: { 'content-type': FHIR_JSON } };
     }
     const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(parsed.origin);

@@ -172,6 +172,8 @@ export const ERRORS = {
   ERR_BOT_NOT_FOUND: spec<{ what: string }>(404, 'not-found', (p) => `No bot found for ${p.what}`),
   ERR_BOT_FAILED: spec<{ message: string }>(400, 'processing', (p) => `The bot failed: ${p.message}`),
   ERR_BOT_INPUT: spec<{ reason: string }>(400, 'invalid', (p) => `The bot cannot be run: ${p.reason}`),
+  ERR_BOT_BUSY: spec<{ running: number; waiting: number }>(
+    429, 'throttled', (p) => `This project's bots hold their share of the bot sandbox (${p.running} running, ${p.waiting} waiting); try again later (Retry-After)`),
   ERR_BOT_SCHEDULE: spec<{ path: string; reason: string }>(400, 'invalid', (p) => `The Bot's schedule (${p.path}) cannot be run: ${p.reason}`),
   // bulk data
   ERR_BULK_ASYNC: spec(400, 'invalid', () => "Bulk export runs asynchronously: send 'Prefer: respond-async'"),

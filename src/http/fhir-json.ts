@@ -1,14 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { fhirError } from '../fhir/errors';
-import { containsNulEscape, DepthScanner } from './json-scan';
-
-/** JSON nested deeper than this is refused before anything walks it recursively. */
-export const MAX_JSON_DEPTH = 64;
+import { MAX_JSON_DEPTH, parseJsonText } from '../fhir/json-body';
+import { DepthScanner } from '../fhir/json-scan';
 
 /**
  * Request bodies: `application/fhir+json` and `application/json` (any parameters, such as
  * fhirVersion or charset), read under the body limit, refused as soon as they nest too deep, then
- * refused when they carry a NUL or prototype keys, and parsed once.
+ * refused when they carry a NUL or prototype keys, and parsed once (src/fhir/json-body.ts, whose
+ * rules a bot's calls to this server meet too).
  * Every other media type is 415 (Fastify's own check, answered by the error handler).
  */
 export function registerFhirJson(app: FastifyInstance, options: { bodyLimit: number }): void {
@@ -17,18 +16,12 @@ export function registerFhirJson(app: FastifyInstance, options: { bodyLimit: num
     readBody(request, payload, options.bodyLimit, (err, text) => {
       if (err || text === undefined) return done(err ?? fhirError('ERR_BODY_MISSING', {}), undefined);
       rawBodies.set(request, text);
-      if (text.trim() === '') return done(fhirError('ERR_BODY_MISSING', {}), undefined);
-      if (containsNulEscape(text)) {
-        return done(fhirError('ERR_REQUEST_INVALID', { reason: 'the body contains a NUL character (\\u0000), which FHIR strings cannot hold' }), undefined);
-      }
       let value: unknown;
       try {
-        value = JSON.parse(text);
-      } catch (parseError) {
-        return done(fhirError('ERR_BODY_JSON', { reason: (parseError as Error).message }), undefined);
+        value = parseJsonText(text);
+      } catch (refused) {
+        return done(refused as Error, undefined);
       }
-      const problem = checkKeys(value);
-      if (problem) return done(problem, undefined);
       done(null, value);
     });
   });
@@ -114,30 +107,6 @@ const rawBodies = new WeakMap<FastifyRequest, string>();
 
 export function rawBodyOf(request: FastifyRequest): string | undefined {
   return rawBodies.get(request);
-}
-
-/**
- * No `__proto__`/`constructor`/`prototype` keys that could poison a merge. Iterative; the depth is
- * bounded already (DepthScanner).
- */
-function checkKeys(root: unknown) {
-  const nodes: unknown[] = [root];
-  while (nodes.length > 0) {
-    const node = nodes.pop();
-    if (typeof node !== 'object' || node === null) continue;
-    if (Array.isArray(node)) {
-      for (const item of node) if (typeof item === 'object' && item !== null) nodes.push(item);
-      continue;
-    }
-    for (const key in node) {
-      if (key === '__proto__' || key === 'constructor' || key === 'prototype') {
-        return fhirError('ERR_BODY_JSON', { reason: `the property name '${key}' is not allowed` });
-      }
-      const child = (node as Record<string, unknown>)[key];
-      if (typeof child === 'object' && child !== null) nodes.push(child);
-    }
-  }
-  return undefined;
 }
 
 /** True when an Accept header (or its absence) admits a JSON answer. */

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { containsNulEscape, DepthScanner } from '../../src/http/json-scan';
+import { containsNulEscape, DepthScanner } from '../../src/fhir/json-scan';
 import { seedFuzzing } from '../helpers/fuzz-seed';
 
 seedFuzzing();

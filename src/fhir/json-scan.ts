@@ -6,7 +6,7 @@
  * ASCII and never occur inside a UTF-8 multi-byte sequence, so bytes need no decoding.
  */
 
-import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../fhir/json-chars';
+import { BACKSLASH, CLOSE_BRACE, CLOSE_BRACKET, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from './json-chars';
 
 export class DepthScanner {
   private depth = 0;
