@@ -102,7 +102,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       accounts,
       ephemeral: store.ephemeral,
       tokens,
-      assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
+      assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets }) }),
     });
     const graphql = new LazyGraphQL({
       model: r4Model(),
@@ -117,11 +117,11 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
     const bulk = bulkExports(core, store, jobs);
     // The sandbox process starts with the first bot deployed or run, not here.
-    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner(), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
+    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner(), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
     const subscriptions = new Subscriptions({
       repository,
       jobs,
-      outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }),
+      outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets }),
       retryMs: config.subscriptionRetryMs,
       registry: core.params,
       extractor: core.extractor,

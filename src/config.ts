@@ -35,6 +35,11 @@ export interface Config {
   validateOnWrite: boolean;
   /** Let outbound requests (a client's jwksUri) reach loopback and private addresses (tests, closed networks). */
   outboundAllowPrivate: boolean;
+  /**
+   * Private `address:port` pairs outbound requests may reach while OUTBOUND_ALLOW_PRIVATE is off
+   * (OUTBOUND_ALLOW_TARGETS): one internal receiver, not the whole network. Addresses, not names.
+   */
+  outboundAllowTargets: string[];
   /** Origins (scheme://host[:port]) whose browser pages may call the server; `*` for any. Empty: none. */
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
@@ -119,6 +124,7 @@ export function loadConfig(env: Env): Config {
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
+    outboundAllowTargets: addressPorts(env, 'OUTBOUND_ALLOW_TARGETS'),
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     freshnessCheck: oneOf(env, 'FRESHNESS_CHECK', FRESHNESS_CHECKS, 'notify'),
@@ -166,6 +172,27 @@ function origins(env: Env, name: string): string[] {
     }
   }
   return list.map((o) => (o === '*' ? o : new URL(o).origin));
+}
+
+/**
+ * Comma-separated `address:port` pairs (`10.0.0.5:8443`, `[fd00::5]:9000`), written as the URL
+ * parser writes them (the outbound connector compares them as text).
+ */
+function addressPorts(env: Env, name: string): string[] {
+  const raw = env[name]?.trim();
+  if (!raw) return [];
+  return raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '').map((entry) => {
+    const match = /^(\[[0-9a-fA-F:.]+\]|\d+\.\d+\.\d+\.\d+):(\d{1,5})$/.exec(entry);
+    const port = match ? Number(match[2]) : 0;
+    if (!match || port < 1 || port > 65535) throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
+    let host: string;
+    try {
+      host = new URL(`http://${match[1]}/`).hostname;
+    } catch {
+      throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
+    }
+    return `${host}:${port}`;
+  });
 }
 
 /** `{"*": {"NAME": "value"}, "<project id>": {...}}`: names to string values, by project. */
