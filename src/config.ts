@@ -48,6 +48,10 @@ export interface Config {
   workers: number;
   /** How a process learns of other processes' writes to stored content (src/storage/change-watch.ts). */
   freshnessCheck: FreshnessCheck;
+  /** How long a subscription websocket may stay open without binding (WS_BIND_TIMEOUT_MS); closed after. */
+  wsBindTimeoutMs: number;
+  /** Open subscription websockets one client address may hold (WS_MAX_PER_ADDRESS); the next upgrade is 429. */
+  wsMaxPerAddress: number;
   /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
   subscriptionRetryMs: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
@@ -129,6 +133,8 @@ export function loadConfig(env: Env): Config {
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     freshnessCheck: oneOf(env, 'FRESHNESS_CHECK', FRESHNESS_CHECKS, 'notify'),
     workers: env.WORKERS?.trim().toLowerCase() === 'auto' ? availableParallelism() : integer(env, 'WORKERS', 1, 1, 256),
+    wsBindTimeoutMs: integer(env, 'WS_BIND_TIMEOUT_MS', 10_000, 50, 3_600_000),
+    wsMaxPerAddress: integer(env, 'WS_MAX_PER_ADDRESS', 16, 1, 100_000),
     subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
     botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),
