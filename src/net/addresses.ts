@@ -106,3 +106,18 @@ function parseV6(text: string): number[] | undefined {
   if (!groups.every((x) => /^[0-9a-f]{1,4}$/.test(x))) return undefined;
   return groups.map((x) => parseInt(x, 16));
 }
+
+/**
+ * The network a client address stands for when counting what one client holds: the IPv4 address
+ * (also when written IPv4-mapped, as a dual-stack listener reports it), or the /64 of an IPv6
+ * address, since one IPv6 host is handed a whole /64 and can take a new address from it at will.
+ */
+export function clientNetwork(address: string): string {
+  const text = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+  const four = parseV4(text);
+  if (four !== undefined) return text;
+  const groups = parseV6(text);
+  if (!groups) return text;
+  if (groups.slice(0, 5).every((x) => x === 0) && groups[5] === 0xffff) return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
+  return `${groups.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { addressKind } from '../../src/net/addresses';
+import { addressKind, clientNetwork } from '../../src/net/addresses';
 import { isRefusedAddress } from '../../src/net/outbound';
 
 /**
@@ -82,5 +82,18 @@ describe('addressKind', () => {
     expect(isRefusedAddress('fd00:ec2::254', true)).toBe(true);
     expect(isRefusedAddress('ff02::1', true)).toBe(true);
     expect(isRefusedAddress('8.8.8.8', false)).toBe(false);
+  });
+});
+
+describe('clientNetwork', () => {
+  test.each([
+    ['203.0.113.7', '203.0.113.7'],
+    ['::ffff:203.0.113.7', '203.0.113.7'],
+    ['::ffff:cb00:7107', '203.0.113.7'],
+    ['2001:db8:1:2:aaaa::1', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2:bbbb:cccc:dddd:eeee', '2001:db8:1:2::/64'],
+    ['::1', '0:0:0:0::/64'],
+  ])('%s counts as %s', (address, network) => {
+    expect(clientNetwork(address)).toBe(network);
   });
 });

@@ -2,13 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import fastifyWebsocket, { type WebSocket } from '@fastify/websocket';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fhirError } from '../../fhir/errors';
+import { clientNetwork } from '../../net/addresses';
 import type { WebsocketHub } from '../../subscriptions/websocket';
 
 export interface SubscriptionSocketOptions {
   hub: WebsocketHub;
   /** A socket that has not bound to a Subscription within this time is closed (WS_BIND_TIMEOUT_MS). */
   bindTimeoutMs: number;
-  /** Open sockets one client address may hold; the next upgrade is refused 429 (WS_MAX_PER_ADDRESS). */
+  /** Open sockets one client address (IPv6: one /64) may hold; the next upgrade is refused 429 (WS_MAX_PER_ADDRESS). */
   maxPerAddress: number;
 }
 
@@ -49,7 +50,7 @@ export async function registerSubscriptionSocketRoute(app: FastifyInstance, opti
 }
 
 /**
- * The count of open sockets by client address. Taken before the upgrade (an HTTP 429 is answered
+ * The count of open sockets by client address (an IPv6 client by its /64). Taken before the upgrade (an HTTP 429 is answered
  * while there is still HTTP to answer with), given back when the connection closes, whether it
  * became a websocket or the handshake failed.
  */
@@ -63,7 +64,7 @@ class AddressGate {
     // A plain GET (no upgrade) goes on to the plugin's 404.
     if (!request.ws) return done();
     // No address only for app.injectWS (tests): one in-process client.
-    const address = request.ip || 'in-process';
+    const address = request.ip ? clientNetwork(request.ip) : 'in-process';
     const count = this.open.get(address) ?? 0;
     if (count >= this.max) return done(fhirError('ERR_SUBSCRIPTION_SOCKETS', { max: this.max }));
     this.open.set(address, count + 1);
