@@ -52,6 +52,8 @@ export interface Config {
   wsBindTimeoutMs: number;
   /** Open subscription websockets one client address may hold (WS_MAX_PER_ADDRESS); the next upgrade is 429. */
   wsMaxPerAddress: number;
+  /** Open subscription websockets this process holds in all (WS_MAX_CONNECTIONS); keep it under the descriptor limit. */
+  wsMaxConnections: number;
   /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
   subscriptionRetryMs: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
@@ -135,6 +137,7 @@ export function loadConfig(env: Env): Config {
     workers: env.WORKERS?.trim().toLowerCase() === 'auto' ? availableParallelism() : integer(env, 'WORKERS', 1, 1, 256),
     wsBindTimeoutMs: integer(env, 'WS_BIND_TIMEOUT_MS', 10_000, 50, 3_600_000),
     wsMaxPerAddress: integer(env, 'WS_MAX_PER_ADDRESS', 16, 1, 100_000),
+    wsMaxConnections: integer(env, 'WS_MAX_CONNECTIONS', 512, 1, 1_000_000),
     subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
     botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),

@@ -34,11 +34,11 @@ describe('configuration', () => {
   });
 
   test('outbound exceptions and websocket limits', () => {
-    expect(loadConfig({})).toMatchObject({ outboundAllowTargets: [], wsBindTimeoutMs: 10_000, wsMaxPerAddress: 16 });
-    const config = loadConfig({ OUTBOUND_ALLOW_TARGETS: '10.0.0.5:8443, [FD00:0:0::5]:9000', WS_BIND_TIMEOUT_MS: '2000', WS_MAX_PER_ADDRESS: '4' });
+    expect(loadConfig({})).toMatchObject({ outboundAllowTargets: [], wsBindTimeoutMs: 10_000, wsMaxPerAddress: 16, wsMaxConnections: 512 });
+    const config = loadConfig({ OUTBOUND_ALLOW_TARGETS: '10.0.0.5:8443, [FD00:0:0::5]:9000', WS_BIND_TIMEOUT_MS: '2000', WS_MAX_PER_ADDRESS: '4', WS_MAX_CONNECTIONS: '100' });
     // Written as the URL parser writes them: the outbound connector compares them as text.
     expect(config.outboundAllowTargets).toEqual(['10.0.0.5:8443', '[fd00::5]:9000']);
-    expect(config).toMatchObject({ wsBindTimeoutMs: 2000, wsMaxPerAddress: 4 });
+    expect(config).toMatchObject({ wsBindTimeoutMs: 2000, wsMaxPerAddress: 4, wsMaxConnections: 100 });
   });
 
   test.each([

@@ -27,8 +27,9 @@ export class RawWebSocket {
    * Sends an upgrade request for `path`: the socket when the server switched protocols (101), or
    * the HTTP status and body of its refusal.
    */
-  static async open(port: number, path: string): Promise<{ status: number; body: string; socket?: RawWebSocket }> {
-    const socket = connect(port, '127.0.0.1');
+  static async open(port: number, path: string, options: { from?: string } = {}): Promise<{ status: number; body: string; socket?: RawWebSocket }> {
+    // `from`: a loopback address of 127/8 to connect from, to stand for another client.
+    const socket = connect({ port, host: '127.0.0.1', localAddress: options.from });
     socket.on('error', () => undefined);
     const key = randomBytes(16).toString('base64');
     socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);

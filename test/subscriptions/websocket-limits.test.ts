@@ -9,7 +9,8 @@ import { FHIR_JSON, serverApp } from '../helpers/server-app';
 /**
  * The subscription websocket is public at the HTTP level, so it is bounded: a socket that does not
  * bind within WS_BIND_TIMEOUT_MS is closed by the server, one address holds at most
- * WS_MAX_PER_ADDRESS sockets (the next upgrade is 429), and the upgrade request itself is under
+ * WS_MAX_PER_ADDRESS sockets (the next upgrade is 429), the process at most WS_MAX_CONNECTIONS
+ * (503), and the upgrade request itself is under
  * HEADERS_TIMEOUT_MS. Over real TCP on loopback: the limits are about connections.
  */
 
@@ -96,7 +97,7 @@ describe('subscription websockets per address', () => {
   const sockets: RawWebSocket[] = [];
 
   beforeAll(async () => {
-    ({ server, port } = await listening({ wsBindTimeoutMs: 60_000, wsMaxPerAddress: 3 }));
+    ({ server, port } = await listening({ wsBindTimeoutMs: 60_000, wsMaxPerAddress: 3, wsMaxConnections: 5 }));
   });
   afterAll(async () => {
     for (const s of sockets) s.destroy();
@@ -122,5 +123,18 @@ describe('subscription websockets per address', () => {
     for (let tries = 0; again.status === 429 && tries < 200; tries += 1) again = await RawWebSocket.open(port, PATH);
     expect(again.status).toBe(101);
     sockets.push(again.socket as RawWebSocket);
+  });
+
+  test('over WS_MAX_CONNECTIONS, from any address, the next upgrade is refused 503', async () => {
+    // 127.0.0.1 holds 3 (the test above); two more clients bring the process to its 5.
+    for (const from of ['127.0.0.2', '127.0.0.2']) {
+      const opened = await RawWebSocket.open(port, PATH, { from });
+      expect(opened.status, from).toBe(101);
+      sockets.push(opened.socket as RawWebSocket);
+    }
+    const refused = await RawWebSocket.open(port, PATH, { from: '127.0.0.3' });
+    expect(refused.status).toBe(503);
+    expect(JSON.parse(refused.body)).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ code: 'transient' }] });
+    expect(await restRead(port)).toBe(200);
   });
 });

@@ -11,6 +11,11 @@ export interface SubscriptionSocketOptions {
   bindTimeoutMs: number;
   /** Open sockets one client address (IPv6: one /64) may hold; the next upgrade is refused 429 (WS_MAX_PER_ADDRESS). */
   maxPerAddress: number;
+  /**
+   * Open sockets in all, whoever holds them; the next upgrade is refused 503 (WS_MAX_CONNECTIONS):
+   * clients from many addresses must not take the descriptors REST requests need.
+   */
+  maxConnections: number;
 }
 
 /** How long a socket closed by the server may take to answer the close frame before it is cut. */
@@ -24,12 +29,13 @@ const CLOSE_GRACE_MS = 1000;
  *
  * Being public, it is bounded: an upgraded socket leaves the HTTP server's timeouts behind (the
  * upgrade request itself is under HEADERS_TIMEOUT_MS like any other), so a socket that has not
- * bound within `bindTimeoutMs` is closed, and one address holds at most `maxPerAddress` sockets.
+ * bound within `bindTimeoutMs` is closed, one address holds at most `maxPerAddress` sockets, and
+ * the process at most `maxConnections`.
  * Without these, sockets opened and left idle held a descriptor each until the process ran out.
  */
 export async function registerSubscriptionSocketRoute(app: FastifyInstance, options: SubscriptionSocketOptions): Promise<void> {
   const { hub, bindTimeoutMs } = options;
-  const gate = new AddressGate(options.maxPerAddress);
+  const gate = new SocketGate(options);
   // Registered after every other route: the plugin wraps the handler of each route declared after
   // it (to refuse upgrades there), which broke the console's sign-in when the oauth routes came later.
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
@@ -50,15 +56,16 @@ export async function registerSubscriptionSocketRoute(app: FastifyInstance, opti
 }
 
 /**
- * The count of open sockets by client address (an IPv6 client by its /64). Taken before the upgrade (an HTTP 429 is answered
+ * The count of open sockets, in all and by client address (an IPv6 client by its /64). Taken before the upgrade (an HTTP 429 is answered
  * while there is still HTTP to answer with), given back when the connection closes, whether it
  * became a websocket or the handshake failed.
  */
-class AddressGate {
+class SocketGate {
   private readonly open = new Map<string, number>();
+  private total = 0;
   private readonly releases = new WeakMap<IncomingMessage, () => void>();
 
-  constructor(private readonly max: number) {}
+  constructor(private readonly limits: Pick<SubscriptionSocketOptions, 'maxPerAddress' | 'maxConnections'>) {}
 
   admit(request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
     // A plain GET (no upgrade) goes on to the plugin's 404.
@@ -66,12 +73,15 @@ class AddressGate {
     // No address only for app.injectWS (tests): one in-process client.
     const address = request.ip ? clientNetwork(request.ip) : 'in-process';
     const count = this.open.get(address) ?? 0;
-    if (count >= this.max) return done(fhirError('ERR_SUBSCRIPTION_SOCKETS', { max: this.max }));
+    if (count >= this.limits.maxPerAddress) return done(fhirError('ERR_SUBSCRIPTION_SOCKETS', { max: this.limits.maxPerAddress }));
+    if (this.total >= this.limits.maxConnections) return done(fhirError('ERR_SUBSCRIPTION_SOCKETS_FULL', { max: this.limits.maxConnections }));
     this.open.set(address, count + 1);
+    this.total += 1;
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
+      this.total -= 1;
       const left = (this.open.get(address) ?? 1) - 1;
       if (left > 0) this.open.set(address, left);
       else this.open.delete(address);
