@@ -12,8 +12,10 @@ const loadUndici = (): typeof Undici => (undici ??= require('undici') as typeof 
 /**
  * Requests the server makes to addresses users give it (a client's jwksUri, subscriptions' rest-hook endpoints, a bot's fetch):
  * never to loopback, link-local or private addresses (where the server's own neighbours live)
- * unless OUTBOUND_ALLOW_PRIVATE=true, checked on the address actually connected to (a name that
- * resolves to 127.0.0.1 is refused too); bounded in time and in size.
+ * unless OUTBOUND_ALLOW_PRIVATE=true, never to cloud metadata, in whatever form the address is
+ * written (src/net/addresses.ts reads it as numbers); checked on the address actually connected
+ * to (a name that resolves to 127.0.0.1 is refused too); bounded in time and in size. Every
+ * outbound call goes through this class: nothing else in src/ opens a connection to a user's URL.
  */
 
 export interface OutboundOptions {
@@ -26,9 +28,10 @@ export interface OutboundOptions {
    */
   lookup?: typeof lookup;
   /**
-   * `address:port` pairs that may be called although private (`127.0.0.1:8443`, `[::1]:9000`):
-   * for tests, which need one loopback target that answers (a redirect's first hop). Metadata
-   * addresses are never let through. Not read from configuration.
+   * `address:port` pairs that may be called although private (`10.0.0.5:8443`, `[::1]:9000`,
+   * OUTBOUND_ALLOW_TARGETS): one internal receiver rather than the whole network, and for tests
+   * one loopback target that answers (a redirect's first hop). Literal addresses only: the lookup
+   * of a name does not know the port. Metadata and unroutable addresses are never let through.
    */
   allowTargets?: readonly string[];
 }
