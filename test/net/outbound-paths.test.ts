@@ -3,7 +3,9 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Subscription } from 'fhir/r4';
 import type { ServerApp } from '../../src/bootstrap';
+import { SUBSCRIPTION_EXTENSIONS as EXT } from '../../src/subscriptions/definition';
 import { CountingListener, loopbackForms } from '../helpers/listener';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 
@@ -130,6 +132,23 @@ describe('outbound paths without OUTBOUND_ALLOW_PRIVATE', () => {
     await delivered;
     // The bot's fetch and the jwksUri read, then the delivery: one request each, none after the redirect.
     expect(hopRequests.slice(0, 3)).toEqual(['GET /moved', 'GET /moved', 'POST /moved']);
+    expect(listener.connections).toBe(0);
+  });
+
+  test('a Subscription stored before the guard knew the mapped form is refused at delivery, not only at create', async () => {
+    const endpoint = `http://[::ffff:127.0.0.1]:${listener.port}/`;
+    // Straight into the repository, past the write checks, as an older version let it be stored.
+    const earlier: Subscription = { resourceType: 'Subscription', status: 'active', reason: 'stored earlier', criteria: 'Patient', channel: { type: 'rest-hook', endpoint }, extension: [{ url: EXT.maxAttempts, valueInteger: 1 }] };
+    const stored = await server.core.repository.in('default').create('Subscription', earlier);
+    const id = stored.version.resource?.id as string;
+    expect((await inject('POST', '/fhir/R4/Patient', { resourceType: 'Patient' })).statusCode).toBe(201);
+    let after: Subscription | undefined;
+    for (const started = Date.now(); after?.status !== 'error'; ) {
+      if (Date.now() - started > 30_000) throw new Error(`the delivery did not end in error: ${JSON.stringify(after)}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      after = (await inject('GET', `/fhir/R4/Subscription/${id}`)).json() as Subscription;
+    }
+    expect(after.error).toMatch(/private address/);
     expect(listener.connections).toBe(0);
   });
 });
