@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Subscription } from 'fhir/r4';
+import type { Resource, Subscription } from 'fhir/r4';
 import type { ServerApp } from '../../src/bootstrap';
 import { SUBSCRIPTION_EXTENSIONS as EXT } from '../../src/subscriptions/definition';
 import { CountingListener, loopbackForms } from '../helpers/listener';
@@ -38,6 +38,12 @@ describe('outbound paths without OUTBOUND_ALLOW_PRIVATE', () => {
     const res = await inject('POST', '/fhir/R4/ClientApplication', { resourceType: 'ClientApplication', name: 'outbound', status: 'active', jwksUri });
     expect(res.statusCode, res.body).toBe(201);
     return res.json().id as string;
+  }
+
+  /** A client stored straight into the repository, past the write checks, as an older version let it be stored. */
+  async function clientStoredEarlier(jwksUri: string): Promise<string> {
+    const written = await server.core.repository.in('default').create('ClientApplication', { resourceType: 'ClientApplication', name: 'stored earlier', status: 'active', jwksUri } as Resource);
+    return written.version.resource?.id as string;
   }
 
   /** A client_credentials exchange with a signed assertion: the server reads the client's jwksUri to check it. */
@@ -98,9 +104,12 @@ describe('outbound paths without OUTBOUND_ALLOW_PRIVATE', () => {
     expect(listener.connections).toBe(0);
   });
 
-  test("a ClientApplication's jwksUri in any loopback form is refused when read (invalid_client), nothing connects", async () => {
+  test("a ClientApplication's jwksUri in any loopback form is refused when written (400), and when read (invalid_client); nothing connects", async () => {
     for (const jwksUri of loopbackForms(listener.port)) {
-      const res = await exchange(await clientWith(jwksUri));
+      const written = await inject('POST', '/fhir/R4/ClientApplication', { resourceType: 'ClientApplication', name: 'outbound', status: 'active', jwksUri });
+      expect(written.statusCode, `${jwksUri}: ${written.body}`).toBe(400);
+      expect(written.body).toMatch(/jwksUri.*(private address|not an address the server calls)/);
+      const res = await exchange(await clientStoredEarlier(jwksUri));
       expect(res.statusCode, jwksUri).toBe(401);
       expect(res.json().error_description, jwksUri).toMatch(/jwksUri could not be read: .*(private address|not an address the server calls)/);
     }
