@@ -200,7 +200,7 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerConsoleRoutes(publicRoutes);
   // Last: the websocket plugin wraps the handler of every route declared after it.
-  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, parts.subscriptionSocket);
+  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, { hub: parts.subscriptionSocket, bindTimeoutMs: config.wsBindTimeoutMs, maxPerAddress: config.wsMaxPerAddress, maxConnections: config.wsMaxConnections });
   await app.ready();
   return app;
 }

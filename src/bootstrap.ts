@@ -29,7 +29,7 @@ import { terminologyPort } from './validation/terminology-port';
 import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 import { Accounts } from './auth/accounts';
-import { ClientAssertions } from './auth/client-assertion';
+import { checkClientKeysUri, ClientAssertions } from './auth/client-assertion';
 import { AuthService } from './auth/oauth';
 import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
@@ -75,6 +75,8 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       terminology: terminologyPort(terminology),
     });
     const schema = new StructuralCheck(validator);
+    // Before the core: its write checks ask it whether a client's jwksUri may be called.
+    const clientKeysOutbound = new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets });
     const core: Core = buildCore({
       store,
       schema,
@@ -84,6 +86,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       bundled: (type) => [...terminology.core.ofType(type)],
       prepare: async (resource) => {
         checkBotSchedule(resource);
+        await checkClientKeysUri(resource, clientKeysOutbound);
         await subscriptions.prepare(resource);
       },
       validate: async (resource, ctx) => {
@@ -102,7 +105,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       accounts,
       ephemeral: store.ephemeral,
       tokens,
-      assertions: new ClientAssertions({ store: store.ephemeral, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }) }),
+      assertions: new ClientAssertions({ store: store.ephemeral, outbound: clientKeysOutbound }),
     });
     const graphql = new LazyGraphQL({
       model: r4Model(),
@@ -117,11 +120,11 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
     const bulk = bulkExports(core, store, jobs);
     // The sandbox process starts with the first bot deployed or run, not here.
-    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner({ memoryMb: config.botMemoryMb, sandboxMemoryMb: config.botSandboxMemoryMb, slotsPerProject: config.botSlotsPerProject, queuePerProject: config.botQueuePerProject }), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, bodyLimit: config.bodyLimit, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
+    const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner({ memoryMb: config.botMemoryMb, sandboxMemoryMb: config.botSandboxMemoryMb, slotsPerProject: config.botSlotsPerProject, queuePerProject: config.botQueuePerProject }), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, bodyLimit: config.bodyLimit, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
     const subscriptions = new Subscriptions({
       repository,
       jobs,
-      outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }),
+      outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets }),
       retryMs: config.subscriptionRetryMs,
       registry: core.params,
       extractor: core.extractor,

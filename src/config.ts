@@ -35,6 +35,11 @@ export interface Config {
   validateOnWrite: boolean;
   /** Let outbound requests (a client's jwksUri) reach loopback and private addresses (tests, closed networks). */
   outboundAllowPrivate: boolean;
+  /**
+   * Private `address:port` pairs outbound requests may reach while OUTBOUND_ALLOW_PRIVATE is off
+   * (OUTBOUND_ALLOW_TARGETS): one internal receiver, not the whole network. Addresses, not names.
+   */
+  outboundAllowTargets: string[];
   /** Origins (scheme://host[:port]) whose browser pages may call the server; `*` for any. Empty: none. */
   corsOrigins: string[];
   /** Job-queue workers this process runs (bulk export and other background work); 0 for a web-only process. */
@@ -43,6 +48,12 @@ export interface Config {
   workers: number;
   /** How a process learns of other processes' writes to stored content (src/storage/change-watch.ts). */
   freshnessCheck: FreshnessCheck;
+  /** How long a subscription websocket may stay open without binding (WS_BIND_TIMEOUT_MS); closed after. */
+  wsBindTimeoutMs: number;
+  /** Open subscription websockets one client address may hold (WS_MAX_PER_ADDRESS); the next upgrade is 429. */
+  wsMaxPerAddress: number;
+  /** Open subscription websockets this process holds in all (WS_MAX_CONNECTIONS); keep it under the descriptor limit. */
+  wsMaxConnections: number;
   /** The first retry of a failed subscription delivery, in ms (doubled each attempt, with jitter). */
   subscriptionRetryMs: number;
   /** How long a claimed job is a worker's before another may take it (renewed while it runs): the wait after a crash. */
@@ -128,10 +139,14 @@ export function loadConfig(env: Env): Config {
     baseUrl: baseUrl(env),
     validateOnWrite: bool(env, 'VALIDATE_ON_WRITE', false),
     outboundAllowPrivate: bool(env, 'OUTBOUND_ALLOW_PRIVATE', false),
+    outboundAllowTargets: addressPorts(env, 'OUTBOUND_ALLOW_TARGETS'),
     corsOrigins: origins(env, 'CORS_ORIGINS'),
     jobWorkers: integer(env, 'JOB_WORKERS', 1, 0, 64),
     freshnessCheck: oneOf(env, 'FRESHNESS_CHECK', FRESHNESS_CHECKS, 'notify'),
     workers: env.WORKERS?.trim().toLowerCase() === 'auto' ? availableParallelism() : integer(env, 'WORKERS', 1, 1, 256),
+    wsBindTimeoutMs: integer(env, 'WS_BIND_TIMEOUT_MS', 10_000, 50, 3_600_000),
+    wsMaxPerAddress: integer(env, 'WS_MAX_PER_ADDRESS', 16, 1, 100_000),
+    wsMaxConnections: integer(env, 'WS_MAX_CONNECTIONS', 512, 1, 1_000_000),
     subscriptionRetryMs: integer(env, 'SUBSCRIPTION_RETRY_MS', 1000, 1, 3_600_000),
     jobLeaseMs: integer(env, 'JOB_LEASE_MS', 30_000, 1_000, 3_600_000),
     botMemoryMb: integer(env, 'BOT_MEMORY_MB', 128, 16, 4096),
@@ -178,6 +193,27 @@ function origins(env: Env, name: string): string[] {
     }
   }
   return list.map((o) => (o === '*' ? o : new URL(o).origin));
+}
+
+/**
+ * Comma-separated `address:port` pairs (`10.0.0.5:8443`, `[fd00::5]:9000`), written as the URL
+ * parser writes them (the outbound connector compares them as text).
+ */
+function addressPorts(env: Env, name: string): string[] {
+  const raw = env[name]?.trim();
+  if (!raw) return [];
+  return raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '').map((entry) => {
+    const match = /^(\[[0-9a-fA-F:.]+\]|\d+\.\d+\.\d+\.\d+):(\d{1,5})$/.exec(entry);
+    const port = match ? Number(match[2]) : 0;
+    if (!match || port < 1 || port > 65535) throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
+    let host: string;
+    try {
+      host = new URL(`http://${match[1]}/`).hostname;
+    } catch {
+      throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
+    }
+    return `${host}:${port}`;
+  });
 }
 
 /** `{"*": {"NAME": "value"}, "<project id>": {...}}`: names to string values, by project. */

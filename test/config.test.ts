@@ -33,7 +33,20 @@ describe('configuration', () => {
     expect(config.authTokens).toEqual(['aaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbb']);
   });
 
+  test('outbound exceptions and websocket limits', () => {
+    expect(loadConfig({})).toMatchObject({ outboundAllowTargets: [], wsBindTimeoutMs: 10_000, wsMaxPerAddress: 16, wsMaxConnections: 512 });
+    const config = loadConfig({ OUTBOUND_ALLOW_TARGETS: '10.0.0.5:8443, [FD00:0:0::5]:9000', WS_BIND_TIMEOUT_MS: '2000', WS_MAX_PER_ADDRESS: '4', WS_MAX_CONNECTIONS: '100' });
+    // Written as the URL parser writes them: the outbound connector compares them as text.
+    expect(config.outboundAllowTargets).toEqual(['10.0.0.5:8443', '[fd00::5]:9000']);
+    expect(config).toMatchObject({ wsBindTimeoutMs: 2000, wsMaxPerAddress: 4, wsMaxConnections: 100 });
+  });
+
   test.each([
+    [{ OUTBOUND_ALLOW_TARGETS: 'internal.example:8443' }, /^OUTBOUND_ALLOW_TARGETS: /],
+    [{ OUTBOUND_ALLOW_TARGETS: '10.0.0.5' }, /^OUTBOUND_ALLOW_TARGETS: /],
+    [{ OUTBOUND_ALLOW_TARGETS: '10.0.0.5:70000' }, /^OUTBOUND_ALLOW_TARGETS: /],
+    [{ WS_BIND_TIMEOUT_MS: 'never' }, /^WS_BIND_TIMEOUT_MS: /],
+    [{ WS_MAX_PER_ADDRESS: '0' }, /^WS_MAX_PER_ADDRESS: /],
     [{ PORT: 'eighty' }, /^PORT: /],
     [{ PORT: '70000' }, /^PORT: /],
     [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],

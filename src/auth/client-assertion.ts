@@ -1,4 +1,7 @@
+import type { Resource } from 'fhir/r4';
 import type { JSONWebKeySet } from 'jose';
+import type { ClientApplicationResource } from '../fhir/admin-types';
+import { fhirError } from '../fhir/errors';
 import { jose } from './jose';
 import type { EphemeralStore } from '../storage/ephemeral';
 import type { Outbound } from '../net/outbound';
@@ -102,6 +105,20 @@ export class ClientAssertions {
     else this.remote.delete(uri);
     return set;
   }
+}
+
+/**
+ * The write check of a ClientApplication's jwksUri: inline keys (`data:`), or an http(s) URL the
+ * outbound policy would call, so that a client aimed at the server's neighbours is refused when
+ * stored (400, with the reason) rather than only when its keys are read (which refuses it too).
+ */
+export async function checkClientKeysUri(resource: Resource, outbound: Outbound): Promise<void> {
+  if (resource.resourceType !== 'ClientApplication') return;
+  const uri = (resource as ClientApplicationResource).jwksUri;
+  if (uri === undefined || uri.startsWith('data:')) return;
+  await outbound.check(uri).catch((err: Error) => {
+    throw fhirError('ERR_RESOURCE_INVALID', { type: 'ClientApplication', path: 'ClientApplication.jwksUri', reason: err.message });
+  });
 }
 
 /** How long Cache-Control lets a response be kept (0: not at all; also when it says nothing). */

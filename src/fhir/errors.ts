@@ -78,6 +78,10 @@ export const ERRORS = {
     400, 'invalid', (p) => `The Subscription is not valid at ${p.path}: ${p.reason}`),
   ERR_SUBSCRIPTION_CHANNEL: spec<{ channel: string }>(
     400, 'not-supported', (p) => `Subscription channel type '${p.channel}' is not supported (rest-hook and websocket are)`),
+  ERR_SUBSCRIPTION_SOCKETS: spec<{ max: number }>(
+    429, 'throttled', (p) => `This address already holds ${p.max} open subscription websockets, the most it may; close one first`),
+  ERR_SUBSCRIPTION_SOCKETS_FULL: spec<{ max: number }>(
+    503, 'transient', (p) => `The server holds ${p.max} open subscription websockets, the most it may; try again later`),
   ERR_RESOURCE_TYPE_MISMATCH: spec<{ expected: string; found: string }>(
     400, 'invalid', (p) => `The body is a ${p.found} but the URL is for ${p.expected}`),
   ERR_RESOURCE_ID_MISSING: spec(400, 'required', () => 'The resource in an update must carry the id given in the URL'),

@@ -1,7 +1,8 @@
-import { lookup } from 'node:dns';
+import { lookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import type * as Undici from 'undici';
+import { addressKind } from './addresses';
 
 // undici is loaded with the first outbound request, not at start (it is a tenth of the start-up).
 const require = createRequire(import.meta.url);
@@ -11,14 +12,28 @@ const loadUndici = (): typeof Undici => (undici ??= require('undici') as typeof 
 /**
  * Requests the server makes to addresses users give it (a client's jwksUri, subscriptions' rest-hook endpoints, a bot's fetch):
  * never to loopback, link-local or private addresses (where the server's own neighbours live)
- * unless OUTBOUND_ALLOW_PRIVATE=true, checked on the address actually connected to (a name that
- * resolves to 127.0.0.1 is refused too); bounded in time and in size.
+ * unless OUTBOUND_ALLOW_PRIVATE=true, never to cloud metadata, in whatever form the address is
+ * written (src/net/addresses.ts reads it as numbers); checked on the address actually connected
+ * to (a name that resolves to 127.0.0.1 is refused too); bounded in time and in size. Every
+ * outbound call goes through this class: nothing else in src/ opens a connection to a user's URL.
  */
 
 export interface OutboundOptions {
   allowPrivate: boolean;
   timeoutMs?: number;
   maxBytes?: number;
+  /**
+   * The resolver (node's dns.lookup by default). Tests give one that maps a name to an address,
+   * to see the guard judge what a name resolves to without any DNS.
+   */
+  lookup?: typeof lookup;
+  /**
+   * `address:port` pairs that may be called although private (`10.0.0.5:8443`, `[::1]:9000`,
+   * OUTBOUND_ALLOW_TARGETS): one internal receiver rather than the whole network, and for tests
+   * one loopback target that answers (a redirect's first hop). Literal addresses only: the lookup
+   * of a name does not know the port. Metadata and unroutable addresses are never let through.
+   */
+  allowTargets?: readonly string[];
 }
 
 export class OutboundError extends Error {}
@@ -28,6 +43,8 @@ export interface FetchedText {
   headers: Record<string, string | string[] | undefined>;
   body: string;
 }
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 export class Outbound {
   private agentMade: Undici.Agent | undefined;
@@ -39,24 +56,57 @@ export class Outbound {
     this.maxBytes = options.maxBytes ?? 256 * 1024;
   }
 
-  /** The connection pool, made with the first request. */
+  /**
+   * The connection pool, made with the first request. The guard is in its connector, which runs
+   * for every new connection (a redirect followed by the caller, a reconnect, a retry): a literal
+   * address is judged there, a name by the addresses the guarded lookup hands to the socket. What
+   * was checked is what is connected to, so a name that resolves to a public address when checked
+   * and to 127.0.0.1 when connected (DNS rebinding) is refused at the connection.
+   */
   private get agent(): Undici.Agent {
-    this.agentMade ??= new (loadUndici().Agent)({
-      connect: {
-        timeout: this.timeoutMs,
-        lookup: (hostname, lookupOptions, callback) => {
-          lookup(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
-            if (err) return callback(err, '', 4);
-            const list = Array.isArray(addresses) ? addresses : [{ address: String(addresses), family: 4 }];
-            const refused = list.find((a) => isRefusedAddress(a.address, this.options.allowPrivate));
-            if (refused) return callback(new OutboundError(`${hostname} is a private address (${refused.address}); set OUTBOUND_ALLOW_PRIVATE=true to allow it`), '', 4);
-            if (lookupOptions.all) return callback(null, list as never, 4);
-            return callback(null, list[0].address, list[0].family);
-          });
-        },
-      },
-    });
+    if (this.agentMade) return this.agentMade;
+    const { Agent, buildConnector } = loadUndici();
+    const connectTo = buildConnector({ timeout: this.timeoutMs, lookup: (hostname: string, options: LookupOptions, callback: LookupCallback) => this.guardedLookup(hostname, options, callback) });
+    const connect: Undici.buildConnector.connector = (target, callback) => {
+      const port = target.port || (target.protocol === 'https:' ? 443 : 80);
+      const refusal = isIP(target.hostname) ? this.refusal(target.hostname, target.hostname, port) : undefined;
+      if (refusal) return callback(refusal, null);
+      return connectTo(target, callback);
+    };
+    this.agentMade = new Agent({ connect });
     return this.agentMade;
+  }
+
+  /** Every address a name resolves to is judged, not only the first: the socket may try any of them. */
+  private guardedLookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
+    (this.options.lookup ?? lookup)(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '', 4);
+      const list = Array.isArray(addresses) ? addresses : [{ address: String(addresses), family: 4 }];
+      for (const a of list) {
+        const refusal = this.refusal(hostname, a.address);
+        if (refusal) return callback(refusal, '', 4);
+      }
+      if (list.length === 0) return callback(new OutboundError(`${hostname} resolves to no address`), '', 4);
+      if (options.all) return callback(null, list);
+      return callback(null, list[0].address, list[0].family);
+    });
+  }
+
+  /** Why `address` (what `host` is or resolves to) may not be connected to, or undefined if it may. */
+  private refusal(host: string, address: string, port?: string | number): OutboundError | undefined {
+    const kind = addressKind(address);
+    if (kind === 'public') return undefined;
+    if (kind === 'private' && (this.options.allowPrivate || this.isAllowedTarget(address, port))) return undefined;
+    const shown = host === address ? address : `${host} (${address})`;
+    if (kind === 'metadata') return new OutboundError(`${shown} is a cloud metadata address, which is never called`);
+    if (kind === 'private') return new OutboundError(`${shown} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
+    return new OutboundError(`${shown} is not an address the server calls (unspecified, multicast, reserved or unreadable)`);
+  }
+
+  private isAllowedTarget(address: string, port: string | number | undefined): boolean {
+    if (port === undefined || !this.options.allowTargets) return false;
+    const shown = address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+    return this.options.allowTargets.includes(shown);
   }
 
   async getText(url: string): Promise<FetchedText> {
@@ -94,19 +144,27 @@ export class Outbound {
 
   /**
    * Whether a URL may be called, checked before it is stored (a webhook's endpoint): http(s), and
-   * unless private addresses are allowed, neither a private literal nor a name resolving to one.
-   * A name that does not resolve now is accepted (it is checked again at each connection).
+   * neither a refused literal nor a name resolving to a refused address. A name that does not
+   * resolve now is accepted: the connection checks it again, every time.
    */
   async check(url: string): Promise<void> {
-    this.refuseLiteral(url);
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+    const parsed = this.refuseLiteral(url);
+    const host = parsed.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) return;
-    const addresses = await new Promise<{ address: string }[]>((resolve) => lookup(host, { all: true }, (err, list) => resolve(err ? [] : list)));
-    const refused = addresses.find((a) => isRefusedAddress(a.address, this.options.allowPrivate));
-    if (refused) throw new OutboundError(`${host} is a private address (${refused.address}); set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
+    const addresses = await new Promise<LookupAddress[]>((resolve) => (this.options.lookup ?? lookup)(host, { all: true }, (err, list) => resolve(err ? [] : list)));
+    for (const a of addresses) {
+      const refusal = this.refusal(host, a.address);
+      if (refusal) throw refusal;
+    }
   }
 
-  private refuseLiteral(url: string): void {
+  /**
+   * The URL's scheme, and its host when it is an address, before any work is done (the connector
+   * judges it again; this gives the caller the reason rather than a failed connection). The URL
+   * parser has already turned `2130706433`, `0x7f000001`, `0177.0.0.1` and `127.1` into
+   * 127.0.0.1, and `[::ffff:127.0.0.1]` into `[::ffff:7f00:1]`, which addressKind reads as numbers.
+   */
+  private refuseLiteral(url: string): URL {
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -114,11 +172,12 @@ export class Outbound {
       throw new OutboundError(`'${url.slice(0, 200)}' is not an absolute URL`);
     }
     if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new OutboundError(`only http(s) URLs are called, not ${parsed.protocol}`);
-    // A literal address never goes through the lookup: check it here.
     const host = parsed.hostname.replace(/^\[|\]$/g, '');
-    if (isIP(host) && isRefusedAddress(host, this.options.allowPrivate)) {
-      throw new OutboundError(`${host} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it (cloud metadata addresses never are)`);
+    if (isIP(host)) {
+      const refusal = this.refusal(host, host, parsed.port || (parsed.protocol === 'https:' ? 443 : 80));
+      if (refusal) throw refusal;
     }
+    return parsed;
   }
 
   async close(): Promise<void> {
@@ -126,20 +185,8 @@ export class Outbound {
   }
 }
 
-/** Cloud metadata services: refused even when private addresses are allowed (they hand out credentials). */
-const METADATA_ADDRESSES = new Set(['169.254.169.254', 'fd00:ec2::254', '::ffff:169.254.169.254']);
-
+/** Whether an outbound call may not reach `address` (metadata and unroutable ones never; private ones unless allowed). */
 export function isRefusedAddress(address: string, allowPrivate: boolean): boolean {
-  return METADATA_ADDRESSES.has(address.toLowerCase()) || (!allowPrivate && isPrivateAddress(address));
-}
-
-/** Loopback, private (RFC 1918, unique local), link-local, unspecified, CGNAT and mapped forms of them. */
-export function isPrivateAddress(address: string): boolean {
-  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
-  if (isIP(v4) === 4) {
-    const [a, b] = v4.split('.').map(Number);
-    return a === 0 || a === 10 || a === 127 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127);
-  }
-  const v6 = address.toLowerCase();
-  return v6 === '::' || v6 === '::1' || v6.startsWith('fc') || v6.startsWith('fd') || v6.startsWith('fe80');
+  const kind = addressKind(address);
+  return kind !== 'public' && !(kind === 'private' && allowPrivate);
 }

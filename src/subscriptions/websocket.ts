@@ -91,6 +91,11 @@ export class WebsocketHub {
     socket.send(JSON.stringify(statusBundle(binding, 'handshake', [])));
   }
 
+  /** Whether the socket has bound to a Subscription (a socket that has not is closed after WS_BIND_TIMEOUT_MS). */
+  isBound(socket: HubSocket): boolean {
+    return this.bindings.has(socket);
+  }
+
   unbind(socket: HubSocket): void {
     const key = this.bindings.get(socket);
     if (key === undefined) return;
