@@ -96,7 +96,8 @@ export class Accounts {
     if (parts?.type !== 'AccessPolicy') return [];
     try {
       const policy = (await this.repository.in(project).read('AccessPolicy', parts.id)).resource as unknown as AccessPolicy;
-      return (policy.resource ?? []).filter((r) => typeof r.resourceType === 'string').map((r) => ({ type: r.resourceType as string, readonly: r.readonly === true }));
+      // A rule limited by criteria this server does not enforce would allow the whole type: it allows nothing.
+      return (policy.resource ?? []).filter((r) => typeof r.resourceType === 'string' && r.criteria === undefined).map((r) => ({ type: r.resourceType as string, readonly: r.readonly === true }));
     } catch {
       return [];
     }

@@ -1,0 +1,173 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Bundle, Resource } from 'fhir/r4';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { ServerApp } from '../../src/bootstrap';
+import { FHIR_JSON, onBothBackends, storeAll, type OpenServer } from '../helpers/server-app';
+
+/**
+ * The third hardening round's auth defects, end to end on both backends: chains and `_has` under
+ * an access policy, client ids and memberships another project cannot take, the sign-in lockout
+ * under concurrency, tokens of a removed membership and of a reused refresh token, a Patient's
+ * membership limited to its compartment, and the `aud` of a client assertion.
+ */
+
+const OPERATOR = 'operator-token-round-three';
+const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+const PORT = 18_931;
+
+function pkcePair() {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+interface Person {
+  email: string;
+  password: string;
+  user: string;
+  /** The project $init made for the person (they own it). */
+  home: string;
+}
+
+function suite(name: string, open: () => Promise<OpenServer>) {
+  describe(`hardening round three: auth (${name})`, () => {
+    let server: ServerApp;
+    let cleanup: () => Promise<void>;
+    const marker = `Qx${randomBytes(5).toString('hex')}`;
+    let owner: Person;
+    let ownerToken = '';
+    let a = '';
+    let practitioner = '';
+    const patients = { mine: '', other: '' };
+    const observations = { mine: '', other: '' };
+
+    const inject = (method: string, url: string, token?: string, payload?: unknown, headers: Record<string, string> = {}) =>
+      server.app.inject({
+        method: method as 'GET',
+        url,
+        headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+        payload: payload as object,
+      });
+    const form = (url: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
+      server.app.inject({ method: 'POST', url, headers: { ...FORM, ...headers }, payload: new URLSearchParams(fields).toString() });
+    const asOperatorIn = (project: string) => ({ 'x-project': project });
+
+    /** A person with a project of their own ($init), as the server's operators make one. */
+    async function person(label: string): Promise<Person> {
+      const email = `${label}-${marker}@example.org`;
+      const password = `${label} long passphrase`;
+      const res = await inject('POST', '/fhir/R4/Project/$init', OPERATOR, {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'name', valueString: `${label} project` },
+          { name: 'ownerEmail', valueString: email },
+          { name: 'ownerPassword', valueString: password },
+        ],
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      const project = res.json() as Resource & { owner: { reference: string } };
+      return { email, password, user: project.owner.reference.slice('User/'.length), home: project.id as string };
+    }
+
+    async function login(who: { email: string; password: string }, projectId?: string) {
+      const { verifier, challenge } = pkcePair();
+      const res = await inject('POST', '/auth/login', undefined, { email: who.email, password: who.password, projectId, codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      return { res, verifier };
+    }
+
+    async function signIn(who: { email: string; password: string }, projectId?: string) {
+      const { res, verifier } = await login(who, projectId);
+      expect(res.statusCode, res.body).toBe(200);
+      const token = await form('/oauth2/token', { grant_type: 'authorization_code', code: res.json().code, code_verifier: verifier });
+      expect(token.statusCode, token.body).toBe(200);
+      return token.json() as { access_token: string; refresh_token: string };
+    }
+
+    /** A membership in project A for a person, written by an operator (how people join a project). */
+    async function member(who: Person, fields: Record<string, unknown>): Promise<string> {
+      const res = await inject(
+        'POST',
+        '/fhir/R4/ProjectMembership',
+        OPERATOR,
+        { resourceType: 'ProjectMembership', project: { reference: `Project/${a}` }, user: { reference: `User/${who.user}` }, profile: { reference: `Practitioner/${practitioner}` }, ...fields },
+        asOperatorIn(a),
+      );
+      expect(res.statusCode, res.body).toBe(201);
+      return res.json().id as string;
+    }
+
+    async function policy(...types: (string | { resourceType: string; criteria: string })[]): Promise<string> {
+      const resource = types.map((t) => (typeof t === 'string' ? { resourceType: t } : t));
+      const res = await inject('POST', '/fhir/R4/AccessPolicy', ownerToken, { resourceType: 'AccessPolicy', name: 'policy', resource });
+      expect(res.statusCode, res.body).toBe(201);
+      return res.json().id as string;
+    }
+
+    async function create(resource: Resource): Promise<string> {
+      const res = await inject('POST', `/fhir/R4/${resource.resourceType}`, ownerToken, resource);
+      expect(res.statusCode, res.body).toBe(201);
+      return res.json().id as string;
+    }
+
+    beforeAll(async () => {
+      ({ server, cleanup } = await open());
+      owner = await person('owner');
+      a = owner.home;
+      ownerToken = (await signIn(owner)).access_token;
+      practitioner = await create({ resourceType: 'Practitioner', name: [{ family: 'Staff' }] } as Resource);
+      patients.mine = await create({ resourceType: 'Patient', name: [{ family: `Self${marker}` }], identifier: [{ system: 'urn:ssn', value: `111-${marker}` }] } as Resource);
+      patients.other = await create({ resourceType: 'Patient', name: [{ family: `Secret${marker}` }], identifier: [{ system: 'urn:ssn', value: `999-${marker}` }] } as Resource);
+      observations.mine = await create({ resourceType: 'Observation', status: 'final', code: { text: marker }, subject: { reference: `Patient/${patients.mine}` }, focus: [{ reference: `Patient/${patients.other}` }] } as Resource);
+      observations.other = await create({ resourceType: 'Observation', status: 'final', code: { text: marker }, subject: { reference: `Patient/${patients.other}` } } as Resource);
+    });
+    afterAll(async () => {
+      await cleanup?.();
+    });
+
+    describe('chained search and _has under an access policy', () => {
+      let observationsOnly = '';
+      let withPatients = '';
+      let someCriteria = '';
+      beforeAll(async () => {
+        const reader = await person('obs-reader');
+        await member(reader, { accessPolicy: { reference: `AccessPolicy/${await policy('Observation')}` } });
+        observationsOnly = (await signIn(reader, a)).access_token;
+        const both = await person('obs-patient-reader');
+        await member(both, { accessPolicy: { reference: `AccessPolicy/${await policy('Observation', 'Patient')}` } });
+        withPatients = (await signIn(both, a)).access_token;
+        const some = await person('obs-some-patients');
+        await member(some, { accessPolicy: { reference: `AccessPolicy/${await policy('Observation', { resourceType: 'Patient', criteria: 'Patient?organization=Organization/x' })}` } });
+        someCriteria = (await signIn(some, a)).access_token;
+      });
+
+      test("a policy's criteria, which this server does not enforce, allow nothing of the type: not through a chain either", async () => {
+        expect((await inject('GET', `/fhir/R4/Patient/${patients.other}`, someCriteria)).statusCode).toBe(403);
+        const chained = await inject('GET', `/fhir/R4/Observation?subject:Patient.name=Secret${marker}&_summary=count`, someCriteria);
+        expect(chained.statusCode, chained.body).toBe(403);
+      });
+
+      test.each([
+        ['a chain through a forbidden type', `Observation?subject:Patient.name=Secret${marker}&_summary=count`],
+        ['a chain without a type, every target forbidden', `Observation?subject.identifier=urn:ssn|999-${marker}&_summary=count`],
+        ['a two-level chain', `Observation?subject:Patient.general-practitioner:Practitioner.name=x&_summary=count`],
+        ['_has of a forbidden type', `Observation?_has:DiagnosticReport:result:status=final`],
+        ['a chain inside _has', `Observation?_has:Observation:has-member:subject:Patient.name=Secret${marker}`],
+      ])('%s is refused (403), whatever the data', async (_, url) => {
+        const res = await inject('GET', `/fhir/R4/${url}`, observationsOnly);
+        expect(res.statusCode, res.body).toBe(403);
+        expect(res.json().issue[0].code).toBe('forbidden');
+        expect(res.body).not.toContain(patients.other);
+      });
+
+      test('a chain through a permitted type still answers', async () => {
+        const res = await inject('GET', `/fhir/R4/Observation?subject:Patient.name=Secret${marker}&_summary=count`, withPatients);
+        expect(res.statusCode, res.body).toBe(200);
+        expect(res.json().total).toBe(1);
+        // Observations alone answer as before.
+        expect((await inject('GET', `/fhir/R4/Observation?code:text=${marker}&_summary=count`, observationsOnly)).json().total).toBe(2);
+      });
+    });
+  });
+}
+
+onBothBackends(suite, { authTokens: [OPERATOR], port: PORT });
