@@ -77,17 +77,19 @@ export class AuthService {
       throw new OAuthError('slow_down', 'too many sign-in attempts from this address; try again later');
     }
     const account = normalizeEmail(email);
-    if (Number((await ephemeral.peek('login-failed', account)) ?? 0) >= MAX_FAILED_LOGINS) {
+    // Counted before the password is checked, in one statement: concurrent guesses each take a
+    // number, and only the first MAX_FAILED_LOGINS are ever checked (a check, then a count, let
+    // any number through while the first were still being checked).
+    if ((await ephemeral.count('login-failed', account, LOGIN_WINDOW_MS)) > MAX_FAILED_LOGINS) {
       throw new OAuthError('slow_down', 'too many failed sign-ins for this account; try again later');
     }
     const user = await accounts.userByEmail(email);
     const hash = user ? await accounts.passwordHash(user) : undefined;
     // The same work and the same answer whether or not the account exists.
     const valid = await verifyPassword(password, hash ?? DUMMY_HASH);
-    if (!user || !hash || !valid) {
-      await ephemeral.count('login-failed', account, LOGIN_WINDOW_MS);
-      throw new OAuthError('invalid_grant', 'the email or password is not right');
-    }
+    if (!user || !hash || !valid) throw new OAuthError('invalid_grant', 'the email or password is not right');
+    // The right password: the attempts counted so far were the person's own, or guesses that failed.
+    await ephemeral.remove('login-failed', account);
     const grant = await this.personGrant(user, request.projectId, request.clientId);
     if (request.scope !== undefined) grant.scope = scopeText(request.scope, ['patient', 'user']);
     const code = randomBytes(32).toString('base64url');

@@ -124,6 +124,17 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       await cleanup?.();
     });
 
+    test('60 concurrent wrong passwords: at most 10 are checked, the rest wait (429)', async () => {
+      const target = await person('lockout');
+      const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => login({ email: target.email, password: `guess number ${i}` })));
+      const checked = answers.filter(({ res }) => res.statusCode === 400 && res.json().error === 'invalid_grant');
+      const waited = answers.filter(({ res }) => res.statusCode === 429 && res.json().error === 'slow_down');
+      expect(checked.length).toBeLessThanOrEqual(10);
+      expect(checked.length + waited.length).toBe(60);
+      // The right password waits too, until the window ends.
+      expect((await login(target)).res.statusCode).toBe(429);
+    });
+
     describe('chained search and _has under an access policy', () => {
       let observationsOnly = '';
       let withPatients = '';
