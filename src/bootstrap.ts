@@ -29,6 +29,7 @@ import { terminologyPort } from './validation/terminology-port';
 import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 import { Accounts } from './auth/accounts';
+import { LiveGrants } from './auth/live-grants';
 import { ClientAssertions } from './auth/client-assertion';
 import { AuthService } from './auth/oauth';
 import { SigningKeys } from './auth/signing-keys';
@@ -96,8 +97,16 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
     const keys = new SigningKeys(store.ephemeral, ACCESS_TOKEN_SECONDS * 1000);
-    const tokens = new TokenService(keys, store.ephemeral, config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER);
     const accounts = new Accounts(repository, store.ephemeral);
+    const live = new LiveGrants({
+      grantOf: (key) => accounts.grantOf(key),
+      userExists: (id) => accounts.userExists(id),
+      marks: (project, types) => store.changeMarks(project, types),
+      ephemeral: store.ephemeral,
+      notices: store.notices,
+    });
+    await live.start();
+    const tokens = new TokenService(keys, store.ephemeral, config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER, live);
     const auth = new AuthService({
       accounts,
       ephemeral: store.ephemeral,
@@ -169,7 +178,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       oauth: {
         auth,
         keys,
-        verify: (token) => tokens.verify(token),
+        verify: async (token) => {
+          const principal = await tokens.verify(token);
+          return principal && (await live.holds(principal)) ? principal : undefined;
+        },
         projectExists: async (id) => (await store.read(SYSTEM_PROJECT, 'Project', id))?.resource != null,
       },
     });
@@ -188,6 +200,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         subscriptions.stop();
         await jobs.stop();
         await bots.close();
+        live.close();
         await store.close();
       },
     };

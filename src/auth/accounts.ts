@@ -50,6 +50,11 @@ export class Accounts {
     return this.ephemeral.put(PASSWORD, user, hash, NEVER_EXPIRES);
   }
 
+  /** Whether the User (system scope) is there, not deleted. */
+  async userExists(id: string): Promise<boolean> {
+    return (await this.repository.store.read(SYSTEM_PROJECT, 'User', id))?.resource != null;
+  }
+
   /** The live memberships of a person or a client, in every project. */
   memberships(member: { type: 'User' | 'ClientApplication' | 'Bot'; id: string }): Promise<MembershipKey[]> {
     return membershipsOf(this.repository.store, member);

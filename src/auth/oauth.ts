@@ -180,7 +180,8 @@ export class AuthService {
       if (clientId !== state.clientId) throw new OAuthError('invalid_grant', 'the code was issued to another client');
       if (form.redirect_uri !== state.redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one the code was issued for');
     }
-    return this.issue(state.grant, true);
+    // A new sign-in: the family its refresh tokens descend from, revoked together on reuse.
+    return this.issue({ ...state.grant, family: randomBytes(16).toString('base64url') }, true);
   }
 
   private async refreshGrant(form: Record<string, string | undefined>): Promise<TokenAnswer> {
@@ -190,7 +191,7 @@ export class AuthService {
     // The membership as it is now: removed, deactivated or changed since the first token.
     const current = await this.deps.accounts.grantOf({ project: previous.project, id: previous.membership });
     if (!current) throw new OAuthError('invalid_grant', 'the membership behind the refresh token is gone');
-    return this.issue({ ...current, client: previous.client ?? current.client, scope: previous.scope }, true);
+    return this.issue({ ...current, client: previous.client ?? current.client, scope: previous.scope, family: previous.family }, true);
   }
 
   private async clientGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrl: string): Promise<TokenAnswer> {

@@ -135,6 +135,47 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await login(target)).res.statusCode).toBe(429);
     });
 
+    test("a member's access token stops working when the membership is deleted or deactivated", async () => {
+      for (const change of ['delete', 'deactivate'] as const) {
+        const leaver = await person(`leaver-${change}`);
+        const membership = await member(leaver, {});
+        const token = (await signIn(leaver, a)).access_token;
+        expect((await inject('GET', `/fhir/R4/Patient/${patients.mine}`, token)).statusCode).toBe(200);
+        const removed =
+          change === 'delete'
+            ? await inject('DELETE', `/fhir/R4/ProjectMembership/${membership}`, ownerToken)
+            : await inject('PUT', `/fhir/R4/ProjectMembership/${membership}`, ownerToken, {
+                resourceType: 'ProjectMembership',
+                id: membership,
+                active: false,
+                project: { reference: `Project/${a}` },
+                user: { reference: `User/${leaver.user}` },
+                profile: { reference: `Practitioner/${practitioner}` },
+              });
+        expect(removed.statusCode, removed.body).toBeLessThan(300);
+        const after = await inject('GET', `/fhir/R4/Patient/${patients.mine}`, token);
+        expect(after.statusCode, change).toBe(401);
+      }
+    });
+
+    test('reusing a rotated refresh token revokes its whole sign-in: refresh and access tokens', async () => {
+      const holder = await person('refresher');
+      const first = await signIn(holder);
+      const rotated = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: first.refresh_token });
+      expect(rotated.statusCode, rotated.body).toBe(200);
+      const second = rotated.json() as { access_token: string; refresh_token: string };
+      expect((await inject('GET', '/auth/me', second.access_token)).statusCode).toBe(200);
+      // The first refresh token again (a thief, or the client after one): refused, and the family with it.
+      const reuse = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: first.refresh_token });
+      expect(reuse.json().error).toBe('invalid_grant');
+      const descendant = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: second.refresh_token });
+      expect(descendant.json().error).toBe('invalid_grant');
+      expect((await inject('GET', '/auth/me', second.access_token)).statusCode).toBe(401);
+      expect((await inject('GET', '/auth/me', first.access_token)).statusCode).toBe(401);
+      // Another sign-in of the same person is not touched.
+      expect((await inject('GET', '/auth/me', (await signIn(holder)).access_token)).statusCode).toBe(200);
+    });
+
     describe('chained search and _has under an access policy', () => {
       let observationsOnly = '';
       let withPatients = '';

@@ -238,7 +238,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, refreshed.json().access_token)).statusCode).toBe(200);
       const again = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: a.refresh });
       expect(again.json().error).toBe('invalid_grant');
-      a.refresh = refreshed.json().refresh_token;
+      // That reuse revoked the sign-in's every token (test/auth/hardening-round3.test.ts): sign in again.
+      expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, a.token)).statusCode).toBe(401);
+      const fresh = await signIn(a.email, a.password);
+      a.token = fresh.access_token;
+      a.refresh = fresh.refresh_token;
       expect((await form('/oauth2/token', { grant_type: 'password' })).json().error).toBe('unsupported_grant_type');
       expect((await inject('GET', '/fhir/R4/Patient', 'not.a.token')).statusCode).toBe(401);
     });
