@@ -176,6 +176,27 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await inject('GET', '/auth/me', (await signIn(holder)).access_token)).statusCode).toBe(200);
     });
 
+    test("a Patient's membership without an access policy reaches only that patient's compartment", async () => {
+      const patient = await person('patient');
+      await member(patient, { profile: { reference: `Patient/${patients.mine}` } });
+      const token = (await signIn(patient, a)).access_token;
+      expect((await inject('GET', `/fhir/R4/Patient/${patients.mine}`, token)).statusCode).toBe(200);
+      expect((await inject('GET', `/fhir/R4/Observation/${observations.mine}`, token)).statusCode).toBe(200);
+      const other = await inject('GET', `/fhir/R4/Patient/${patients.other}`, token);
+      expect(other.statusCode).toBe(404);
+      expect(other.body).not.toContain(marker);
+      expect((await inject('GET', `/fhir/R4/Observation/${observations.other}`, token)).statusCode).toBe(404);
+      expect((await inject('GET', `/fhir/R4/Patient?_summary=count`, token)).json().total).toBe(1);
+      expect((await inject('GET', `/fhir/R4/Observation?code:text=${marker}&_summary=count`, token)).json().total).toBe(1);
+      // Its own Observation points at the other patient (focus): a chain does not reach past the compartment.
+      const chained = await inject('GET', `/fhir/R4/Observation?focus:Patient.name=Secret${marker}&_summary=count`, token);
+      expect(chained.statusCode, chained.body).toBe(200);
+      expect(chained.json().total).toBe(0);
+      expect((await inject('GET', `/fhir/R4/Practitioner/${practitioner}`, token)).statusCode).toBe(403);
+      const write = await inject('POST', '/fhir/R4/Observation', token, { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: `Patient/${patients.other}` } });
+      expect(write.statusCode).toBe(403);
+    });
+
     describe('chained search and _has under an access policy', () => {
       let observationsOnly = '';
       let withPatients = '';
