@@ -30,6 +30,7 @@ import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 import { Accounts } from './auth/accounts';
 import { LiveGrants } from './auth/live-grants';
+import { checkAdminWrite, UniqueClientIds, type AdminWriteDeps } from './auth/admin-writes';
 import { ClientAssertions } from './auth/client-assertion';
 import { AuthService } from './auth/oauth';
 import { SigningKeys } from './auth/signing-keys';
@@ -83,8 +84,9 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
-      prepare: async (resource) => {
+      prepare: async (resource, ctx) => {
         checkBotSchedule(resource);
+        await checkAdminWrite(resource, ctx, adminWrites);
         await subscriptions.prepare(resource);
       },
       validate: async (resource, ctx) => {
@@ -98,6 +100,11 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await core.indexer.ensureCurrent();
     const keys = new SigningKeys(store.ephemeral, ACCESS_TOKEN_SECONDS * 1000);
     const accounts = new Accounts(repository, store.ephemeral);
+    repository.observe(new UniqueClientIds());
+    const adminWrites: AdminWriteDeps = {
+      memberships: (member) => accounts.memberships(member),
+      exists: async (project, type, id) => (await store.read(project, type, id))?.resource != null,
+    };
     const live = new LiveGrants({
       grantOf: (key) => accounts.grantOf(key),
       userExists: (id) => accounts.userExists(id),

@@ -1,7 +1,7 @@
 import type { Reference } from 'fhir/r4';
 import type { AccessPolicyResource as AccessPolicy, ClientApplicationResource as ClientApplication, ProjectMembershipResource as ProjectMembership } from '../fhir/admin-types';
 import type { Repository } from '../storage/repository';
-import { membershipsOf, projectsHolding, type MembershipKey } from '../storage/admin-lookups';
+import { firstHolder, membershipsOf, projectsHolding, type MembershipKey } from '../storage/admin-lookups';
 import { NEVER as NEVER_EXPIRES, type EphemeralStore } from '../storage/ephemeral';
 import { SYSTEM_PROJECT } from '../storage/store';
 import type { PolicyRule } from './principal';
@@ -60,13 +60,23 @@ export class Accounts {
     return membershipsOf(this.repository.store, member);
   }
 
-  /** A client application by id, wherever it is; undefined when there is none, or it is ambiguous. */
+  /**
+   * A client application by id, in the project that owns the id: the one that created it first.
+   * Ids are unique across projects (src/auth/admin-writes.ts); a copy another project made before
+   * they were never stands in for the owner's client.
+   */
   async client(id: string): Promise<ClientRecord | undefined> {
     if (!/^[A-Za-z0-9\-.]{1,64}$/.test(id)) return undefined;
+    const project = await this.clientOwner(id);
+    if (project === undefined) return undefined;
+    const version = await this.repository.in(project).read('ClientApplication', id);
+    return { project, client: version.resource as unknown as ClientApplication };
+  }
+
+  private async clientOwner(id: string): Promise<string | undefined> {
     const projects = (await projectsHolding(this.repository.store, 'ClientApplication', id)).filter((p) => p !== SYSTEM_PROJECT);
-    if (projects.length !== 1) return undefined;
-    const version = await this.repository.in(projects[0]).read('ClientApplication', id);
-    return { project: projects[0], client: version.resource as unknown as ClientApplication };
+    if (projects.length <= 1) return projects[0];
+    return firstHolder(this.repository.store, 'ClientApplication', id, projects);
   }
 
   /** What a membership gives now: admin flag, profile, access policy (undefined when it is gone or inactive). */

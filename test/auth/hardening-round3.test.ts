@@ -3,7 +3,7 @@ import type { Bundle, Resource } from 'fhir/r4';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
-import { FHIR_JSON, onBothBackends, storeAll, type OpenServer } from '../helpers/server-app';
+import { FHIR_JSON, onBothBackends, type OpenServer } from '../helpers/server-app';
 
 /**
  * The third hardening round's auth defects, end to end on both backends: chains and `_has` under
@@ -195,6 +195,72 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await inject('GET', `/fhir/R4/Practitioner/${practitioner}`, token)).statusCode).toBe(403);
       const write = await inject('POST', '/fhir/R4/Observation', token, { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: `Patient/${patients.other}` } });
       expect(write.statusCode).toBe(403);
+    });
+
+    describe("another project cannot take a client's id or a person", () => {
+      let squatter: Person;
+      let squatterToken = '';
+      let client: { id: string; secret: string };
+      const credentials = (id: string, secret: string) => form('/oauth2/token', { grant_type: 'client_credentials', client_id: id, client_secret: secret });
+      beforeAll(async () => {
+        squatter = await person('squatter');
+        squatterToken = (await signIn(squatter)).access_token;
+        const clients = (await inject('GET', '/fhir/R4/ClientApplication', ownerToken)).json() as Bundle;
+        client = clients.entry?.[0]?.resource as unknown as { id: string; secret: string };
+        expect((await credentials(client.id, client.secret)).statusCode).toBe(200);
+      });
+
+      test("a ClientApplication with another project's client id is refused (409); the owner's client keeps working", async () => {
+        const squat = await inject('PUT', `/fhir/R4/ClientApplication/${client.id}`, squatterToken, { resourceType: 'ClientApplication', id: client.id, status: 'active', secret: 'squatted secret value' });
+        expect(squat.statusCode, squat.body).toBe(409);
+        const inBundle = await inject('POST', '/fhir/R4', squatterToken, {
+          resourceType: 'Bundle',
+          type: 'transaction',
+          entry: [{ resource: { resourceType: 'ClientApplication', id: client.id, status: 'active' }, request: { method: 'PUT', url: `ClientApplication/${client.id}` } }],
+        });
+        expect(inBundle.statusCode).toBe(409);
+        expect((await credentials(client.id, client.secret)).statusCode).toBe(200);
+        // Its own clients are the project's to change as before.
+        const own = (await inject('GET', '/fhir/R4/ClientApplication', squatterToken)).json() as Bundle;
+        const mine = own.entry?.[0]?.resource as Resource;
+        expect((await inject('PUT', `/fhir/R4/ClientApplication/${mine.id}`, squatterToken, { ...mine, name: 'renamed' })).statusCode).toBe(200);
+      });
+
+      test('a copy stored before ids were unique never stands in for the owner at sign-in', async () => {
+        // Written under the repository, as data from before the rule would be.
+        const copy = { resourceType: 'ClientApplication', id: client.id, status: 'active', secret: 'squatted secret value', meta: { lastUpdated: new Date().toISOString() } } as Resource;
+        const stored = await server.core.repository.store.write({ project: squatter.home, type: 'ClientApplication', id: client.id, resource: copy, lastUpdated: copy.meta?.lastUpdated as string, index: server.core.extractor.extract(copy) });
+        expect(stored.status).toBe('ok');
+        expect((await credentials(client.id, client.secret)).statusCode).toBe(200);
+        expect((await credentials(client.id, 'squatted secret value')).statusCode).toBe(401);
+      });
+
+      test("a membership for another project's person is refused (403); their sign-in is untouched", async () => {
+        const attach = await inject('POST', '/fhir/R4/ProjectMembership', squatterToken, {
+          resourceType: 'ProjectMembership',
+          project: { reference: `Project/${squatter.home}` },
+          user: { reference: `User/${owner.user}` },
+          profile: { reference: `Practitioner/${practitioner}` },
+        });
+        expect(attach.statusCode, attach.body).toBe(403);
+        // A client of another project (the owner's project's second client).
+        const elsewhere = await create({ resourceType: 'ClientApplication', status: 'active', name: 'second' } as Resource);
+        const foreignClient = await inject('POST', '/fhir/R4/ProjectMembership', squatterToken, {
+          resourceType: 'ProjectMembership',
+          project: { reference: `Project/${squatter.home}` },
+          user: { reference: `ClientApplication/${elsewhere}` },
+          profile: { reference: `ClientApplication/${elsewhere}` },
+        });
+        expect(foreignClient.statusCode, foreignClient.body).toBe(403);
+        // Without projectId: the person's one project, as before.
+        const { res } = await login(owner);
+        expect(res.statusCode, res.body).toBe(200);
+        expect(res.json().project.reference).toBe(`Project/${a}`);
+        // Its own members' memberships are the project's to change as before.
+        const own = (await inject('GET', `/fhir/R4/ProjectMembership?user=User/${squatter.user}`, squatterToken)).json() as Bundle;
+        const membership = own.entry?.[0]?.resource as Resource;
+        expect((await inject('PUT', `/fhir/R4/ProjectMembership/${membership.id}`, squatterToken, membership)).statusCode).toBe(200);
+      });
     });
 
     describe('chained search and _has under an access policy', () => {
