@@ -99,14 +99,14 @@ export class AuthService {
   }
 
   /** The token endpoint: `form` is its parameters; `basic` the client's HTTP Basic credentials. */
-  async token(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrl: string): Promise<TokenAnswer> {
+  async token(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrls: string[]): Promise<TokenAnswer> {
     switch (form.grant_type) {
       case 'authorization_code':
         return this.codeGrant(form, basic);
       case 'refresh_token':
         return this.refreshGrant(form);
       case 'client_credentials':
-        return this.clientGrant(form, basic, tokenUrl);
+        return this.clientGrant(form, basic, tokenUrls);
       case undefined:
         throw new OAuthError('invalid_request', 'grant_type is required');
       default:
@@ -194,7 +194,7 @@ export class AuthService {
     return this.issue({ ...current, client: previous.client ?? current.client, scope: previous.scope, family: previous.family }, true);
   }
 
-  private async clientGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrl: string): Promise<TokenAnswer> {
+  private async clientGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrls: string[]): Promise<TokenAnswer> {
     const { accounts, assertions } = this.deps;
     let clientId: string;
     const assertion = form.client_assertion;
@@ -211,7 +211,7 @@ export class AuthService {
     const found = await accounts.client(clientId);
     if (!found || found.client.status === 'off') throw new OAuthError('invalid_client', 'the client is not known');
     if (assertion !== undefined) {
-      await assertions.verify(assertion, clientId, found.client.jwksUri, tokenUrl);
+      await assertions.verify(assertion, clientId, found.client.jwksUri, tokenUrls);
     } else {
       const secret = basic?.secret ?? form.client_secret;
       if (!secret || !found.client.secret || !sameSecret(secret, found.client.secret)) throw new OAuthError('invalid_client', 'the client secret is not right');

@@ -3,6 +3,7 @@ import type { Bundle, Resource } from 'fhir/r4';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
+import { tokenEndpoints } from '../../src/http/base-url';
 import { FHIR_JSON, onBothBackends, type OpenServer } from '../helpers/server-app';
 
 /**
@@ -263,6 +264,32 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
     });
 
+    test("a client assertion's aud is checked against the server's own token URL, never the request's Host", async () => {
+      const keys = await generateKeyPair('ES384');
+      const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'ES384' };
+      const id = await create({ resourceType: 'ClientApplication', status: 'active', jwksUri: `data:application/json,${encodeURIComponent(JSON.stringify({ keys: [jwk] }))}` } as Resource);
+      const exchange = async (aud: string, host?: string) => {
+        const signed = await new SignJWT({})
+          .setProtectedHeader({ alg: 'ES384', kid: 'k1' })
+          .setIssuer(id)
+          .setSubject(id)
+          .setAudience(aud)
+          .setExpirationTime(Math.floor(Date.now() / 1000) + 120)
+          .setJti(randomBytes(8).toString('hex'))
+          .sign(keys.privateKey);
+        const fields = { grant_type: 'client_credentials', scope: 'system/Patient.rs', client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: signed };
+        return form('/oauth2/token', fields, host ? { host } : {});
+      };
+      // An assertion made for another server's token endpoint, replayed here with that server's name as Host.
+      const forged = await exchange('http://victim.example.org/oauth2/token', 'victim.example.org');
+      expect(forged.statusCode, forged.body).toBe(401);
+      expect(forged.json().error).toBe('invalid_client');
+      expect((await exchange('http://localhost:80/oauth2/token')).statusCode).toBe(401);
+      // Made for this server, as it listens (no BASE_URL): accepted whatever the Host.
+      expect((await exchange(`http://127.0.0.1:${PORT}/oauth2/token`, 'victim.example.org')).statusCode).toBe(200);
+      expect((await exchange(`http://localhost:${PORT}/oauth2/token`)).statusCode).toBe(200);
+    });
+
     describe('chained search and _has under an access policy', () => {
       let observationsOnly = '';
       let withPatients = '';
@@ -310,3 +337,15 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 }
 
 onBothBackends(suite, { authTokens: [OPERATOR], port: PORT });
+
+describe("the token URLs a client assertion's aud may name", () => {
+  const basePath = '/fhir/R4';
+  test.each([
+    ['BASE_URL, whatever the listen address', { baseUrl: 'https://tx.example.org/fhir/R4', host: '0.0.0.0', port: 8080 }, ['https://tx.example.org/oauth2/token']],
+    ['a loopback address', { host: '127.0.0.1', port: 8080 }, ['http://localhost:8080/oauth2/token', 'http://127.0.0.1:8080/oauth2/token', 'http://[::1]:8080/oauth2/token']],
+    ['a named address', { host: 'fhir.internal', port: 80 }, ['http://fhir.internal/oauth2/token', 'http://fhir.internal:80/oauth2/token']],
+    ['a wildcard address', { host: '0.0.0.0', port: 8080, hostname: 'box1' }, ['http://localhost:8080/oauth2/token', 'http://127.0.0.1:8080/oauth2/token', 'http://[::1]:8080/oauth2/token', 'http://box1:8080/oauth2/token']],
+  ])('%s', (_, options, expected) => {
+    expect(tokenEndpoints({ basePath, ...options })).toEqual(expected);
+  });
+});

@@ -278,7 +278,8 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     describe('SMART Backend Services (private_key_jwt)', () => {
       let es: { id: string; key: CryptoKey; kid: string };
       let rs: { id: string; key: CryptoKey; kid: string };
-      const tokenUrl = 'http://localhost:80/oauth2/token';
+      // The server's own name at its configured port (PORT, 8080 here), not the Host a request sends.
+      const tokenUrl = 'http://localhost:8080/oauth2/token';
 
       async function client(jwksUri: string): Promise<string> {
         const res = await inject('POST', '/fhir/R4/ClientApplication', a.token, { resourceType: 'ClientApplication', name: 'backend', status: 'active', jwksUri });
