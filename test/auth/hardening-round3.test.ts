@@ -290,6 +290,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await exchange(`http://localhost:${PORT}/oauth2/token`)).statusCode).toBe(200);
     });
 
+    test("$import-package is the operators': a project administrator's token is refused (docs/terminology.md)", async () => {
+      const res = await inject('POST', '/fhir/R4/$import-package', ownerToken, { resourceType: 'Parameters', parameter: [{ name: 'package', valueBase64Binary: 'AAAA' }] });
+      expect(res.statusCode, res.body).toBe(403);
+      expect(res.json().issue[0].code).toBe('forbidden');
+    });
+
     describe('chained search and _has under an access policy', () => {
       let observationsOnly = '';
       let withPatients = '';
