@@ -296,6 +296,21 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(res.json().issue[0].code).toBe('forbidden');
     });
 
+    test('a person in several projects is asked to choose one, and signs in to each of their own', async () => {
+      const both = await person('two-projects');
+      await member(both, {});
+      const unnamed = (await login(both)).res;
+      expect(unnamed.statusCode).toBe(400);
+      expect(unnamed.json().error).toBe('invalid_request');
+      expect(unnamed.json().error_description).toContain(both.home);
+      expect(unnamed.json().error_description).toContain(a);
+      for (const project of [both.home, a]) {
+        const named = (await login(both, project)).res;
+        expect(named.statusCode, named.body).toBe(200);
+        expect(named.json().project.reference).toBe(`Project/${project}`);
+      }
+    });
+
     describe('chained search and _has under an access policy', () => {
       let observationsOnly = '';
       let withPatients = '';
