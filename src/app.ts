@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { CapabilityStatementRestSecurity } from 'fhir/r4';
 import pino from 'pino';
@@ -17,7 +18,7 @@ import { OneLinePerRequest, registerRequestId, requestId } from './http/request-
 import { registerMetadataRoute, type MetadataOptions } from './http/routes/metadata';
 import { AnswerCache } from './http/answer-cache';
 import { registerUrlGuard } from './http/url-guard';
-import { baseUrlResolver } from './http/base-url';
+import { baseUrlResolver, tokenEndpoints } from './http/base-url';
 import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
 import { registerOperationRoutes, type GraphQLOver } from './http/routes/operations';
 import { registerResourceRoutes, requestContext } from './http/routes/resources';
@@ -192,7 +193,10 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
   if (parts.jobs) registerAdminRoutes(app, { jobs: parts.jobs, contextOf });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
-  if (parts.oauth) registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE });
+  if (parts.oauth) {
+    const tokenUrls = tokenEndpoints({ baseUrl: config.baseUrl, basePath: FHIR_BASE, host: config.host, port: config.port, hostname: hostname() });
+    registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE, tokenEndpoints: tokenUrls });
+  }
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
   registerDocsRoutes(publicRoutes, {
     source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined, admin: parts.jobs !== undefined, subscriptionSocket: parts.subscriptionSocket !== undefined },

@@ -29,6 +29,8 @@ import { terminologyPort } from './validation/terminology-port';
 import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 import { Accounts } from './auth/accounts';
+import { LiveGrants } from './auth/live-grants';
+import { checkAdminWrite, UniqueClientIds, type AdminWriteDeps } from './auth/admin-writes';
 import { checkClientKeysUri, ClientAssertions } from './auth/client-assertion';
 import { AuthService } from './auth/oauth';
 import { SigningKeys } from './auth/signing-keys';
@@ -84,9 +86,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
-      prepare: async (resource) => {
+      prepare: async (resource, ctx) => {
         checkBotSchedule(resource);
         await checkClientKeysUri(resource, clientKeysOutbound);
+        await checkAdminWrite(resource, ctx, adminWrites);
         await subscriptions.prepare(resource);
       },
       validate: async (resource, ctx) => {
@@ -99,8 +102,21 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
     const keys = new SigningKeys(store.ephemeral, ACCESS_TOKEN_SECONDS * 1000);
-    const tokens = new TokenService(keys, store.ephemeral, config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER);
     const accounts = new Accounts(repository, store.ephemeral);
+    repository.observe(new UniqueClientIds());
+    const adminWrites: AdminWriteDeps = {
+      memberships: (member) => accounts.memberships(member),
+      exists: async (project, type, id) => (await store.read(project, type, id))?.resource != null,
+    };
+    const live = new LiveGrants({
+      grantOf: (key) => accounts.grantOf(key),
+      userExists: (id) => accounts.userExists(id),
+      marks: (project, types) => store.changeMarks(project, types),
+      ephemeral: store.ephemeral,
+      notices: store.notices,
+    });
+    await live.start();
+    const tokens = new TokenService(keys, store.ephemeral, config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER, live);
     const auth = new AuthService({
       accounts,
       ephemeral: store.ephemeral,
@@ -172,7 +188,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       oauth: {
         auth,
         keys,
-        verify: (token) => tokens.verify(token),
+        verify: async (token) => {
+          const principal = await tokens.verify(token);
+          return principal && (await live.holds(principal)) ? principal : undefined;
+        },
         projectExists: async (id) => (await store.read(SYSTEM_PROJECT, 'Project', id))?.resource != null,
       },
     });
@@ -191,6 +210,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         subscriptions.stop();
         await jobs.stop();
         await bots.close();
+        live.close();
         await store.close();
       },
     };

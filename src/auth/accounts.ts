@@ -1,7 +1,7 @@
 import type { Reference } from 'fhir/r4';
 import type { AccessPolicyResource as AccessPolicy, ClientApplicationResource as ClientApplication, ProjectMembershipResource as ProjectMembership } from '../fhir/admin-types';
 import type { Repository } from '../storage/repository';
-import { membershipsOf, projectsHolding, type MembershipKey } from '../storage/admin-lookups';
+import { firstHolder, membershipsOf, projectsHolding, type MembershipKey } from '../storage/admin-lookups';
 import { NEVER as NEVER_EXPIRES, type EphemeralStore } from '../storage/ephemeral';
 import { SYSTEM_PROJECT } from '../storage/store';
 import type { PolicyRule } from './principal';
@@ -50,18 +50,33 @@ export class Accounts {
     return this.ephemeral.put(PASSWORD, user, hash, NEVER_EXPIRES);
   }
 
+  /** Whether the User (system scope) is there, not deleted. */
+  async userExists(id: string): Promise<boolean> {
+    return (await this.repository.store.read(SYSTEM_PROJECT, 'User', id))?.resource != null;
+  }
+
   /** The live memberships of a person or a client, in every project. */
   memberships(member: { type: 'User' | 'ClientApplication' | 'Bot'; id: string }): Promise<MembershipKey[]> {
     return membershipsOf(this.repository.store, member);
   }
 
-  /** A client application by id, wherever it is; undefined when there is none, or it is ambiguous. */
+  /**
+   * A client application by id, in the project that owns the id: the one that created it first.
+   * Ids are unique across projects (src/auth/admin-writes.ts); a copy another project made before
+   * they were never stands in for the owner's client.
+   */
   async client(id: string): Promise<ClientRecord | undefined> {
     if (!/^[A-Za-z0-9\-.]{1,64}$/.test(id)) return undefined;
+    const project = await this.clientOwner(id);
+    if (project === undefined) return undefined;
+    const version = await this.repository.in(project).read('ClientApplication', id);
+    return { project, client: version.resource as unknown as ClientApplication };
+  }
+
+  private async clientOwner(id: string): Promise<string | undefined> {
     const projects = (await projectsHolding(this.repository.store, 'ClientApplication', id)).filter((p) => p !== SYSTEM_PROJECT);
-    if (projects.length !== 1) return undefined;
-    const version = await this.repository.in(projects[0]).read('ClientApplication', id);
-    return { project: projects[0], client: version.resource as unknown as ClientApplication };
+    if (projects.length <= 1) return projects[0];
+    return firstHolder(this.repository.store, 'ClientApplication', id, projects);
   }
 
   /** What a membership gives now: admin flag, profile, access policy (undefined when it is gone or inactive). */
@@ -96,7 +111,8 @@ export class Accounts {
     if (parts?.type !== 'AccessPolicy') return [];
     try {
       const policy = (await this.repository.in(project).read('AccessPolicy', parts.id)).resource as unknown as AccessPolicy;
-      return (policy.resource ?? []).filter((r) => typeof r.resourceType === 'string').map((r) => ({ type: r.resourceType as string, readonly: r.readonly === true }));
+      // A rule limited by criteria this server does not enforce would allow the whole type: it allows nothing.
+      return (policy.resource ?? []).filter((r) => typeof r.resourceType === 'string' && r.criteria === undefined).map((r) => ({ type: r.resourceType as string, readonly: r.readonly === true }));
     } catch {
       return [];
     }

@@ -50,8 +50,8 @@ export class ClientAssertions {
     }
   }
 
-  /** Verifies the assertion of `clientId`, whose keys are at `jwksUri`; throws invalid_client. */
-  async verify(assertion: string, clientId: string, jwksUri: string | undefined, tokenUrl: string): Promise<void> {
+  /** Verifies the assertion of `clientId`, whose keys are at `jwksUri`, made for one of our token URLs; throws invalid_client. */
+  async verify(assertion: string, clientId: string, jwksUri: string | undefined, tokenUrls: string[]): Promise<void> {
     if (!jwksUri) throw new OAuthError('invalid_client', 'the client has no keys registered (jwksUri)');
     const { createLocalJWKSet, decodeProtectedHeader, jwtVerify } = await jose();
     let header;
@@ -69,7 +69,7 @@ export class ClientAssertions {
     try {
       ({ payload } = await jwtVerify(assertion, createLocalJWKSet(keys), {
         algorithms: ASSERTION_ALGORITHMS,
-        audience: tokenUrl,
+        audience: tokenUrls,
         issuer: clientId,
         subject: clientId,
         clockTolerance: TOLERANCE_S,

@@ -13,7 +13,9 @@ import { contextsAllowing, type Permission } from './scopes';
  *   SearchParameter (they shape the whole server's index): operators write them;
  * - the membership's access policy, when it has one, names the types allowed and which only to read;
  * - SMART scopes, when the token has them: `system/` and `user/` allow the type in the project,
- *   `patient/` only within the launch patient's compartment.
+ *   `patient/` only within the launch patient's compartment;
+ * - a membership whose profile is a Patient, without an access policy: that patient's compartment
+ *   only (as `patient/*.*`), whatever its scopes.
  * Refusals are 403 about the type, never about a resource: whether one exists is not told.
  */
 
@@ -64,15 +66,20 @@ export class AccessGuard {
     if (principal.scopes) {
       const contexts = contextsAllowing(principal.scopes, type, PERMISSION[interaction]);
       if (contexts.size === 0) throw forbidden(`the token's scopes do not allow ${interaction} of ${type}`);
-      if (!contexts.has('system') && !contexts.has('user')) {
-        // Only patient/ scopes allow it: within the launch patient's compartment.
-        if (!principal.patient) throw forbidden(`the token's patient/ scopes have no patient in context`);
-        if (type !== 'Patient' && !this.deps.patientCompartment(type)) throw forbidden(`${type} is not in a patient's compartment`);
-        if (interaction === 'history') throw forbidden('history is not available to patient/ scopes');
-        grant.patient = principal.patient;
-      }
+      // Only patient/ scopes allow it: within the launch patient's compartment.
+      if (!contexts.has('system') && !contexts.has('user')) this.withinPatient(grant, principal.patient, interaction, type, "the token's patient/ scopes");
     }
+    // A patient's own membership without an access policy: the patient's compartment, whatever
+    // scopes the person asked for at sign-in (they choose those themselves).
+    if (isPatientMember(principal)) this.withinPatient(grant, principal.patient, interaction, type, 'a patient membership without an access policy');
     return grant;
+  }
+
+  private withinPatient(grant: Grant, patient: string | undefined, interaction: Interaction, type: string, by: string): void {
+    if (!patient) throw forbidden(`${by}: no patient in context`);
+    if (type !== 'Patient' && !this.deps.patientCompartment(type)) throw forbidden(`${type} is not in a patient's compartment (${by})`);
+    if (interaction === 'history') throw forbidden(`history is not available to ${by}`);
+    grant.patient = patient;
   }
 
   /** Whether a resource (its current content, or what is about to be written) is within the grant. */
@@ -85,6 +92,7 @@ export class AccessGuard {
   /** Every type in the grant's terms: a search of all types, or system history. */
   allowAll(principal: Principal | undefined, interaction: Interaction): void {
     if (!principal || principal.operator) return;
+    if (isPatientMember(principal)) throw forbidden("a patient's membership reaches its own compartment one type at a time; name the types (_type)");
     if (principal.policy && !principal.policy.some((r) => r.type === '*')) throw forbidden('the access policy does not include every type; name the types (_type)');
     if (principal.scopes) {
       const contexts = contextsAllowing(principal.scopes, '*', PERMISSION[interaction]);
@@ -98,6 +106,11 @@ export class AccessGuard {
     if (!params) return false;
     return this.deps.references(resource).some((r) => r.type === 'Patient' && r.id === patient && params.includes(r.param));
   }
+}
+
+/** A membership whose profile is a Patient, with no access policy and not an administrator's. */
+function isPatientMember(principal: Principal): principal is Principal & { patient: string } {
+  return principal.patient !== undefined && principal.profile === `Patient/${principal.patient}` && !principal.policy && !principal.admin;
 }
 
 function forbidden(reason: string) {

@@ -77,17 +77,19 @@ export class AuthService {
       throw new OAuthError('slow_down', 'too many sign-in attempts from this address; try again later');
     }
     const account = normalizeEmail(email);
-    if (Number((await ephemeral.peek('login-failed', account)) ?? 0) >= MAX_FAILED_LOGINS) {
+    // Counted before the password is checked, in one statement: concurrent guesses each take a
+    // number, and only the first MAX_FAILED_LOGINS are ever checked (a check, then a count, let
+    // any number through while the first were still being checked).
+    if ((await ephemeral.count('login-failed', account, LOGIN_WINDOW_MS)) > MAX_FAILED_LOGINS) {
       throw new OAuthError('slow_down', 'too many failed sign-ins for this account; try again later');
     }
     const user = await accounts.userByEmail(email);
     const hash = user ? await accounts.passwordHash(user) : undefined;
     // The same work and the same answer whether or not the account exists.
     const valid = await verifyPassword(password, hash ?? DUMMY_HASH);
-    if (!user || !hash || !valid) {
-      await ephemeral.count('login-failed', account, LOGIN_WINDOW_MS);
-      throw new OAuthError('invalid_grant', 'the email or password is not right');
-    }
+    if (!user || !hash || !valid) throw new OAuthError('invalid_grant', 'the email or password is not right');
+    // The right password: the attempts counted so far were the person's own, or guesses that failed.
+    await ephemeral.remove('login-failed', account);
     const grant = await this.personGrant(user, request.projectId, request.clientId);
     if (request.scope !== undefined) grant.scope = scopeText(request.scope, ['patient', 'user']);
     const code = randomBytes(32).toString('base64url');
@@ -97,14 +99,14 @@ export class AuthService {
   }
 
   /** The token endpoint: `form` is its parameters; `basic` the client's HTTP Basic credentials. */
-  async token(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrl: string): Promise<TokenAnswer> {
+  async token(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrls: string[]): Promise<TokenAnswer> {
     switch (form.grant_type) {
       case 'authorization_code':
         return this.codeGrant(form, basic);
       case 'refresh_token':
         return this.refreshGrant(form);
       case 'client_credentials':
-        return this.clientGrant(form, basic, tokenUrl);
+        return this.clientGrant(form, basic, tokenUrls);
       case undefined:
         throw new OAuthError('invalid_request', 'grant_type is required');
       default:
@@ -178,7 +180,8 @@ export class AuthService {
       if (clientId !== state.clientId) throw new OAuthError('invalid_grant', 'the code was issued to another client');
       if (form.redirect_uri !== state.redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one the code was issued for');
     }
-    return this.issue(state.grant, true);
+    // A new sign-in: the family its refresh tokens descend from, revoked together on reuse.
+    return this.issue({ ...state.grant, family: randomBytes(16).toString('base64url') }, true);
   }
 
   private async refreshGrant(form: Record<string, string | undefined>): Promise<TokenAnswer> {
@@ -188,10 +191,10 @@ export class AuthService {
     // The membership as it is now: removed, deactivated or changed since the first token.
     const current = await this.deps.accounts.grantOf({ project: previous.project, id: previous.membership });
     if (!current) throw new OAuthError('invalid_grant', 'the membership behind the refresh token is gone');
-    return this.issue({ ...current, client: previous.client ?? current.client, scope: previous.scope }, true);
+    return this.issue({ ...current, client: previous.client ?? current.client, scope: previous.scope, family: previous.family }, true);
   }
 
-  private async clientGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrl: string): Promise<TokenAnswer> {
+  private async clientGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrls: string[]): Promise<TokenAnswer> {
     const { accounts, assertions } = this.deps;
     let clientId: string;
     const assertion = form.client_assertion;
@@ -208,7 +211,7 @@ export class AuthService {
     const found = await accounts.client(clientId);
     if (!found || found.client.status === 'off') throw new OAuthError('invalid_client', 'the client is not known');
     if (assertion !== undefined) {
-      await assertions.verify(assertion, clientId, found.client.jwksUri, tokenUrl);
+      await assertions.verify(assertion, clientId, found.client.jwksUri, tokenUrls);
     } else {
       const secret = basic?.secret ?? form.client_secret;
       if (!secret || !found.client.secret || !sameSecret(secret, found.client.secret)) throw new OAuthError('invalid_client', 'the client secret is not right');

@@ -25,6 +25,8 @@ export interface Principal {
   patient?: string;
   /** The membership's access policy, when it has one: the types it allows, and which only to read. */
   policy?: PolicyRule[];
+  /** The sign-in (refresh token family) a person's token belongs to: revoked together. */
+  family?: string;
 }
 
 export interface PolicyRule {

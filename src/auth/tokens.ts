@@ -28,6 +28,8 @@ export interface TokenGrant {
   admin: boolean;
   scope?: string;
   policy?: PolicyRule[];
+  /** The sign-in a person's tokens descend from (every refresh token and access token of one sign-in shares it). */
+  family?: string;
 }
 
 interface Claims extends JWTPayload {
@@ -40,6 +42,8 @@ interface Claims extends JWTPayload {
   admin?: boolean;
   scope?: string;
   pol?: [string, 0 | 1][];
+  /** The sign-in (refresh token family) the token was issued in. */
+  sid?: string;
 }
 
 const VERIFIED_KEPT = 10_000;
@@ -52,6 +56,7 @@ export class TokenService {
     private readonly store: EphemeralStore,
     /** The `iss` of every token, and the `aud` of tokens for no particular client. */
     readonly issuer: string,
+    private readonly revocations?: Revocations,
   ) {}
 
   async accessToken(grant: TokenGrant): Promise<string> {
@@ -66,6 +71,7 @@ export class TokenService {
       admin: grant.admin || undefined,
       scope: grant.scope,
       pol: grant.policy?.map((r) => [r.type, r.readonly ? 1 : 0]),
+      sid: grant.family,
     };
     const { SignJWT } = await jose();
     return new SignJWT(claims)
@@ -109,24 +115,45 @@ export class TokenService {
       patient: payload.patient,
       scope: payload.scope,
       policy: payload.pol?.map(([type, readonly]) => ({ type, readonly: readonly === 1 })),
+      family: payload.sid,
     });
     if (this.verified.size >= VERIFIED_KEPT) this.verified.delete(this.verified.keys().next().value as string);
     this.verified.set(token, { principal, exp: payload.exp });
     return principal;
   }
 
-  /** A new refresh token standing for this grant (the grant is what its use gives again). */
+  /** A new refresh token standing for this grant (the grant is what its use gives again), in the grant's family. */
   async refreshToken(grant: TokenGrant): Promise<string> {
     const token = randomBytes(32).toString('base64url');
     await this.store.put('refresh-token', digest(token), JSON.stringify(grant), Date.now() + REFRESH_TOKEN_MS);
     return token;
   }
 
-  /** The grant of a refresh token, which is used up by this (at most one caller gets it). */
+  /**
+   * The grant of a refresh token, which is used up by this (at most one caller gets it). A token
+   * used before is kept until it would have expired, so that its reuse is seen: whoever holds it
+   * now, the client or a thief, the family is revoked (OAuth 2.0 Security BCP, 4.14.2), and with
+   * it every refresh and access token of that sign-in.
+   */
   async useRefreshToken(token: string): Promise<TokenGrant | undefined> {
-    const stored = await this.store.take('refresh-token', digest(token));
-    return stored === undefined ? undefined : (JSON.parse(stored) as TokenGrant);
+    const key = digest(token);
+    const stored = await this.store.peek('refresh-token', key);
+    if (stored === undefined) return undefined;
+    const grant = JSON.parse(stored) as TokenGrant;
+    const first = await this.store.claim('refresh-spent', key, '1', Date.now() + REFRESH_TOKEN_MS);
+    if (!first) {
+      if (grant.family) await this.revocations?.revoke(grant.family);
+      return undefined;
+    }
+    if (grant.family && (await this.revocations?.revoked(grant.family))) return undefined;
+    return grant;
   }
+}
+
+/** Sign-ins whose tokens were revoked (src/auth/live-grants.ts keeps them). */
+export interface Revocations {
+  revoke(family: string): Promise<void>;
+  revoked(family: string): Promise<boolean>;
 }
 
 /** Who acts under a grant: the principal a token carrying it stands for (a bot's executions use it without a token). */
@@ -142,6 +169,7 @@ export function principalOf(grant: TokenGrant): Principal {
     patient: grant.patient,
     scopes: grant.scope !== undefined ? parseScopes(grant.scope) : undefined,
     policy: grant.policy,
+    family: grant.family,
   };
 }
 

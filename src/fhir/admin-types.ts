@@ -65,7 +65,8 @@ export interface ClientApplicationResource extends Resource {
 export interface AccessPolicyResource extends Resource {
   resourceType: 'AccessPolicy';
   name?: string;
-  resource?: { resourceType?: string; readonly?: boolean }[];
+  /** `criteria` (Medplum's `Patient?organization=...`) is not enforced here: a rule with it allows nothing. */
+  resource?: { resourceType?: string; readonly?: boolean; criteria?: string }[];
 }
 
 /** Medplum's Bot: user code the server runs ($deploy, $execute; src/bots). */

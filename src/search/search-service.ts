@@ -16,6 +16,7 @@ import type { SearchParameterRegistry } from './registry';
 import { subset } from './summary';
 import type { CodeMatcher } from './terminology';
 import { isLimited, type AccessGuard, type Grant } from '../auth/guard';
+import { guardCriteria } from './guarded-criteria';
 
 /**
  * FHIR search over the index: a query string becomes criteria, the criteria SQL, and the rows a
@@ -90,6 +91,7 @@ export class SearchService implements SearchHandler {
       localBases: [ctx.baseUrl],
       indexing: this.deps.indexing,
     });
+    parsed.criteria = this.reachable(parsed.criteria, ctx);
     if (target.level === 'compartment') parsed.criteria.push(this.compartmentCriterion(target, types));
     const grants = this.grants(target, types, ctx);
     parsed.criteria.push(...grantCriteria(grants, this.deps.model));
@@ -237,6 +239,8 @@ export class SearchService implements SearchHandler {
   async matchKeys(type: string, query: Record<string, string[]>, ctx: RequestContext, reader: StoreReader = this.deps.store, limit = 2): Promise<{ id: string; rid: number }[]> {
     const parsed = parseSearch([type], query, this.deps.registry, { strict: true, localBases: [ctx.baseUrl], indexing: this.deps.indexing });
     if (parsed.criteria.length === 0) throw fhirError('ERR_CONDITIONAL_EMPTY', { type });
+    // Whether a conditional write found a match tells as much as a search's count would.
+    parsed.criteria = this.reachable(parsed.criteria, ctx);
     const resolved = await this.resolveTerminology(ctx.project, parsed.criteria, [type], []);
     // Conditional writes change the project's own resources only.
     const b = new SqlBuilder(ctx.project, resolved, true);
@@ -306,6 +310,16 @@ export class SearchService implements SearchHandler {
       throw fhirError('ERR_AUTH_FORBIDDEN', { reason: "the token's limits (a patient's compartment) apply one type at a time; search each type" });
     }
     return grants;
+  }
+
+  /** The criteria with the types their chains and `_has` reach checked against the principal's grants (src/search/guarded-criteria.ts). */
+  private reachable(criteria: Criterion[], ctx: RequestContext): Criterion[] {
+    const guard = this.deps.guard;
+    if (!guard || ctx.principal.operator) return criteria;
+    return guardCriteria(criteria, {
+      allow: (type) => guard.allow(ctx.principal, 'search', type),
+      limits: (type, grant) => grantCriteria(new Map([[type, grant]]), this.deps.model),
+    });
   }
 
   /** An included resource is shown only when the principal may read it. */

@@ -26,3 +26,14 @@ export async function projectsHolding(reader: StoreReader, type: string, id: str
   const rows = await reader.query<{ project: string }>('SELECT project FROM resources WHERE type = ? AND id = ? AND deleted = FALSE ORDER BY project', [type, id]);
   return rows.map((r) => r.project);
 }
+
+/** Of the projects holding a resource of this type and id, the one that created it first (by its first version's time). */
+export async function firstHolder(reader: StoreReader, type: string, id: string, projects: string[]): Promise<string | undefined> {
+  if (projects.length === 0) return undefined;
+  const rows = await reader.query<{ project: string }>(
+    `SELECT project FROM resource_versions WHERE type = ? AND id = ? AND version = 1 AND project IN (${projects.map(() => '?').join(', ')})
+      ORDER BY last_updated, project LIMIT 1`,
+    [type, id, ...projects],
+  );
+  return rows[0]?.project;
+}

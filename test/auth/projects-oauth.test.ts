@@ -238,7 +238,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, refreshed.json().access_token)).statusCode).toBe(200);
       const again = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: a.refresh });
       expect(again.json().error).toBe('invalid_grant');
-      a.refresh = refreshed.json().refresh_token;
+      // That reuse revoked the sign-in's every token (test/auth/hardening-round3.test.ts): sign in again.
+      expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, a.token)).statusCode).toBe(401);
+      const fresh = await signIn(a.email, a.password);
+      a.token = fresh.access_token;
+      a.refresh = fresh.refresh_token;
       expect((await form('/oauth2/token', { grant_type: 'password' })).json().error).toBe('unsupported_grant_type');
       expect((await inject('GET', '/fhir/R4/Patient', 'not.a.token')).statusCode).toBe(401);
     });
@@ -274,7 +278,8 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     describe('SMART Backend Services (private_key_jwt)', () => {
       let es: { id: string; key: CryptoKey; kid: string };
       let rs: { id: string; key: CryptoKey; kid: string };
-      const tokenUrl = 'http://localhost:80/oauth2/token';
+      // The server's own name at its configured port (PORT, 8080 here), not the Host a request sends.
+      const tokenUrl = 'http://localhost:8080/oauth2/token';
 
       async function client(jwksUri: string): Promise<string> {
         const res = await inject('POST', '/fhir/R4/ClientApplication', a.token, { resourceType: 'ClientApplication', name: 'backend', status: 'active', jwksUri });

@@ -19,6 +19,8 @@ export interface OAuthRouteDeps {
   /** The FHIR base as clients address it (BASE_URL, or from the request). */
   baseUrlOf: (request: FastifyRequest) => string;
   fhirBase: string;
+  /** The URLs a client assertion's `aud` may name (tokenEndpoints in src/http/base-url.ts). */
+  tokenEndpoints: string[];
 }
 
 export const SMART_SCOPES = ['openid', 'offline_access', 'system/*.*', 'system/*.rs', 'user/*.*', 'user/*.rs', 'patient/*.*', 'patient/*.rs'];
@@ -45,7 +47,7 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps):
 
   app.post('/oauth2/token', { config: open }, async (request, reply) => {
     const form = fieldsOf(request.body);
-    return oauth(reply, async () => deps.auth.token(form, basicCredentials(request), `${origin(request)}/oauth2/token`));
+    return oauth(reply, async () => deps.auth.token(form, basicCredentials(request), deps.tokenEndpoints));
   });
 
   app.get('/oauth2/authorize', { config: page }, async (request, reply) => {
