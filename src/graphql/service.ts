@@ -99,12 +99,19 @@ export class GraphQLService {
     const budget = Budget.of(ctx, 'the GraphQL query', this.options.maxDocumentSteps);
     let document: DocumentNode;
     try {
-      document = prepareDirectives(expandResourceShorthand(parse(request.query, { maxTokens: 50_000 }), schema, budget));
+      // The event loop is given back between the steps: each is linear, but a large document takes a while.
+      // 20,000 tokens is some 5,000 fields: validating that many already takes a few hundred ms.
+      const parsed = parse(request.query, { maxTokens: 20_000 });
+      await budget.pause();
+      document = prepareDirectives(expandResourceShorthand(parsed, schema, budget));
+      await budget.pause();
       const refusal = checkDocument(document, this.options, budget);
       if (refusal) return refused(refusal.code, refusal.text);
       await budget.pause();
     } catch (err) {
       if (isFhirError(err)) return refused('too-costly', err.message);
+      // graphql-js parses by recursive descent: a document nested thousands deep runs out of stack there.
+      if (err instanceof RangeError) return refused('too-costly', 'The document is nested too deeply');
       return refusedWith([err as GraphQLError], 'invalid');
     }
     const rules = [...specifiedRules, ...(this.options.introspection ? [] : [noIntrospection])];
