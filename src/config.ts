@@ -58,6 +58,10 @@ export interface Config {
   botSecrets: Record<string, Record<string, string>>;
   /** Origins a bot's fetch may reach besides this server (BOT_FETCH_ALLOW); `*` for any public address. */
   botFetchAllow: string[];
+  /** Bulk exports one project may have queued or running at once; the next kick-off is 429 (BULK_EXPORTS_PER_PROJECT). */
+  bulkExportsPerProject: number;
+  /** Hours a finished export's files are kept before they are deleted (BULK_EXPORT_EXPIRY_HOURS). */
+  bulkExportExpiryHours: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -129,6 +133,8 @@ export function loadConfig(env: Env): Config {
     botOutputBytes: size(env, 'BOT_OUTPUT_LIMIT', 1024 * 1024),
     botSecrets: botSecrets(env),
     botFetchAllow: origins(env, 'BOT_FETCH_ALLOW'),
+    bulkExportsPerProject: integer(env, 'BULK_EXPORTS_PER_PROJECT', 2, 1, 1000),
+    bulkExportExpiryHours: integer(env, 'BULK_EXPORT_EXPIRY_HOURS', 24, 1, 24 * 365),
   };
 }
 
