@@ -1,7 +1,7 @@
 import type { Bundle, CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
-import type { ExportManifest } from '../../src/bulk/export';
+import { EXPORT_JOB, type ExportManifest } from '../../src/bulk/export';
 import type { JobView } from '../../src/jobs/queue';
 import { SUPPORTING_TYPES } from '../../src/fhir/patient-record';
 import { inPatientCompartment } from '../helpers/compartment-oracle';
@@ -320,13 +320,20 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('GET', manifest.output[0].url)).statusCode).toBe(404);
     });
 
-    test('a finished export is kept for BULK_EXPORT_EXPIRY_HOURS (the manifest says until when: Expires)', async () => {
+    test('a finished export is kept for BULK_EXPORT_EXPIRY_HOURS (the manifest says until when: Expires); expired, its files go with it', async () => {
       const location = await kickOff('/fhir/R4/$export?_type=Group');
-      await finished(location);
+      const manifest = await finished(location);
       const res = await inject('GET', location);
       const expires = Date.parse(res.headers.expires as string);
       expect(expires).toBeGreaterThan(Date.now() + 23 * 3_600_000);
       expect(expires).toBeLessThan(Date.now() + 25 * 3_600_000);
+      // What the queue's purge does once that time has passed (bulk export's done jobs: keepDoneMs).
+      const id = location.slice(location.lastIndexOf('/') + 1);
+      const file = manifest.output[0].url.slice(manifest.output[0].url.lastIndexOf('/') + 1);
+      expect((await server.store.bulk.parts(id, file, 0, 1_000_000)).length).toBeGreaterThan(0);
+      expect(await server.store.jobs.purgeDone(EXPORT_JOB, Date.now() + 1)).toBeGreaterThan(0);
+      expect(await server.store.bulk.parts(id, file, 0, 1_000_000)).toEqual([]);
+      expect((await inject('GET', location)).statusCode).toBe(404);
     });
 
     test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {
