@@ -340,7 +340,8 @@ class FileWriter {
   private async flush(): Promise<void> {
     if (this.lines.length === 0) return;
     if (this.target.signal.aborted) throw this.target.signal.reason;
-    await this.target.store.putPart(this.target.job, this.target.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
+    const stored = await this.target.store.putPart(this.target.job, this.target.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
+    if (!stored) throw new Error('the export was cancelled (DELETE) while it ran');
     this.lines = [];
   }
 }

@@ -320,6 +320,12 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('GET', manifest.output[0].url)).statusCode).toBe(404);
     });
 
+    test('a part is stored only while its export exists: one cancelled while another process runs it leaves none', async () => {
+      const part = { part: 1, count: 1, content: '{"resourceType":"Patient"}\n' };
+      expect(await server.store.bulk.putPart('cancelled-export', 'Patient.ndjson', part)).toBe(false);
+      expect(await server.store.bulk.parts('cancelled-export', 'Patient.ndjson', 0, 10)).toEqual([]);
+    });
+
     test('a finished export is kept for BULK_EXPORT_EXPIRY_HOURS (the manifest says until when: Expires); expired, its files go with it', async () => {
       const location = await kickOff('/fhir/R4/$export?_type=Group');
       const manifest = await finished(location);
