@@ -285,6 +285,16 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((await inject('GET', '/admin/jobs?_count=0', { headers: project })).statusCode).toBe(400);
     });
 
+    test('a burst of kick-offs into room for some: exactly that many are accepted', async () => {
+      await server.jobs.stop();
+      onTestFinished(() => server.jobs.start(1));
+      const burst = await Promise.all(Array.from({ length: 12 }, () => inject('GET', '/fhir/R4/$export?_type=Group', { headers: ASYNC })));
+      const accepted = burst.filter((r) => r.statusCode === 202).map((r) => r.headers['content-location'] as string);
+      expect(accepted.length).toBe(2);
+      expect(burst.filter((r) => r.statusCode === 429).length).toBe(10);
+      for (const location of accepted) expect((await inject('DELETE', location)).statusCode).toBe(202);
+    });
+
     test('a project has at most 2 exports queued or running: the next kick-off is 429 with Retry-After until one ends or is deleted', async () => {
       await server.jobs.stop();
       // Workers back whatever happens here: the tests after this one wait on exports finishing.
@@ -299,9 +309,13 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-limit-other' }] } });
       expect(init.statusCode, init.body).toBe(201);
       expect((await inject('GET', '/fhir/R4/$export', { headers: { ...ASYNC, 'x-project': (init.json() as Resource).id as string } })).statusCode).toBe(202);
+      // A burst (the defect: 30 in a second were all accepted) is refused the same way.
+      const burst = await Promise.all(Array.from({ length: 10 }, () => inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC })));
+      expect(burst.map((r) => r.statusCode)).toEqual(Array.from({ length: 10 }, () => 429));
       // DELETE of one makes room.
       expect((await inject('DELETE', first)).statusCode).toBe(202);
       const third = await kickOff('/fhir/R4/$export?_type=Group');
+      expect((await inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC })).statusCode).toBe(429);
       server.jobs.start(1);
       await finished(second);
       await finished(third);
