@@ -115,7 +115,10 @@ class DocumentWalk {
   /**
    * The pairs of same-named fields validation compares: for every selection set of the document
    * (validation visits each), the fields it collects and, level by level below, the fields that
-   * merge under each response name; a response name met n times is n^2 pairs. Stops past `max`.
+   * merge under each response name; a response name met n times is n(n+1)/2 pairs (each field
+   * with itself and every other: a field met once counts one). Like validation, the level below a
+   * name is entered only when the name is met more than once (one field's own selection set is
+   * measured as a selection set of its own). Stops past `max`.
    */
   pairs(sets: readonly SelectionSetNode[], max: number): number {
     let pairs = 0;
@@ -143,10 +146,10 @@ class DocumentWalk {
       }
     }
     let pairs = 0;
-    for (const n of counts.values()) pairs += n * n;
-    for (const next of below.values()) {
+    for (const n of counts.values()) pairs += (n * (n + 1)) / 2;
+    for (const [name, next] of below) {
       if (pairs > max) return pairs;
-      pairs += this.levelPairs(next, max - pairs);
+      if ((counts.get(name) ?? 0) > 1) pairs += this.levelPairs(next, max - pairs);
     }
     return pairs;
   }
