@@ -51,6 +51,8 @@ export interface ServerApp {
   app: FastifyInstance;
   /** The FHIR core under the app (for tools and tests that load data without HTTP). */
   core: Core;
+  /** The storage under the core (for tests that count what an interaction left behind: bulk export's files). */
+  store: ResourceStore;
   /** The durable job queue, its workers started (JOB_WORKERS). */
   jobs: JobQueue;
   /** What operation handlers are given (for parts wired beside them: a subscription running a bot). */
@@ -134,7 +136,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       revision: () => core.params.revision,
     });
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
-    const bulk = bulkExports(core, store, jobs);
+    const bulk = bulkExports({ core, store, jobs, config });
     // The sandbox process starts with the first bot deployed or run, not here.
     const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner({ memoryMb: config.botMemoryMb, sandboxMemoryMb: config.botSandboxMemoryMb, slotsPerProject: config.botSlotsPerProject, queuePerProject: config.botQueuePerProject }), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, bodyLimit: config.bodyLimit, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
     const subscriptions = new Subscriptions({
@@ -203,6 +205,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     return {
       app,
       core,
+      store,
       jobs,
       services,
       close: async () => {
@@ -221,7 +224,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
 }
 
 /** Bulk export over the core, its job handler registered on the queue. */
-function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExports {
+function bulkExports({ core, store, jobs, config }: { core: Core; store: ResourceStore; jobs: JobQueue; config: Config }): BulkExports {
   const compartment = r4Model().compartment('Patient') ?? {};
   const bulk = new BulkExports({
     jobs,
@@ -237,6 +240,8 @@ function bulkExports(core: Core, store: ResourceStore, jobs: JobQueue): BulkExpo
     readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
     typeFilter: (type, query) => memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
     subset: (resource, elements) => subsetWithMandatory(resource, r4Model(), elements),
+    perProject: config.bulkExportsPerProject,
+    keepMs: config.bulkExportExpiryHours * 3_600_000,
   });
   jobs.register(bulk.handler());
   return bulk;

@@ -78,6 +78,10 @@ export interface Config {
   botSlotsPerProject: number;
   /** Executions of one project that may wait for a slot; more are refused 429 (BOT_QUEUE_PER_PROJECT). */
   botQueuePerProject: number;
+  /** Bulk exports one project may have queued or running at once; the next kick-off is 429 (BULK_EXPORTS_PER_PROJECT). */
+  bulkExportsPerProject: number;
+  /** Hours a finished export's files are kept before they are deleted (BULK_EXPORT_EXPIRY_HOURS). */
+  bulkExportExpiryHours: number;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -156,6 +160,8 @@ export function loadConfig(env: Env): Config {
     botSlotsPerProject: integer(env, 'BOT_SLOTS_PER_PROJECT', 8, 1, 16),
     botQueuePerProject: integer(env, 'BOT_QUEUE_PER_PROJECT', 64, 0, 100_000),
     botSandboxMemoryMb: env.BOT_SANDBOX_MEMORY_MB?.trim() ? integer(env, 'BOT_SANDBOX_MEMORY_MB', 0, 128, 1_048_576) : undefined,
+    bulkExportsPerProject: integer(env, 'BULK_EXPORTS_PER_PROJECT', 2, 1, 1000),
+    bulkExportExpiryHours: integer(env, 'BULK_EXPORT_EXPIRY_HOURS', 24, 1, 24 * 365),
   };
 }
 

@@ -63,6 +63,8 @@ describe('configuration', () => {
     [{ BASE_URL: 'https://tx.example.org/fhir?x=1' }, /^BASE_URL: /],
     [{ CORS_ORIGINS: 'https://app.example.org/path' }, /^CORS_ORIGINS: /],
     [{ CORS_ORIGINS: 'app.example.org' }, /^CORS_ORIGINS: /],
+    [{ BULK_EXPORTS_PER_PROJECT: '0' }, /^BULK_EXPORTS_PER_PROJECT: /],
+    [{ BULK_EXPORT_EXPIRY_HOURS: 'a week' }, /^BULK_EXPORT_EXPIRY_HOURS: /],
   ])('a bad value stops start-up with one line naming the variable: %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -22,6 +22,8 @@ export const EXPORT_JOB = 'bulk-export';
 const PART = 1000;
 /** Seconds a client is asked to wait between status polls; polling sooner is 429. */
 export const RETRY_AFTER_SECONDS = 1;
+/** Seconds a client refused a kick-off (too many exports of its project active) is asked to wait. */
+export const BUSY_RETRY_AFTER_SECONDS = 30;
 /** Most polls remembered (one per running export polled); beyond it the oldest are forgotten. */
 const MAX_POLLS = 10_000;
 
@@ -62,7 +64,8 @@ export interface ExportManifest {
   error: { type: string; url: string; count: number }[];
 }
 
-export type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest };
+/** Done: the manifest, and when its files are deleted (epoch ms). */
+export type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
 
 export interface BulkExportDeps {
   jobs: JobQueue;
@@ -78,11 +81,18 @@ export interface BulkExportDeps {
   typeFilter(type: string, query: string): (resource: Resource) => boolean;
   /** `_elements`: the resource with only the named top-level elements and the mandatory ones, marked SUBSETTED. */
   subset(resource: Resource, elements: string[]): Resource;
+  /** Exports one project may have queued or running at once: each holds a worker and writes its whole data again. */
+  perProject: number;
+  /** How long a finished export's files are kept, in ms (then the job and its files are deleted). */
+  keepMs: number;
 }
 
 export class BulkExports {
   /** When each running export's status was last asked for in this process. */
   private readonly polls = new Map<string, number>();
+
+  /** Kick-offs of each project in this process, one at a time: the count of active exports is then exact here. */
+  private readonly kickOffs = new Map<string, Promise<unknown>>();
 
   /** The types of the Patient compartment (Patient included). */
   private readonly compartmentTypes: readonly string[];
@@ -119,7 +129,25 @@ export class BulkExports {
       patients = patients ? patients.filter((p) => members.includes(p)) : members;
     }
     const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, elements: params.elements, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
-    return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
+    return this.oneAtATime(ctx.project, async () => {
+      // Across processes two kick-offs may still both see room: at most one over per process.
+      if ((await this.deps.jobs.countActive(ctx.project, EXPORT_JOB)) >= this.deps.perProject) {
+        throw fhirError('ERR_BULK_TOO_MANY', { limit: this.deps.perProject, seconds: BUSY_RETRY_AFTER_SECONDS }, { headers: { 'retry-after': String(BUSY_RETRY_AFTER_SECONDS) } });
+      }
+      return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
+    });
+  }
+
+  private async oneAtATime<T>(project: string, work: () => Promise<T>): Promise<T> {
+    const before = this.kickOffs.get(project) ?? Promise.resolve();
+    const mine = before.then(work, work);
+    const settled = mine.catch(() => undefined);
+    this.kickOffs.set(project, settled);
+    try {
+      return await mine;
+    } finally {
+      if (this.kickOffs.get(project) === settled) this.kickOffs.delete(project);
+    }
   }
 
   async status(id: string, ctx: RequestContext): Promise<ExportStatus> {
@@ -141,6 +169,7 @@ export class BulkExports {
     const url = (file: ExportFile) => ({ type: file.type, url: `${ctx.baseUrl}/bulk/files/${id}/${file.file}`, count: file.count });
     return {
       state: 'done',
+      expires: (job.finishedAt ?? Date.now()) + this.deps.keepMs,
       manifest: {
         transactionTime: job.input.transactionTime,
         request: job.input.request,
@@ -152,7 +181,10 @@ export class BulkExports {
     };
   }
 
-  /** Cancels (or, done, deletes) an export: its status URL answers 404 from now on. */
+  /**
+   * Cancels (or, done, deletes) an export: its status URL answers 404 from now on, and its files
+   * are deleted (a handler running it here is aborted first, so it writes no part after them).
+   */
   async cancel(id: string, ctx: RequestContext): Promise<void> {
     await this.own(id, ctx);
     this.polls.delete(id);
@@ -176,7 +208,7 @@ export class BulkExports {
   }
 
   handler(): JobHandler<ExportJobInput> {
-    return { kind: EXPORT_JOB, run: (job, control) => this.run(job, control) };
+    return { kind: EXPORT_JOB, run: (job, control) => this.run(job, control), keepDoneMs: this.deps.keepMs };
   }
 
   /**
@@ -208,13 +240,14 @@ export class BulkExports {
       return taken;
     };
     const output: ExportFile[] = [];
-    const deleted = new FileWriter(this.deps.store, job.id, 'deleted.ndjson', 'Bundle');
+    const writerOf = (file: string, type: string) => new FileWriter({ store: this.deps.store, job: job.id, file, type, signal: control.signal });
+    const deleted = writerOf('deleted.ndjson', 'Bundle');
     const order = [...input.types.filter((type) => !isSupporting(type)), ...input.types.filter(isSupporting)];
     for (const type of order) {
       if (referenced.get(type)?.size === 0) continue;
       const grant = this.grant(job.principal, type);
       if (!grant) continue;
-      const writer = new FileWriter(this.deps.store, job.id, `${type}.ndjson`, type);
+      const writer = writerOf(`${type}.ndjson`, type);
       const filters = (input.typeFilters?.[type] ?? []).map((query) => this.deps.typeFilter(type, query));
       const filtered = (resource: Resource) => filters.length === 0 || filters.some((f) => f(resource));
       const elements = input.elements && elementsOf(input.elements, type);
@@ -246,7 +279,7 @@ export class BulkExports {
     const deletedFile = await deleted.finish();
     if (deletedFile) result.deleted = deletedFile;
     if (input.refused.length > 0) {
-      const errors = new FileWriter(this.deps.store, job.id, 'errors.ndjson', 'OperationOutcome');
+      const errors = writerOf('errors.ndjson', 'OperationOutcome');
       for (const text of input.refused) await errors.add(JSON.stringify(refusal(text)));
       result.error = (await errors.finish()) ?? undefined;
     }
@@ -283,10 +316,14 @@ class FileWriter {
   private part = 0;
 
   constructor(
-    private readonly store: BulkStore,
-    private readonly job: string,
-    private readonly file: string,
-    private readonly type: string,
+    private readonly target: {
+      store: BulkStore;
+      job: string;
+      file: string;
+      type: string;
+      /** Aborted when the export was cancelled (DELETE): no part is written after its files were deleted. */
+      signal: AbortSignal;
+    },
   ) {}
 
   async add(line: string): Promise<void> {
@@ -297,12 +334,14 @@ class FileWriter {
 
   async finish(): Promise<ExportFile | undefined> {
     await this.flush();
-    return this.count === 0 ? undefined : { file: this.file, type: this.type, count: this.count };
+    return this.count === 0 ? undefined : { file: this.target.file, type: this.target.type, count: this.count };
   }
 
   private async flush(): Promise<void> {
     if (this.lines.length === 0) return;
-    await this.store.putPart(this.job, this.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
+    if (this.target.signal.aborted) throw this.target.signal.reason;
+    const stored = await this.target.store.putPart(this.target.job, this.target.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
+    if (!stored) throw new Error('the export was cancelled (DELETE) while it ran');
     this.lines = [];
   }
 }

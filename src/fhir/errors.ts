@@ -183,6 +183,8 @@ export const ERRORS = {
   ERR_BULK_ASYNC: spec(400, 'invalid', () => "Bulk export runs asynchronously: send 'Prefer: respond-async'"),
   ERR_BULK_PARAM: spec<{ name: string; reason: string }>(400, 'not-supported', (p) => `Bulk export parameter '${p.name}': ${p.reason}`),
   ERR_BULK_TOO_FAST: spec<{ seconds: number }>(429, 'throttled', (p) => `The export's status was asked again too soon; wait ${p.seconds} s (Retry-After) between polls`),
+  ERR_BULK_TOO_MANY: spec<{ limit: number; seconds: number }>(
+    429, 'throttled', (p) => `This project already has ${p.limit} exports queued or running; wait for one to finish, or DELETE one, and kick off again (Retry-After: ${p.seconds} s)`),
   ERR_BULK_NOT_FOUND: spec(404, 'not-found', () => 'No such export: it was never started, was cancelled, or has expired'),
   ERR_BULK_FAILED: spec<{ reason: string }>(500, 'exception', (p) => `The export failed: ${p.reason}`),
   // infrastructure

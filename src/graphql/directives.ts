@@ -1,4 +1,5 @@
 import { Kind, visit, type DocumentNode, type DirectiveNode, type FieldNode, type FragmentDefinitionNode, type SelectionSetNode, type ValueNode } from 'graphql';
+import type { Budget } from '../context/budget';
 
 /**
  * The FHIR directives of graphql.html, applied to the result: `@first` (the first item of a list,
@@ -21,6 +22,8 @@ const SLICE_KEY = '__slice';
  * ours, so each item's value is in the result even when the query does not ask for it.
  */
 export function prepareDirectives(document: DocumentNode): DocumentNode {
+  // A walk of the whole document for a directive few queries use: not when its name is not in the text.
+  if (document.loc && !document.loc.source.body.includes('slice')) return document;
   return visit(document, {
     Field(node) {
       const slice = node.directives?.find((d) => d.name.value === 'slice');
@@ -33,9 +36,20 @@ export function prepareDirectives(document: DocumentNode): DocumentNode {
 }
 type Variables = Record<string, unknown> | undefined;
 
-interface Pass {
+export interface DirectivesInput {
+  /** The operation's selection set, which the data answers. */
+  set: SelectionSetNode;
   fragments: Map<string, FragmentDefinitionNode>;
   variables: Variables;
+  /** The request's: each field of the data is a step, and the event loop is given back between slices. */
+  budget: Budget;
+}
+
+interface Pass extends Omit<DirectivesInput, 'set'> {
+  /** The fields of each selection set, fragments spread in, worked out once (not once per object of the data). */
+  fields: WeakMap<SelectionSetNode, FieldNode[]>;
+  /** Lists made here by flattening, which may grow in place (the others belong to the data). */
+  own: WeakSet<unknown[]>;
   /** Keys of an object that hold one value by `@singleton` (flattening keeps them single). */
   singles: WeakMap<Data, Set<string>>;
   errors: string[];
@@ -45,24 +59,26 @@ interface Pass {
  * Applies the directives to the executed data (in place). Returns the errors the page requires
  * (`@singleton` over more than one value); the field in question is then null.
  */
-export function applyDirectives(data: Data, set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, variables: Variables): { data: Data; errors: string[] } {
-  const pass: Pass = { fragments, variables, singles: new WeakMap(), errors: [] };
-  transformObject(data, set, pass);
+export async function applyDirectives(data: Data, input: DirectivesInput): Promise<{ data: Data; errors: string[] }> {
+  const { set, ...rest } = input;
+  const pass: Pass = { ...rest, fields: new WeakMap(), own: new WeakSet(), singles: new WeakMap(), errors: [] };
+  await transformObject(data, set, pass);
   return { data, errors: pass.errors };
 }
 
-function transformObject(data: Data, set: SelectionSetNode, pass: Pass): void {
-  for (const field of fieldsOf(set, pass.fragments)) {
+async function transformObject(data: Data, set: SelectionSetNode, pass: Pass): Promise<void> {
+  let fields = pass.fields.get(set);
+  if (!fields) {
+    fields = fieldsOf(set, pass.fragments);
+    pass.fields.set(set, fields);
+  }
+  for (const field of fields) {
     const key = field.alias?.value ?? field.name.value;
     if (!(key in data)) continue;
+    await pass.budget.step();
     let value = data[key];
     if (field.selectionSet) {
-      const children = field.selectionSet;
-      const visit = (item: unknown) => {
-        if (isObject(item)) transformObject(item, children, pass);
-      };
-      if (Array.isArray(value)) value.forEach(visit);
-      else visit(value);
+      for (const item of Array.isArray(value) ? value : [value]) if (isObject(item)) await transformObject(item, field.selectionSet, pass);
     }
     const directives = field.directives ?? [];
     const single = has(directives, 'singleton');
@@ -110,9 +126,11 @@ function flatten(data: Data, value: unknown, path: string | undefined, pass: Pas
         } else data[target] = child;
         parentSingles.add(target);
       } else if (repeats || target in data) {
+        // Grown in place once made here: copying the list for each item is quadratic in the items.
         const existing = data[target];
-        const list = Array.isArray(existing) ? existing : existing === undefined || existing === null ? [] : [existing];
-        data[target] = [...list, ...(Array.isArray(child) ? child : [child]).filter((v) => v !== null && v !== undefined)];
+        const list = Array.isArray(existing) && pass.own.has(existing) ? existing : ownList(pass, existing);
+        for (const v of Array.isArray(child) ? child : [child]) if (v !== null && v !== undefined) list.push(v);
+        data[target] = list;
       } else {
         data[target] = child;
       }
@@ -126,6 +144,12 @@ function suffix(item: unknown, path: string, index: number): string {
   const named = item[SLICE_KEY] ?? item[path];
   delete item[SLICE_KEY];
   return named === undefined || named === null ? String(index) : String(named);
+}
+
+function ownList(pass: Pass, existing: unknown): unknown[] {
+  const list = Array.isArray(existing) ? [...existing] : existing === undefined || existing === null ? [] : [existing];
+  pass.own.add(list);
+  return list;
 }
 
 function marks(pass: Pass, data: Data): Set<string> {

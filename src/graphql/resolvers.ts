@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import type * as FhirPath from 'fhirpath';
 import { GraphQLError, type GraphQLFieldResolver } from 'graphql';
 import type { Bundle, Reference, Resource } from 'fhir/r4';
+import type { Budget } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
 import { isFhirError } from '../fhir/errors';
 import type { FhirRequest } from '../rest/fhir-request';
@@ -40,6 +41,10 @@ export interface GraphQLRequestState {
   containers: WeakMap<object, Resource>;
   references: DataLoader<string, Resource | null>;
   searches: number;
+  /** The request's time, shared with the work before and after execution. */
+  budget: Budget;
+  /** Set when the time ran out during execution: every field after it is null, and the answer too-costly. */
+  overrun: boolean;
 }
 
 type Resolver = GraphQLFieldResolver<unknown, GraphQLRequestState, Record<string, unknown>>;
@@ -140,10 +145,9 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
   };
 
   return {
-    element: (name, array) => (source, args) => {
+    element: (name, array) => (source, args, state) => {
       const value = (source as Record<string, unknown>)[name];
-      if (!array || !Array.isArray(value)) return value;
-      return filterList(value, args);
+      return paced(state, !array || !Array.isArray(value) ? value : filterList(value, args));
     },
     reference: async (source, args, state) => {
       const local = (source as Reference).reference;
@@ -299,6 +303,22 @@ function decodeCursor(cursor: string): { query: Record<string, string[]>; offset
   const query: Record<string, string[]> = {};
   for (const [name, value] of new URLSearchParams(q)) (query[name] ??= []).push(value);
   return { query, offset: o };
+}
+
+/**
+ * A field's value, the event loop given back first when this slice of the budget is spent:
+ * element fields resolve without I/O, so graphql-js would run a large answer in one stretch.
+ */
+function paced<T>(state: GraphQLRequestState, value: T): T | null | Promise<T | null> {
+  if (state.overrun) return null;
+  if (!state.budget.due()) return value;
+  return state.budget.pause().then(
+    () => value,
+    () => {
+      state.overrun = true;
+      return null;
+    },
+  );
 }
 
 /** One more search for this query: refused past the limit, or when the time budget is spent. */

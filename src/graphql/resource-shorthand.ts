@@ -16,6 +16,7 @@ import {
   type SelectionNode,
   type SelectionSetNode,
 } from 'graphql';
+import type { Budget } from '../context/budget';
 
 /**
  * `Reference.resource` written as graphql.html writes it, made into plain GraphQL before validation.
@@ -27,34 +28,43 @@ import {
  *  - two `resource(type: ...)` beside each other: one `resource` holding both type conditions (GraphQL
  *    refuses two fields of one name with different arguments).
  * Anything else is left for validation to judge (an unknown type name is refused there).
+ * Each selection rewritten is a step of `budget`: `resource { extension { valueReference { resource
+ * ... } } }` multiplies by the ~140 types that have the fields at every level it nests.
  */
-export function expandResourceShorthand(document: DocumentNode, schema: GraphQLSchema): DocumentNode {
+export function expandResourceShorthand(document: DocumentNode, schema: GraphQLSchema, budget: Budget): DocumentNode {
   const definitions = document.definitions.map((definition) => {
     if (definition.kind === Kind.OPERATION_DEFINITION) {
       const root = schema.getRootType(definition.operation);
-      return root ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, root, schema) } : definition;
+      return root ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, root, { schema, budget }) } : definition;
     }
     if (definition.kind === Kind.FRAGMENT_DEFINITION) {
       const type = schema.getType(definition.typeCondition.name.value);
-      return isCompositeType(type) ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, type, schema) } : definition;
+      return isCompositeType(type) ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, type, { schema, budget }) } : definition;
     }
     return definition;
   });
   return { ...document, definitions };
 }
 
-function rewriteSet(set: SelectionSetNode, parent: GraphQLCompositeType, schema: GraphQLSchema): SelectionSetNode {
+interface Rewrite {
+  schema: GraphQLSchema;
+  budget: Budget;
+}
+
+function rewriteSet(set: SelectionSetNode, parent: GraphQLCompositeType, rewrite: Rewrite): SelectionSetNode {
+  const { schema } = rewrite;
+  rewrite.budget.spend(set.selections.length);
   const selections = set.selections.map((selection): SelectionNode => {
     if (selection.kind === Kind.INLINE_FRAGMENT) {
       const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;
-      return isCompositeType(type) ? { ...selection, selectionSet: rewriteSet(selection.selectionSet, type, schema) } : selection;
+      return isCompositeType(type) ? { ...selection, selectionSet: rewriteSet(selection.selectionSet, type, rewrite) } : selection;
     }
     if (selection.kind !== Kind.FIELD || !selection.selectionSet) return selection;
     const definition = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[selection.name.value] : undefined;
     const type = definition ? getNamedType(definition.type) : undefined;
     if (!isCompositeType(type)) return selection;
     const field = isUnionType(type) ? typedResource(selection, type) : selection;
-    return { ...field, selectionSet: rewriteSet(field.selectionSet as SelectionSetNode, type, schema) };
+    return { ...field, selectionSet: rewriteSet(field.selectionSet as SelectionSetNode, type, rewrite) };
   });
   return { ...set, selections: mergeResources(selections, parent) };
 }

@@ -6,17 +6,18 @@ import {
   specifiedRules,
   validate,
   type DocumentNode,
-  type FieldNode,
   type FragmentDefinitionNode,
   type OperationDefinitionNode,
-  type SelectionSetNode,
   type ValidationContext,
   type ASTVisitor,
 } from 'graphql';
 import type { OperationOutcome, Resource } from 'fhir/r4';
+import { Budget } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
+import { isFhirError } from '../fhir/errors';
 import type { ElementModel } from '../search/model/model';
 import { applyDirectives, prepareDirectives } from './directives';
+import { checkDocument, type DocumentLimits } from './document-limits';
 import { expandResourceShorthand } from './resource-shorthand';
 import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
 import { buildSchema, type FhirSchemas } from './schema';
@@ -40,10 +41,9 @@ export interface GraphQLAnswer {
   body: { data?: unknown; errors?: unknown[] };
 }
 
-export interface GraphQLOptions {
-  maxDepth: number;
-  /** The largest estimated cost: each field counts once per item of the lists above it. */
-  maxCost: number;
+export interface GraphQLOptions extends DocumentLimits {
+  /** Steps of the work on the document before it runs (expanding, measuring): about one per selection. */
+  maxDocumentSteps: number;
   limits: GraphQLLimits;
   introspection: boolean;
 }
@@ -51,12 +51,12 @@ export interface GraphQLOptions {
 export const DEFAULT_GRAPHQL_OPTIONS: GraphQLOptions = {
   maxDepth: 12,
   maxCost: 100_000,
+  // About 100 ms of graphql-js's validation at its slowest (fields of one name, each with fields).
+  maxPairs: 100_000,
+  maxDocumentSteps: 200_000,
   limits: { searches: 200, maxCount: 1000 },
   introspection: true,
 };
-
-/** How many items a list is counted as when the query does not say (`_count`). */
-const ASSUMED_LIST_SIZE = 20;
 
 export interface GraphQLServiceDeps extends GraphQLDataDeps {
   model: ElementModel;
@@ -94,21 +94,37 @@ export class GraphQLService {
     if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
     if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
     const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
+    // The document is measured before graphql-js validates it: validation is quadratic (and worse,
+    // through fragments) in repeated fields, and holds the event loop while it runs.
+    const budget = Budget.of(ctx, 'the GraphQL query', this.options.maxDocumentSteps);
     let document: DocumentNode;
     try {
-      document = prepareDirectives(expandResourceShorthand(parse(request.query, { maxTokens: 50_000 }), schema));
+      // The event loop is given back between the steps: each is linear, but a large document takes a while.
+      // 20,000 tokens is some 5,000 fields: validating that many already takes a few hundred ms.
+      const parsed = parse(request.query, { maxTokens: 20_000 });
+      await budget.pause();
+      document = prepareDirectives(expandResourceShorthand(parsed, schema, budget));
+      await budget.pause();
+      const refusal = checkDocument(document, this.options, budget);
+      if (refusal) return refused(refusal.code, refusal.text);
+      await budget.pause();
     } catch (err) {
+      if (isFhirError(err)) return refused('too-costly', err.message);
+      // graphql-js parses by recursive descent: a document nested thousands deep runs out of stack there.
+      if (err instanceof RangeError) return refused('too-costly', 'The document is nested too deeply');
       return refusedWith([err as GraphQLError], 'invalid');
     }
-    const rules = [...specifiedRules, depthLimit(this.options.maxDepth), costLimit(this.options.maxCost), ...(this.options.introspection ? [] : [noIntrospection])];
+    const rules = [...specifiedRules, ...(this.options.introspection ? [] : [noIntrospection])];
     const errors = validate(schema, document, rules, { maxErrors: 20 });
-    if (errors.length > 0) return refusedWith(errors, errors.some((e) => e.extensions?.code === 'too-costly') ? 'too-costly' : 'invalid');
+    if (errors.length > 0) return refusedWith(errors, 'invalid');
     const operation = chosenOperation(document, request.operationName as string | undefined);
     if (!operation) return refused('invalid', request.operationName ? `the document has no operation named '${String(request.operationName)}'` : 'the document has several operations; name one (operationName)');
     if (operation.operation === 'mutation' && options.method === 'GET') return { status: 405, body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] } };
     if (operation.operation === 'subscription') return refused('not-supported', 'subscriptions are not supported over $graphql');
 
-    const state: GraphQLRequestState = { ctx, searches: 0, containers: new WeakMap(), references: undefined as unknown as GraphQLRequestState['references'] };
+    // Execution's size is bounded by the cost above; it is bounded in time, and paced, by its own budget.
+    const running = Budget.of(ctx, 'the GraphQL query');
+    const state: GraphQLRequestState = { ctx, searches: 0, budget: running, overrun: false, containers: new WeakMap(), references: undefined as unknown as GraphQLRequestState['references'] };
     state.references = referenceLoader(this.deps, () => state, this.options.limits);
     if (options.target) remember(state, options.target);
     const result = await execute({
@@ -119,7 +135,14 @@ export class GraphQLService {
       variableValues: variables as Record<string, unknown> | undefined,
       operationName: request.operationName as string | undefined,
     });
-    const shaped = result.data ? applyDirectives(result.data as Record<string, unknown>, operation.selectionSet, fragmentsOf(document), variables as Record<string, unknown> | undefined) : undefined;
+    if (state.overrun) return outOfTime();
+    let shaped: Awaited<ReturnType<typeof applyDirectives>> | undefined;
+    try {
+      shaped = result.data ? await applyDirectives(result.data as Record<string, unknown>, { set: operation.selectionSet, fragments: fragmentsOf(document), variables: variables as Record<string, unknown> | undefined, budget: running }) : undefined;
+    } catch (err) {
+      if (isFhirError(err)) return outOfTime();
+      throw err;
+    }
     const body: GraphQLAnswer['body'] = { data: shaped ? shaped.data : result.data };
     const answerErrors = [...(result.errors ?? []).map(resolverError), ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text))];
     if (answerErrors.length) body.errors = answerErrors;
@@ -135,76 +158,6 @@ function chosenOperation(document: DocumentNode, name: string | undefined): Oper
 
 function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
   return new Map(document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
-}
-
-/** Refuses selection sets nested deeper than `max` (fragments followed). */
-function depthLimit(max: number) {
-  return (context: ValidationContext): ASTVisitor => ({
-    OperationDefinition(node) {
-      const fragments = new Map(context.getDocument().definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
-      const depth = depthOf(node.selectionSet, fragments, new Set());
-      if (depth > max) context.reportError(new GraphQLError(`The query is nested ${depth} levels deep; at most ${max} are allowed`, { nodes: [node], extensions: { code: 'too-costly' } }));
-    },
-  });
-}
-
-function depthOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, seen: Set<string>): number {
-  if (!set) return 0;
-  let deepest = 0;
-  for (const selection of set.selections) {
-    if (selection.kind === Kind.FIELD) deepest = Math.max(deepest, selection.selectionSet ? 1 + depthOf(selection.selectionSet, fragments, seen) : 0);
-    else if (selection.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, depthOf(selection.selectionSet, fragments, seen));
-    else if (!seen.has(selection.name.value)) {
-      seen.add(selection.name.value);
-      deepest = Math.max(deepest, depthOf(fragments.get(selection.name.value)?.selectionSet, fragments, seen));
-      seen.delete(selection.name.value);
-    }
-  }
-  return deepest;
-}
-
-/** Refuses queries whose estimated cost (each field once per item of the lists above it) is over `max`. */
-function costLimit(max: number) {
-  return (context: ValidationContext): ASTVisitor => ({
-    OperationDefinition(node) {
-      const fragments = new Map(context.getDocument().definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
-      const cost = costOf(node.selectionSet, fragments, 1, new Set());
-      if (cost > max) context.reportError(new GraphQLError(`The query would cost about ${Math.round(cost)} (fields times list sizes); at most ${max} is allowed`, { nodes: [node], extensions: { code: 'too-costly' } }));
-    },
-  });
-}
-
-function costOf(set: SelectionSetNode | undefined, fragments: Map<string, FragmentDefinitionNode>, multiplier: number, seen: Set<string>): number {
-  if (!set) return 0;
-  let cost = 0;
-  // Type conditions are alternatives (an object has one type): only the costliest type counts.
-  const byType = new Map<string, number>();
-  for (const selection of set.selections) {
-    if (selection.kind === Kind.FIELD) {
-      cost += multiplier;
-      if (selection.selectionSet) cost += costOf(selection.selectionSet, fragments, multiplier * listSize(selection), seen);
-    } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-      const type = selection.typeCondition?.name.value;
-      const own = costOf(selection.selectionSet, fragments, multiplier, seen);
-      if (type === undefined) cost += own;
-      else byType.set(type, (byType.get(type) ?? 0) + own);
-    } else if (!seen.has(selection.name.value)) {
-      seen.add(selection.name.value);
-      cost += costOf(fragments.get(selection.name.value)?.selectionSet, fragments, multiplier, seen);
-      seen.delete(selection.name.value);
-    }
-    if (cost > Number.MAX_SAFE_INTEGER / 2) return cost;
-  }
-  return cost + Math.max(0, ...byType.values());
-}
-
-/** Searches count as the page they ask for; other lists as a typical size. */
-function listSize(field: FieldNode): number {
-  const name = field.name.value;
-  if (!/(List|Connection)$/.test(name)) return 1;
-  const count = field.arguments?.find((a) => a.name.value === '_count')?.value;
-  if (count?.kind === Kind.INT) return Math.max(1, Number(count.value));
-  return ASSUMED_LIST_SIZE;
 }
 
 function noIntrospection(context: ValidationContext): ASTVisitor {
@@ -229,6 +182,11 @@ function resolverError(error: GraphQLError) {
   const entry = error.toJSON();
   const outcome = (entry.extensions?.outcome as OperationOutcome | undefined) ?? errorEntry('processing', error.message).extensions.outcome;
   return { ...entry, extensions: { ...entry.extensions, outcome, resource: outcome } };
+}
+
+/** The time ran out while the query ran: no partial answer (its fields would be nulls without a reason). */
+function outOfTime(): GraphQLAnswer {
+  return { status: 422, body: { errors: [errorEntry('too-costly', 'The query did not finish within the time budget of the request')] } };
 }
 
 function refused(code: string, text: string): GraphQLAnswer {

@@ -151,6 +151,11 @@ export class JobQueue {
     return (await this.store.list(project, { limit, kind: options.kind })).map((row) => viewOf(row));
   }
 
+  /** How many of a project's jobs of one kind are queued or running. */
+  countActive(project: string, kind: string): Promise<number> {
+    return this.store.countActive(project, kind);
+  }
+
   /** Removes a job in any state; a handler running it here is aborted (elsewhere: at its next heartbeat). */
   async remove(id: string): Promise<boolean> {
     const removed = await this.store.remove(id);

@@ -36,7 +36,12 @@ export interface BulkStore {
    * only when that version is after `since`.
    */
   snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotPage>;
-  putPart(job: string, file: string, part: BulkFilePart): Promise<void>;
+  /**
+   * Stores a part, only while the job exists (one statement): an export cancelled by DELETE in
+   * another process, still running there until its next heartbeat, leaves no part behind. False
+   * when the job is gone.
+   */
+  putPart(job: string, file: string, part: BulkFilePart): Promise<boolean>;
   /** The parts of a file after `afterPart`, at most `limit`, in order. */
   parts(job: string, file: string, afterPart: number, limit: number): Promise<BulkFilePart[]>;
   removeFiles(job: string): Promise<void>;
@@ -99,8 +104,13 @@ export class SqlBulkStore implements BulkStore {
     };
   }
 
-  async putPart(job: string, file: string, part: BulkFilePart): Promise<void> {
-    await this.write('INSERT INTO bulk_files (job_id, file, part, count, content) VALUES (?, ?, ?, ?, ?)', [job, file, part.part, part.count, part.content]);
+  async putPart(job: string, file: string, part: BulkFilePart): Promise<boolean> {
+    const rows = await this.write(
+      `INSERT INTO bulk_files (job_id, file, part, count, content)
+       SELECT ?, ?, CAST(? AS INTEGER), CAST(? AS INTEGER), ? WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?) RETURNING part`,
+      [job, file, part.part, part.count, part.content, job],
+    );
+    return rows.length === 1;
   }
 
   async parts(job: string, file: string, afterPart: number, limit: number): Promise<BulkFilePart[]> {

@@ -69,6 +69,8 @@ export interface JobStore {
   purge(before: number): Promise<number>;
   /** Removes the jobs of one kind that ended done before `before` (short-lived records of many small jobs). */
   purgeDone(kind: string, before: number): Promise<number>;
+  /** How many of a project's jobs of one kind are queued or running. */
+  countActive(project: string, kind: string): Promise<number>;
   /** A project's newest jobs, newest first (of one kind when given). */
   list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]>;
 }
@@ -197,19 +199,30 @@ export class SqlJobStore implements JobStore {
     return rows.map(jobFromRow);
   }
 
+  async countActive(project: string, kind: string): Promise<number> {
+    const rows = await this.read(`SELECT count(*) AS n FROM jobs WHERE project = ? AND kind = ? AND state IN ('queued', 'running')`, [project, kind]);
+    return Number(rows[0]?.n ?? 0);
+  }
+
   async remove(id: string): Promise<boolean> {
     return (await this.write('DELETE FROM jobs WHERE id = ? RETURNING id', [id])).length === 1;
   }
 
   async purgeDone(kind: string, before: number): Promise<number> {
-    return (await this.write(`DELETE FROM jobs WHERE kind = ? AND state = 'done' AND finished_at < ? RETURNING id`, [kind, before])).length;
+    const purged = (await this.write(`DELETE FROM jobs WHERE kind = ? AND state = 'done' AND finished_at < ? RETURNING id`, [kind, before])).length;
+    if (purged > 0) await this.removeOrphanFiles();
+    return purged;
   }
 
   async purge(before: number): Promise<number> {
     const purged = (await this.write(`DELETE FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? RETURNING id`, [before])).length;
-    // Files of jobs that are gone (bulk export's, same migration) go with them.
-    if (purged > 0) await this.write('DELETE FROM bulk_files WHERE job_id NOT IN (SELECT id FROM jobs)', []);
+    if (purged > 0) await this.removeOrphanFiles();
     return purged;
+  }
+
+  /** Files of jobs that are gone (bulk export's, same migration) go with them. */
+  private async removeOrphanFiles(): Promise<void> {
+    await this.write('DELETE FROM bulk_files WHERE job_id NOT IN (SELECT id FROM jobs)', []);
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Bundle, CapabilityStatement, Group, OperationOutcome, Patient, Resource } from 'fhir/r4';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
-import type { ExportManifest } from '../../src/bulk/export';
+import { EXPORT_JOB, type ExportManifest } from '../../src/bulk/export';
 import type { JobView } from '../../src/jobs/queue';
 import { SUPPORTING_TYPES } from '../../src/fhir/patient-record';
 import { inPatientCompartment } from '../helpers/compartment-oracle';
@@ -283,6 +283,77 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(elsewhere.jobs.filter((j) => ids.includes(j.id))).toEqual([]);
       expect((await inject('GET', '/admin/jobs', { token: everything })).statusCode).toBe(403);
       expect((await inject('GET', '/admin/jobs?_count=0', { headers: project })).statusCode).toBe(400);
+    });
+
+    test('a burst of kick-offs into room for some: exactly that many are accepted', async () => {
+      await server.jobs.stop();
+      onTestFinished(() => server.jobs.start(1));
+      const burst = await Promise.all(Array.from({ length: 12 }, () => inject('GET', '/fhir/R4/$export?_type=Group', { headers: ASYNC })));
+      const accepted = burst.filter((r) => r.statusCode === 202).map((r) => r.headers['content-location'] as string);
+      expect(accepted.length).toBe(2);
+      expect(burst.filter((r) => r.statusCode === 429).length).toBe(10);
+      for (const location of accepted) expect((await inject('DELETE', location)).statusCode).toBe(202);
+    });
+
+    test('a project has at most 2 exports queued or running: the next kick-off is 429 with Retry-After until one ends or is deleted', async () => {
+      await server.jobs.stop();
+      // Workers back whatever happens here: the tests after this one wait on exports finishing.
+      onTestFinished(() => server.jobs.start(1));
+      const first = await kickOff('/fhir/R4/$export?_type=Patient');
+      const second = await kickOff('/fhir/R4/$export?_type=Organization');
+      const refused = await inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC });
+      expect(refused.statusCode, refused.body).toBe(429);
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect((refused.json() as OperationOutcome).issue[0].code).toBe('throttled');
+      // Another project is not held up by this one's exports.
+      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-limit-other' }] } });
+      expect(init.statusCode, init.body).toBe(201);
+      expect((await inject('GET', '/fhir/R4/$export', { headers: { ...ASYNC, 'x-project': (init.json() as Resource).id as string } })).statusCode).toBe(202);
+      // A burst (the defect: 30 in a second were all accepted) is refused the same way.
+      const burst = await Promise.all(Array.from({ length: 10 }, () => inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC })));
+      expect(burst.map((r) => r.statusCode)).toEqual(Array.from({ length: 10 }, () => 429));
+      // DELETE of one makes room.
+      expect((await inject('DELETE', first)).statusCode).toBe(202);
+      const third = await kickOff('/fhir/R4/$export?_type=Group');
+      expect((await inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC })).statusCode).toBe(429);
+      server.jobs.start(1);
+      await finished(second);
+      await finished(third);
+    });
+
+    test("DELETE of a finished export deletes its files: the parts stored are gone, the status and file URLs 404", async () => {
+      const location = await kickOff('/fhir/R4/$export?_type=Patient,Observation');
+      const manifest = await finished(location);
+      const id = location.slice(location.lastIndexOf('/') + 1);
+      const files = manifest.output.map((o) => o.url.slice(o.url.lastIndexOf('/') + 1));
+      const partsOf = async () => (await Promise.all(files.map((file) => server.store.bulk.parts(id, file, 0, 1_000_000)))).flat().length;
+      expect(await partsOf()).toBeGreaterThan(0);
+      expect((await inject('DELETE', location)).statusCode).toBe(202);
+      expect(await partsOf()).toBe(0);
+      expect((await inject('GET', location)).statusCode).toBe(404);
+      expect((await inject('GET', manifest.output[0].url)).statusCode).toBe(404);
+    });
+
+    test('a part is stored only while its export exists: one cancelled while another process runs it leaves none', async () => {
+      const part = { part: 1, count: 1, content: '{"resourceType":"Patient"}\n' };
+      expect(await server.store.bulk.putPart('cancelled-export', 'Patient.ndjson', part)).toBe(false);
+      expect(await server.store.bulk.parts('cancelled-export', 'Patient.ndjson', 0, 10)).toEqual([]);
+    });
+
+    test('a finished export is kept for BULK_EXPORT_EXPIRY_HOURS (the manifest says until when: Expires); expired, its files go with it', async () => {
+      const location = await kickOff('/fhir/R4/$export?_type=Group');
+      const manifest = await finished(location);
+      const res = await inject('GET', location);
+      const expires = Date.parse(res.headers.expires as string);
+      expect(expires).toBeGreaterThan(Date.now() + 23 * 3_600_000);
+      expect(expires).toBeLessThan(Date.now() + 25 * 3_600_000);
+      // What the queue's purge does once that time has passed (bulk export's done jobs: keepDoneMs).
+      const id = location.slice(location.lastIndexOf('/') + 1);
+      const file = manifest.output[0].url.slice(manifest.output[0].url.lastIndexOf('/') + 1);
+      expect((await server.store.bulk.parts(id, file, 0, 1_000_000)).length).toBeGreaterThan(0);
+      expect(await server.store.jobs.purgeDone(EXPORT_JOB, Date.now() + 1)).toBeGreaterThan(0);
+      expect(await server.store.bulk.parts(id, file, 0, 1_000_000)).toEqual([]);
+      expect((await inject('GET', location)).statusCode).toBe(404);
     });
 
     test('while queued: 202 with X-Progress and Retry-After; writes after the kick-off do not leak in', async () => {

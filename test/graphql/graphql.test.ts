@@ -179,6 +179,43 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(unknown.body.errors?.[0].message).toMatch(/nope/);
     });
 
+    test('documents whose fragments or repeats multiply are refused before validation: 400 too-costly', async () => {
+      const tooCostly = async (query: string, message: RegExp) => {
+        const res = await post(query);
+        expect(res.status, query.slice(0, 80)).toBe(400);
+        expect(res.body.errors?.[0].message).toMatch(message);
+        expect((res.body.errors?.[0].extensions?.outcome as { issue?: { code: string }[] } | undefined)?.issue?.[0].code).toBe('too-costly');
+      };
+      // Fragments each spreading the one below twice: 2^12 fields in 500 bytes (40 levels, in
+      // test/hardening/graphql-costs.test.ts, held the event loop for ever; here they stay small
+      // enough that a regression fails instead of hanging this process).
+      const doubling = ['fragment F0 on Patient { id }', ...Array.from({ length: 12 }, (_, i) => `fragment F${i + 1} on Patient { ...F${i} ...F${i} }`)];
+      await tooCostly(`{ Patient(id: "example") { ...F12 } }\n${doubling.join('\n')}`, /pairs/);
+      // The same through fields: 10 levels, each holding the one below twice.
+      const nested = ['fragment E0 on Extension { url }', ...Array.from({ length: 10 }, (_, i) => `fragment E${i + 1} on Extension { extension { ...E${i} } extension { ...E${i} } }`)];
+      await tooCostly(`{ Patient(id: "example") { extension { ...E10 } } }\n${nested.join('\n')}`, /pairs/);
+      // What graphql-js's OverlappingFieldsCanBeMerged compares pairwise: one response name many times.
+      await tooCostly(`{ Patient(id: "example") { ${'a: id '.repeat(500)} } }`, /pairs/);
+      await tooCostly(`{ Patient(id: "example") { ${'name { family } '.repeat(400)} } }`, /pairs/);
+      await tooCostly(`{ Patient(id: "example") { ${'... on Patient { id '.repeat(100)}${'}'.repeat(100)} } }`, /nests selections 102 deep/);
+      // A fragment spread in itself is refused (graphql-js would, after walking it).
+      const cycle = await post('{ Patient(id: "example") { ...A } } fragment A on Patient { ...B } fragment B on Patient { id ...A }');
+      expect(cycle.status).toBe(400);
+      expect(cycle.body.errors?.[0].message).toMatch(/within itself/);
+    });
+
+    test('a fragment spread several times is measured once and answers as written', async () => {
+      const res = await post(`{ Patient(id: "example") { ...Names ...Names other: name { ...Family } } }
+        fragment Names on Patient { id name { ...Family } }
+        fragment Family on HumanName { family }`);
+      expect(res.status).toBe(200);
+      expect(res.body.data?.Patient).toEqual({ id: 'example', name: [{ family: 'Chalmers' }, { family: null }, { family: 'Windsor' }], other: [{ family: 'Chalmers' }, { family: null }, { family: 'Windsor' }] });
+      // The resource shorthand puts fields under every type that has them (~140 for id): five of
+      // those in one query are within the pairs limit.
+      const untyped = await post('{ ObservationList(_count: 2) { subject { resource { id } } performer { resource { id } } encounter { resource { id } } basedOn { resource { id } } partOf { resource { id } } } }');
+      expect(untyped.status, JSON.stringify(untyped.body.errors)).toBe(200);
+    });
+
     test('fuzzed queries: never a 5xx, always {data} or {errors}', async () => {
       const names = ['Patient', 'PatientList', 'ObservationConnection', 'ObservationList', 'id', 'name', 'given', 'subject', 'resource', 'valueQuantity', 'value', 'extension', 'nope', '__typename', 'edges', '... on Patient', 'PatientCreate'];
       const args = fc.oneof(fc.constant(''), fc.constant('(id: "example")'), fc.constant('(_count: -1)'), fc.constant('(_count: 99999999999)'), fc.constant('(_reference: subject)'), fc.constant('(url: 1.5)'), fc.constant('(fhirpath: "((")'), fc.string({ maxLength: 12 }).map((t) => `(name: ${JSON.stringify(t)})`));

@@ -42,7 +42,7 @@ export function registerBulkRoutes(app: FastifyInstance, deps: BulkRouteDeps): v
   app.get(`${deps.base}/bulk/status/:id`, async (request, reply) => {
     const status = await deps.exports.status((request.params as { id: string }).id, deps.contextOf(request));
     if (status.state === 'running') return reply.code(202).header('x-progress', status.progress).header('retry-after', String(RETRY_AFTER_SECONDS)).send();
-    return reply.code(200).header('expires', new Date(Date.now() + 3_600_000).toUTCString()).type('application/json').send(status.manifest);
+    return reply.code(200).header('expires', new Date(status.expires).toUTCString()).type('application/json').send(status.manifest);
   });
 
   app.delete(`${deps.base}/bulk/status/:id`, async (request, reply) => {
