@@ -26,6 +26,7 @@ import { DEFAULT_PROJECT, SYSTEM_PROJECT } from './storage/store';
 import { TerminologyService } from './terminology/service';
 import { storedDefinitions } from './validation/stored-definitions';
 import { terminologyPort } from './validation/terminology-port';
+import { FhirPathPool } from './fhir/fhirpath/pool';
 import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 import { Accounts } from './auth/accounts';
@@ -66,7 +67,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const terminology = new TerminologyService(loadCoreContent(), stored);
     // Definitions are read and compiled on first use, not here: start-up stays quick. Stored
     // profiles are read through the repository, which exists once the core does.
+    // FHIRPath users wrote runs in these workers, bounded; none starts before the first such expression.
+    const fhirpath = new FhirPathPool({ workers: config.fhirpathWorkers, timeoutMs: config.fhirpathTimeoutMs, memoryMb: config.fhirpathMemoryMb });
     const validator = new ResourceValidator({
+      userExpressions: fhirpath,
       stored: storedDefinitions({
         search: async (type, query, project) => ({ resources: await core.repository.in(project).byCanonical(type, query.url, query.version) }),
         changeMarks: (project, types) => store.changeMarks(project, types),
@@ -120,6 +124,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner(), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
     const subscriptions = new Subscriptions({
       repository,
+      fhirpath,
       jobs,
       outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate }),
       retryMs: config.subscriptionRetryMs,
@@ -188,6 +193,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         subscriptions.stop();
         await jobs.stop();
         await bots.close();
+        await fhirpath.close();
         await store.close();
       },
     };
