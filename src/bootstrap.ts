@@ -138,7 +138,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const botCron = new BotCron({ bots, rest: core.rest, jobs, baseUrl: config.baseUrl });
     repository.observe(botCron);
     jobs.register(botCron.handler());
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
+    const services: AppServices = { config, fhirpath, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
     const app = await buildApp({
       config,
       rest: core.rest,

@@ -48,6 +48,8 @@ export class FhirPathPool {
   private readonly waiting: ((slot: Slot | undefined) => void)[] = [];
   private nextId = 0;
   private closed = false;
+  /** Batches posted to a worker, and those stopped (out of time or memory, or closing): for metrics and tests. */
+  readonly stats = { batches: 0, stopped: 0 };
 
   constructor(private readonly options: FhirPathPoolOptions) {}
 
@@ -97,6 +99,7 @@ export class FhirPathPool {
         resolve(outcome);
       };
       Atomics.store(slot.progress, 0, 0);
+      this.stats.batches++;
       slot.worker.postMessage({ id: ++this.nextId, jobs });
     });
   }
@@ -117,6 +120,7 @@ export class FhirPathPool {
   /** Ends a worker (its batch settling with `outcome`); whoever waits for a worker gets a new one. */
   private async stop(slot: Slot, outcome: Outcome): Promise<void> {
     if (!this.live.delete(slot)) return;
+    if (slot.current) this.stats.stopped++;
     const at = this.idle.indexOf(slot);
     if (at >= 0) this.idle.splice(at, 1);
     slot.current?.(outcome);
