@@ -117,6 +117,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       searchParams: (type) => [...core.params.declared(type).keys()],
       referenceTargets: (type) => new Set([...core.params.declared(type).values()].filter((p) => p.type === 'reference').flatMap((p) => (p.target.length > 0 ? p.target : ['Resource']))),
       revision: () => core.params.revision,
+      fhirpath,
     });
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
     const bulk = bulkExports(core, store, jobs);

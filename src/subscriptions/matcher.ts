@@ -164,7 +164,7 @@ export class SubscriptionMatcher implements WriteObserver {
     if (withPath.length === 0) return candidates;
     const vars = { current: current ?? {}, previous: previous ?? {} };
     const jobs = withPath.map((s) => ({ expression: (s.fhirPath as { expression: string }).expression, focus: current ?? {}, vars }));
-    const answers = await this.deps.fhirpath.evaluate(jobs);
+    const answers = await this.deps.fhirpath.evaluate(jobs, { afterOverrun: 'continue' });
     const failed = new Set<CompiledSubscription>();
     for (const [i, sub] of withPath.entries()) {
       const answer = answers[i];

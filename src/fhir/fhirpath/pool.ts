@@ -26,6 +26,12 @@ export interface FhirPathPoolOptions {
 export interface EvaluateOptions {
   /** Epoch ms after which nothing more is evaluated (the request's deadline). */
   deadline?: number;
+  /**
+   * After a job runs out of its budget: `continue` evaluates the jobs after it in a fresh worker
+   * (Subscription criteria: each is its own user's); `stop` (default) answers `budget` for them
+   * too (one answer is all the caller needs to refuse the request).
+   */
+  afterOverrun?: 'continue' | 'stop';
 }
 
 interface Slot {
@@ -54,9 +60,9 @@ export class FhirPathPool {
   constructor(private readonly options: FhirPathPoolOptions) {}
 
   /**
-   * One answer per job, in order. A job that runs out of time or memory answers `budget` and the
-   * jobs after it are evaluated again in a fresh worker, so one costly expression does not take
-   * the others' answers with it. Never rejects.
+   * One answer per job, in order. A job that runs out of time or memory answers `budget`; the
+   * jobs before it are evaluated again in a fresh worker (their answers went with the stopped
+   * one), the jobs after it as `afterOverrun` says. Never rejects.
    */
   async evaluate(jobs: FhirPathJob[], options: EvaluateOptions = {}): Promise<FhirPathAnswer[]> {
     if (jobs.length === 0) return [];
@@ -66,7 +72,8 @@ export class FhirPathPool {
     const outcome = await this.once(jobs, deadline);
     if ('answers' in outcome) return outcome.answers;
     const before = await this.evaluate(jobs.slice(0, outcome.at), options);
-    const after = await this.evaluate(jobs.slice(outcome.at + 1), options);
+    const rest = jobs.slice(outcome.at + 1);
+    const after = options.afterOverrun === 'continue' ? await this.evaluate(rest, options) : rest.map(() => outcome.answer);
     return [...before, outcome.answer, ...after];
   }
 
