@@ -8,6 +8,8 @@ export interface FhirPathJob {
   vars?: Record<string, unknown>;
   /** Evaluate as a profile invariant: at the element path `base`, with resolve() answered locally. */
   invariant?: { base: string };
+  /** Send the result back too, as JSON (measure criteria use the values; others only the summary). */
+  values?: boolean;
 }
 
 /**
@@ -22,7 +24,7 @@ export interface FhirPathSummary {
 }
 
 export type FhirPathAnswer =
-  | { ok: true; summary: FhirPathSummary }
+  | { ok: true; summary: FhirPathSummary; values?: unknown[] }
   /** `invalid`: the expression does not compile or fails to evaluate; `budget`: it ran out of time or memory. */
   | { ok: false; error: 'invalid' | 'budget'; message: string };
 

@@ -36,7 +36,9 @@ function evaluate(job: FhirPathJob): FhirPathAnswer {
   try {
     const result = fn(job.focus, job.vars ?? {});
     const first = typeof result[0] === 'boolean' ? result[0] : undefined;
-    return { ok: true, summary: { length: result.length, first, hasFalse: result.includes(false) } };
+    const summary = { length: result.length, first, hasFalse: result.includes(false) };
+    // Through JSON: what goes back is plain data, whatever the engine answered.
+    return job.values ? { ok: true, summary, values: JSON.parse(JSON.stringify(result)) as unknown[] } : { ok: true, summary };
   } catch (err) {
     return { ok: false, error: 'invalid', message: String((err as Error).message).split('\n')[0].slice(0, 200) };
   }
