@@ -170,6 +170,7 @@ export class SubscriptionMatcher implements WriteObserver {
       const answer = answers[i];
       if (answer.ok && answer.summary.first === true) continue;
       failed.add(sub);
+      // Only its own cost errors a Subscription off; a pool that cannot evaluate (shutdown) does not.
       if (!answer.ok && answer.error === 'budget') await this.overran(tx, project, sub, answer.message);
     }
     return candidates.filter((s) => !failed.has(s));

@@ -41,7 +41,7 @@ describe('FhirPathPool', () => {
     const running = pool.evaluate([{ expression: 'name.select(%current.name.given).count()', focus: patient, vars: { current: patient } }]);
     await expect.poll(() => pool?.stats.batches).toBe(1);
     await pool.close();
-    expect(await running).toMatchObject([{ ok: false, error: 'budget', message: 'the server is stopping' }]);
+    expect(await running).toEqual([{ ok: false, error: 'unavailable', message: 'the server is stopping' }]);
     expect(pool.size).toBe(0);
   });
 });

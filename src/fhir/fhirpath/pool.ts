@@ -67,7 +67,7 @@ export class FhirPathPool {
   async evaluate(jobs: FhirPathJob[], options: EvaluateOptions = {}): Promise<FhirPathAnswer[]> {
     if (jobs.length === 0) return [];
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
-    if (this.closed) return jobs.map(() => stopped('the server is stopping'));
+    if (this.closed) return jobs.map(() => closing());
     if (Date.now() >= deadline) return jobs.map(() => stopped('the time of the request was spent before it could be evaluated'));
     const outcome = await this.once(jobs, deadline);
     if ('answers' in outcome) return outcome.answers;
@@ -77,11 +77,11 @@ export class FhirPathPool {
     return [...before, outcome.answer, ...after];
   }
 
-  /** Stops every worker; batches in flight answer `budget`. */
+  /** Stops every worker; batches in flight answer `unavailable`. */
   async close(): Promise<void> {
     this.closed = true;
     for (const wake of this.waiting.splice(0)) wake(undefined);
-    await Promise.all([...this.live].map((slot) => this.stop(slot, { at: Atomics.load(slot.progress, 0), answer: stopped('the server is stopping') })));
+    await Promise.all([...this.live].map((slot) => this.stop(slot, { at: Atomics.load(slot.progress, 0), answer: closing() })));
   }
 
   /** Live workers (for tests and metrics). */
@@ -91,7 +91,7 @@ export class FhirPathPool {
 
   private async once(jobs: FhirPathJob[], deadline: number): Promise<Outcome> {
     const slot = await this.acquire();
-    if (!slot || !(await slot.ready)) return { at: 0, answer: stopped(slot ? 'its worker did not start' : 'the server is stopping') };
+    if (!slot || !(await slot.ready)) return { at: 0, answer: slot ? unavailable('its FHIRPath worker did not start') : closing() };
     const limit = Math.min(this.options.timeoutMs, deadline - Date.now());
     return new Promise<Outcome>((resolve) => {
       const timer = setTimeout(() => {
@@ -156,6 +156,14 @@ export class FhirPathPool {
     this.live.add(slot);
     return slot;
   }
+}
+
+function closing(): FhirPathAnswer {
+  return unavailable('the server is stopping');
+}
+
+function unavailable(message: string): FhirPathAnswer {
+  return { ok: false, error: 'unavailable', message };
 }
 
 function stopped(message: string): FhirPathAnswer {

@@ -25,8 +25,12 @@ export interface FhirPathSummary {
 
 export type FhirPathAnswer =
   | { ok: true; summary: FhirPathSummary; values?: unknown[] }
-  /** `invalid`: the expression does not compile or fails to evaluate; `budget`: it ran out of time or memory. */
-  | { ok: false; error: 'invalid' | 'budget'; message: string };
+  /**
+   * `invalid`: the expression does not compile or fails to evaluate; `budget`: it ran out of time
+   * or memory; `unavailable`: the pool could not evaluate it (closed as the server shuts down, or
+   * its worker did not start), which says nothing about the expression.
+   */
+  | { ok: false; error: 'invalid' | 'budget' | 'unavailable'; message: string };
 
 export interface BatchRequest {
   id: number;
