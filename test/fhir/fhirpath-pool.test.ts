@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from 'vitest';
 import { FhirPathPool } from '../../src/fhir/fhirpath/pool';
+import { until } from '../helpers/process';
 
 /**
  * The pool that evaluates FHIRPath users wrote: answers in order, a syntax error is `invalid`, an
@@ -39,7 +40,7 @@ describe('FhirPathPool', () => {
   test('close() answers the batch in flight and stops every worker', async () => {
     pool = new FhirPathPool({ workers: 2, timeoutMs: 600_000, memoryMb: 512 });
     const running = pool.evaluate([{ expression: 'name.select(%current.name.given).count()', focus: patient, vars: { current: patient } }]);
-    await expect.poll(() => pool?.stats.batches).toBe(1);
+    await until(() => pool?.stats.batches === 1, 'the batch is with a worker');
     await pool.close();
     expect(await running).toEqual([{ ok: false, error: 'unavailable', message: 'the server is stopping' }]);
     expect(pool.size).toBe(0);
