@@ -17,7 +17,7 @@ import type { BatchReply, FhirPathAnswer, FhirPathJob, WorkerData, WorkerReady }
 export interface FhirPathPoolOptions {
   /** Most worker threads at once (FHIRPATH_WORKERS). */
   workers: number;
-  /** Most time one batch may run before its worker is stopped (FHIRPATH_TIMEOUT_MS). */
+  /** Most time one expression may run before its worker is stopped (FHIRPATH_TIMEOUT_MS). */
   timeoutMs: number;
   /** Heap cap of each worker, in MB (FHIRPATH_MEMORY_MB). */
   memoryMb: number;
@@ -81,7 +81,7 @@ export class FhirPathPool {
   async close(): Promise<void> {
     this.closed = true;
     for (const wake of this.waiting.splice(0)) wake(undefined);
-    await Promise.all([...this.live].map((slot) => this.stop(slot, { at: Atomics.load(slot.progress, 0), answer: closing() })));
+    await Promise.all([...this.live].map((slot) => this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: closing() })));
   }
 
   /** Live workers (for tests and metrics). */
@@ -92,23 +92,44 @@ export class FhirPathPool {
   private async once(jobs: FhirPathJob[], deadline: number): Promise<Outcome> {
     const slot = await this.acquire();
     if (!slot || !(await slot.ready)) return { at: 0, answer: slot ? unavailable('its FHIRPath worker did not start') : closing() };
-    const limit = Math.min(this.options.timeoutMs, deadline - Date.now());
     return new Promise<Outcome>((resolve) => {
-      const timer = setTimeout(() => {
-        const at = Atomics.load(slot.progress, 0);
-        void this.stop(slot, { at, answer: stopped(`it did not finish within ${Math.max(0, Math.round(limit))} ms`) });
-      }, Math.max(0, limit));
-      timer.unref();
+      const watch = this.watchdog(slot, deadline);
       slot.current = (outcome) => {
-        clearTimeout(timer);
+        clearInterval(watch);
         slot.current = undefined;
         if ('answers' in outcome && this.live.has(slot)) this.release(slot);
         resolve(outcome);
       };
-      Atomics.store(slot.progress, 0, 0);
+      // -1 until the worker has the batch: receiving it (a copy of the resource) is not the expression's time.
+      Atomics.store(slot.progress, 0, -1);
       this.stats.batches++;
       slot.worker.postMessage({ id: ++this.nextId, jobs });
     });
+  }
+
+  /**
+   * Stops the worker when one job has been running for FHIRPATH_TIMEOUT_MS (so a batch of many
+   * cheap ones is not cut short), or when the request's deadline has passed. The job is watched
+   * through the progress cell, every quarter of the limit: one is stopped after 1 to 1.5 times it.
+   */
+  private watchdog(slot: Slot, deadline: number): NodeJS.Timeout {
+    const { timeoutMs } = this.options;
+    let seen = -1;
+    let since = Date.now();
+    const timer = setInterval(() => {
+      const now = Date.now();
+      const at = Atomics.load(slot.progress, 0);
+      if (now >= deadline) {
+        void this.stop(slot, { at: Math.max(0, at), answer: stopped('the time of the request ran out') });
+      } else if (at !== seen) {
+        seen = at;
+        since = now;
+      } else if (at >= 0 && now - since >= timeoutMs) {
+        void this.stop(slot, { at, answer: stopped(`it did not finish within ${timeoutMs} ms`) });
+      }
+    }, Math.max(5, Math.floor(timeoutMs / 4)));
+    timer.unref();
+    return timer;
   }
 
   private acquire(): Promise<Slot | undefined> {
@@ -150,9 +171,9 @@ export class FhirPathPool {
     worker.once('exit', () => started(false));
     worker.on('error', (err: Error & { code?: string }) => {
       const reason = err.code === 'ERR_WORKER_OUT_OF_MEMORY' ? `it ran out of memory (${this.options.memoryMb} MB)` : `its worker failed (${err.message.slice(0, 200)})`;
-      void this.stop(slot, { at: Atomics.load(slot.progress, 0), answer: stopped(reason) });
+      void this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: stopped(reason) });
     });
-    worker.on('exit', () => void this.stop(slot, { at: Atomics.load(slot.progress, 0), answer: stopped('its worker stopped') }));
+    worker.on('exit', () => void this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: stopped('its worker stopped') }));
     this.live.add(slot);
     return slot;
   }

@@ -42,7 +42,7 @@ export interface BatchReply {
   answers: FhirPathAnswer[];
 }
 
-/** The worker's start: `progress[0]` is the index of the job it is evaluating (read by the pool when it stops one). */
+/** The worker's start: `progress[0]` is the index of the job it is evaluating, -1 before the first (read by the pool's watchdog). */
 export interface WorkerData {
   progress: SharedArrayBuffer;
 }
