@@ -26,6 +26,7 @@ import { DEFAULT_PROJECT, SYSTEM_PROJECT } from './storage/store';
 import { TerminologyService } from './terminology/service';
 import { storedDefinitions } from './validation/stored-definitions';
 import { terminologyPort } from './validation/terminology-port';
+import { FhirPathPool } from './fhir/fhirpath/pool';
 import { ResourceValidator } from './validation/validator';
 import { StructuralCheck, validateBeforeWrite, validatesOnWrite } from './validation/write-checks';
 import { Accounts } from './auth/accounts';
@@ -70,7 +71,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const terminology = new TerminologyService(loadCoreContent(), stored);
     // Definitions are read and compiled on first use, not here: start-up stays quick. Stored
     // profiles are read through the repository, which exists once the core does.
+    // FHIRPath users wrote runs in these workers, bounded; none starts before the first such expression.
+    const fhirpath = new FhirPathPool({ workers: config.fhirpathWorkers, timeoutMs: config.fhirpathTimeoutMs, memoryMb: config.fhirpathMemoryMb });
     const validator = new ResourceValidator({
+      userExpressions: fhirpath,
       stored: storedDefinitions({
         search: async (type, query, project) => ({ resources: await core.repository.in(project).byCanonical(type, query.url, query.version) }),
         changeMarks: (project, types) => store.changeMarks(project, types),
@@ -134,6 +138,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       searchParams: (type) => [...core.params.declared(type).keys()],
       referenceTargets: (type) => new Set([...core.params.declared(type).values()].filter((p) => p.type === 'reference').flatMap((p) => (p.target.length > 0 ? p.target : ['Resource']))),
       revision: () => core.params.revision,
+      fhirpath,
     });
     const jobs = new JobQueue(store.jobs, { leaseMs: config.jobLeaseMs, notices: store.notices });
     const bulk = bulkExports({ core, store, jobs, config });
@@ -141,6 +146,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const bots = new BotService({ rest: core.rest, accounts, runner: new BotRunner({ memoryMb: config.botMemoryMb, sandboxMemoryMb: config.botSandboxMemoryMb, slotsPerProject: config.botSlotsPerProject, queuePerProject: config.botQueuePerProject }), memoryMb: config.botMemoryMb, outputBytes: config.botOutputBytes, bodyLimit: config.bodyLimit, secrets: config.botSecrets, fetchAllow: config.botFetchAllow, outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets, timeoutMs: 10_000, maxBytes: config.botOutputBytes }) });
     const subscriptions = new Subscriptions({
       repository,
+      fhirpath,
       jobs,
       outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets }),
       retryMs: config.subscriptionRetryMs,
@@ -154,7 +160,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     const botCron = new BotCron({ bots, rest: core.rest, jobs, baseUrl: config.baseUrl });
     repository.observe(botCron);
     jobs.register(botCron.handler());
-    const services: AppServices = { config, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
+    const services: AppServices = { config, fhirpath, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
     const app = await buildApp({
       config,
       rest: core.rest,
@@ -214,6 +220,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         await jobs.stop();
         await bots.close();
         live.close();
+        await fhirpath.close();
         await store.close();
       },
     };

@@ -19,6 +19,10 @@ export interface Config {
   operationTimeoutMs: number;
   /** On SIGTERM/SIGINT: how long in-flight requests may go on before the process exits anyway. */
   drainTimeoutMs: number;
+  /** FHIRPath users wrote (criteria, stored invariants, `fhirpath:` arguments): worker threads, time per batch, heap per worker. */
+  fhirpathWorkers: number;
+  fhirpathTimeoutMs: number;
+  fhirpathMemoryMb: number;
   /** Time a client has to send the request line and headers; 408 after. */
   headersTimeoutMs: number;
   /** Time a client has to send the whole request, body included; 408 after. */
@@ -137,6 +141,9 @@ export function loadConfig(env: Env): Config {
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
     operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
     drainTimeoutMs: integer(env, 'DRAIN_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    fhirpathWorkers: integer(env, 'FHIRPATH_WORKERS', 2, 1, 64),
+    fhirpathTimeoutMs: integer(env, 'FHIRPATH_TIMEOUT_MS', 1000, 10, 600_000),
+    fhirpathMemoryMb: integer(env, 'FHIRPATH_MEMORY_MB', 128, 16, 4096),
     headersTimeoutMs,
     requestTimeoutMs,
     answerCacheBytes: size(env, 'ANSWER_CACHE_BYTES', 64 * 1024 * 1024),

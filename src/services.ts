@@ -1,3 +1,4 @@
+import type { FhirPathPool } from './fhir/fhirpath/pool';
 import type { Resource } from 'fhir/r4';
 import type { Config } from './config';
 import type { Accounts } from './auth/accounts';
@@ -17,6 +18,8 @@ export interface AppServices {
   config: Config;
   repository: Repository;
   terminology: TerminologyService;
+  /** Where FHIRPath users wrote is evaluated, bounded (criteria, stored invariants, `fhirpath:` arguments). */
+  fhirpath: FhirPathPool;
   /** Resource validation ($validate, and validation on write). */
   validator: ResourceValidator;
   /** The checks every write of a resource gets before it is stored (package import uses them too). */

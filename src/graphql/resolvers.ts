@@ -1,11 +1,10 @@
 import DataLoader from 'dataloader';
-import { createRequire } from 'node:module';
-import type * as FhirPath from 'fhirpath';
 import { GraphQLError, type GraphQLFieldResolver } from 'graphql';
 import type { Bundle, Reference, Resource } from 'fhir/r4';
 import type { Budget } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
-import { isFhirError } from '../fhir/errors';
+import { fhirError, isFhirError } from '../fhir/errors';
+import type { FhirPathPool } from '../fhir/fhirpath/pool';
 import type { FhirRequest } from '../rest/fhir-request';
 import type { SearchHandler } from '../search/search-service';
 import { argName } from './schema';
@@ -25,6 +24,8 @@ export interface GraphQLDataDeps {
   read(type: string, id: string, ctx: RequestContext): Promise<Resource>;
   /** The search parameter codes of a type (to map GraphQL argument names back). */
   searchParams(type: string): string[];
+  /** Where `fhirpath:` arguments are evaluated, bounded (they are the client's expressions). */
+  fhirpath: Pick<FhirPathPool, 'evaluate'>;
 }
 
 export interface GraphQLLimits {
@@ -62,15 +63,6 @@ export interface FieldResolvers {
   remove(type: string): Resolver;
 }
 
-const require = createRequire(import.meta.url);
-let engine: { fhirpath: typeof FhirPath; model: FhirPath.Model } | undefined;
-
-/** The FHIRPath engine, loaded on the first `fhirpath:` argument. */
-function fhirpathEngine() {
-  engine ??= { fhirpath: require('fhirpath') as typeof FhirPath, model: require('fhirpath/fhir-context/r4') as FhirPath.Model };
-  return engine;
-}
-
 /** Names an element list may be filtered by (graphql.html "field arguments"), besides fhirpath, _count and _offset. */
 const LIST_CONTROLS = new Set(['fhirpath', '_count', '_offset']);
 
@@ -102,7 +94,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     const bundle = await search(state, type, query).catch(rethrow);
     const edges = (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome');
     const matched = edges.filter((e) => e.search?.mode !== 'include').length;
-    const kept = new Set(byFhirPath(edges.map((e) => e.resource), fhirpath));
+    const kept = new Set(await byFhirPath(edges.map((e) => e.resource), fhirpath, filterDeps(state)));
     const pagesize = Number(query._count?.[0] ?? 0) || matched;
     const starts: Record<string, number> = { first: 0, self: offset, previous: Math.max(0, offset - pagesize), next: offset + matched };
     const link = (relation: string) => {
@@ -144,10 +136,13 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
     }
   };
 
+  const filterDeps = (state: GraphQLRequestState): FhirPathFilter => ({ pool: deps.fhirpath, deadline: state.ctx.deadline });
+
   return {
     element: (name, array) => (source, args, state) => {
       const value = (source as Record<string, unknown>)[name];
-      return paced(state, !array || !Array.isArray(value) ? value : filterList(value, args));
+      if (!array || !Array.isArray(value)) return paced(state, value);
+      return filterList(value, args, filterDeps(state)).then((list) => paced(state, list));
     },
     reference: async (source, args, state) => {
       const local = (source as Reference).reference;
@@ -172,13 +167,13 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
         throw asGraphQLError(err);
       }
     },
-    list: (type) => async (_source, args, state) => byFhirPath(matches(await search(state, type, queryOf(type, args)).catch(rethrow), state), args.fhirpath),
+    list: (type) => async (_source, args, state) => byFhirPath(matches(await search(state, type, queryOf(type, args)).catch(rethrow), state), args.fhirpath, filterDeps(state)),
     connection: (type) => async (_source, args, state) => {
       const cursor = cursorOf(args);
       const query = queryOf(type, args);
       return connect(state, type, query, cursor ? decodeCursor(cursor).offset : Number(query._offset?.[0] ?? 0), args.fhirpath);
     },
-    reverse: (type) => async (source, args, state) => byFhirPath(matches(await search(state, type, reverseQuery(type, source, args)).catch(rethrow), state), args.fhirpath),
+    reverse: (type) => async (source, args, state) => byFhirPath(matches(await search(state, type, reverseQuery(type, source, args)).catch(rethrow), state), args.fhirpath, filterDeps(state)),
     reverseConnection: (type) => async (source, args, state) => {
       const query = reverseQuery(type, source, args);
       return connect(state, type, query, Number(query._offset?.[0] ?? 0), args.fhirpath);
@@ -247,7 +242,7 @@ function referenceKey(reference: string | undefined): string | undefined {
   return match ? `${match[1]}/${match[2]}` : undefined;
 }
 
-function filterList(items: unknown[], args: Record<string, unknown>): unknown[] {
+async function filterList(items: unknown[], args: Record<string, unknown>, filter: FhirPathFilter): Promise<unknown[]> {
   let out = items;
   for (const [name, wanted] of Object.entries(args)) {
     if (wanted === undefined || wanted === null || LIST_CONTROLS.has(name)) continue;
@@ -256,23 +251,31 @@ function filterList(items: unknown[], args: Record<string, unknown>): unknown[] 
       return Array.isArray(value) ? value.map(String).includes(String(wanted)) : value !== undefined && String(value) === String(wanted);
     });
   }
-  out = byFhirPath(out, args.fhirpath);
+  out = await byFhirPath(out, args.fhirpath, filter);
   const offset = typeof args._offset === 'number' ? args._offset : 0;
   const count = typeof args._count === 'number' ? args._count : undefined;
   return out.slice(offset, count === undefined ? undefined : offset + count);
 }
 
-/** The items for which a `fhirpath` argument, when given, is true (a non-empty result without `false`). */
-function byFhirPath<T>(items: T[], expression: unknown): T[] {
-  if (typeof expression !== 'string') return items;
-  return items.filter((item) => {
-    try {
-      const { fhirpath, model } = fhirpathEngine();
-      const result = fhirpath.evaluate(item as object, expression, undefined, model) as unknown[];
-      return result.length > 0 && result.every((r: unknown) => r !== false);
-    } catch {
-      throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
-    }
+/** Where a `fhirpath` argument is evaluated: the bounded pool, until the request's deadline. */
+interface FhirPathFilter {
+  pool: Pick<FhirPathPool, 'evaluate'>;
+  deadline: number;
+}
+
+/**
+ * The items for which a `fhirpath` argument, when given, is true (a non-empty result without
+ * `false`). The expression is the client's: it is evaluated in the pool's workers, all items in
+ * one batch, and one that runs out of time ends the query with too-costly.
+ */
+async function byFhirPath<T>(items: T[], expression: unknown, filter: FhirPathFilter): Promise<T[]> {
+  if (typeof expression !== 'string' || items.length === 0) return items;
+  const answers = await filter.pool.evaluate(items.map((focus) => ({ expression, focus })), { deadline: filter.deadline });
+  return items.filter((_, i) => {
+    const answer = answers[i];
+    if (answer.ok) return answer.summary.length > 0 && !answer.summary.hasFalse;
+    if (answer.error === 'invalid') throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
+    throw asGraphQLError(fhirError('ERR_OP_TOO_COSTLY', { what: `The fhirpath '${expression.slice(0, 100)}' was stopped: ${answer.message}` }));
   });
 }
 

@@ -1,8 +1,7 @@
-import { createRequire } from 'node:module';
 import type { Expression, Patient, Resource } from 'fhir/r4';
-import type * as FhirPath from 'fhirpath';
 import type { RequestContext } from '../context/request-context';
 import { fhirError, isFhirError } from '../fhir/errors';
+import type { FhirPathPool } from '../fhir/fhirpath/pool';
 import type { SearchService } from '../search/search-service';
 import { toFhir, type CqlRunner, type CqlSubject } from './cql-runner';
 import { fhirWrapper } from './data-source';
@@ -49,6 +48,8 @@ export interface CriteriaDeps {
   search: SearchService;
   ctx: RequestContext;
   period: { start: string; end: string };
+  /** Where FHIRPath criteria (a stored Measure's, so a user's) are evaluated, bounded. */
+  fhirpath: Pick<FhirPathPool, 'evaluate'>;
 }
 
 export class Criteria {
@@ -82,15 +83,13 @@ export class Criteria {
     throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: 'a measure observation is a CQL function or a FHIRPath expression' });
   }
 
-  private fhirpath(text: string, focus: Resource, patient: Patient | undefined): unknown {
-    const { fhirpath, model } = fhirpathEngine();
-    const env = { patient: patient ?? focus, subject: patient ?? focus, periodStart: this.deps.period.start, periodEnd: this.deps.period.end };
-    try {
-      const result = fhirpath.evaluate(focus, text, env, model) as unknown[];
-      return result.length === 1 ? result[0] : result;
-    } catch (err) {
-      throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: (err as Error).message.slice(0, 300) });
-    }
+  private async fhirpath(text: string, focus: Resource, patient: Patient | undefined): Promise<unknown> {
+    const vars = { patient: patient ?? focus, subject: patient ?? focus, periodStart: this.deps.period.start, periodEnd: this.deps.period.end };
+    const [answer] = await this.deps.fhirpath.evaluate([{ expression: text, focus, vars, values: true }], { deadline: this.deps.ctx.deadline });
+    if (!answer.ok && answer.error === 'budget') throw fhirError('ERR_OP_TOO_COSTLY', { what: `The FHIRPath criterion '${text.slice(0, 100)}' was stopped: ${answer.message}` });
+    if (!answer.ok) throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: answer.message.slice(0, 300) });
+    const result = answer.values ?? [];
+    return result.length === 1 ? result[0] : result;
   }
 
   /** `Type?params`: the subject's matching resources (its compartment; for Patient, itself). */
@@ -119,13 +118,4 @@ export class Criteria {
 function plain(value: unknown): unknown {
   if (Array.isArray(value)) return value.map((v) => toFhir(v) ?? v);
   return toFhir(value) ?? value;
-}
-
-const require = createRequire(import.meta.url);
-let engine: { fhirpath: typeof FhirPath; model: FhirPath.Model } | undefined;
-
-/** HL7's FHIRPath engine, loaded on the first FHIRPath criterion. */
-function fhirpathEngine() {
-  engine ??= { fhirpath: require('fhirpath') as typeof FhirPath, model: require('fhirpath/fhir-context/r4') as FhirPath.Model };
-  return engine;
 }

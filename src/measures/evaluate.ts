@@ -1,3 +1,4 @@
+import type { FhirPathPool } from '../fhir/fhirpath/pool';
 import type { Coding, Measure, MeasureReport, Patient, Period, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
@@ -46,12 +47,14 @@ export interface EvaluateDeps {
   ctx: RequestContext;
   /** Throws when the request's time is spent (checked between subjects). */
   checkBudget: () => void;
+  /** Where FHIRPath criteria are evaluated, bounded. */
+  fhirpath: Pick<FhirPathPool, 'evaluate'>;
 }
 
 export async function evaluateMeasure(options: EvaluateOptions, deps: EvaluateDeps): Promise<MeasureReport> {
   const plan = planMeasure(options.measure);
   const runner = plan.library ? await prepareCql(plan, options.period, deps) : undefined;
-  const criteria = new Criteria({ runner, search: deps.search, ctx: deps.ctx, period: options.period });
+  const criteria = new Criteria({ runner, search: deps.search, ctx: deps.ctx, period: options.period, fhirpath: deps.fhirpath });
   const data = new CompartmentData(deps.search, deps.ctx);
   const groups = plan.groups.map((g) => new GroupTally(g.stratifiers.length));
   const supplemental = new SupplementalTally(plan.supplemental.length);

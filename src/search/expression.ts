@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module';
+import { compileExpression } from '../fhir/fhirpath/engine';
 import type { ElementModel } from './model/model';
 
 /**
@@ -244,16 +244,10 @@ function closing(text: string, open: number): number {
 // ---------------------------------------------------------------------------------------------
 // The fallback: HL7's FHIRPath engine, for the few expressions outside the subset
 
-interface FhirpathModule {
-  compile(expression: string, model?: unknown): (resource: unknown, env?: Record<string, unknown>) => unknown[];
-}
-
-const require = createRequire(import.meta.url);
-let fhirpath: { engine: FhirpathModule; model: unknown } | undefined;
-
 function fhirpathEvaluator(expression: string): Evaluator {
-  fhirpath ??= { engine: require('fhirpath') as FhirpathModule, model: require('fhirpath/fhir-context/r4') };
-  const compiled = fhirpath.engine.compile(expression, fhirpath.model);
+  // In-process, as indexing is synchronous: the expressions are the core's, or those of stored
+  // SearchParameters, which only the operators of the default project may define (custom-params.ts).
+  const compiled = compileExpression(expression);
   return (context) => {
     let values: unknown[];
     try {

@@ -1,7 +1,6 @@
-import { createRequire } from 'node:module';
-import type * as FhirPath from 'fhirpath';
-import type { Extension, Resource, Subscription } from 'fhir/r4';
+import type { Extension, Subscription } from 'fhir/r4';
 import { FhirError, fhirError } from '../fhir/errors';
+import { compileExpression } from '../fhir/fhirpath/engine';
 import type { IndexExtractor } from '../search/extract';
 import { memoryFilter, type ResourceFilter } from '../search/memory-filter';
 import type { SearchParameterRegistry } from '../search/registry';
@@ -39,8 +38,12 @@ export interface CompiledSubscription {
   type: string;
   filter: ResourceFilter;
   interactions: ReadonlySet<Interaction>;
-  /** The FHIRPath criteria (true to notify); `needsPrevious` when it names %previous. */
-  fhirPath?: { test(current: Resource | undefined, previous: Resource | undefined): boolean; needsPrevious: boolean };
+  /**
+   * The FHIRPath criteria (true to notify), evaluated by the matcher in `FhirPathPool`'s workers;
+   * `needsPrevious` when it names %previous. `overran` is set when it ran out of its time or
+   * memory: it is not evaluated again (the Subscription is being set to `error`).
+   */
+  fhirPath?: { expression: string; needsPrevious: boolean; overran?: string };
   maxAttempts: number;
   channel: 'rest-hook' | 'websocket';
 }
@@ -118,28 +121,20 @@ function invalid(path: string, reason: string) {
   return fhirError('ERR_SUBSCRIPTION_INVALID', { path, reason });
 }
 
-const require = createRequire(import.meta.url);
-let engine: { fhirpath: typeof FhirPath; model: FhirPath.Model } | undefined;
+/** Longer than any real criterion; the parser's time grows with the text. */
+const MAX_EXPRESSION_LENGTH = 4096;
 
-/** The FHIRPath criteria: true (first value) notifies; %previous is {} on a create, as Medplum does. */
+/**
+ * The FHIRPath criteria, parsed here (so that what is stored parses) but never evaluated here:
+ * an expression can take minutes on a large resource, so the matcher evaluates it in a worker.
+ * True (first value) notifies; %previous is {} on a create, as Medplum does.
+ */
 function compileFhirPath(expression: string): NonNullable<CompiledSubscription['fhirPath']> {
-  engine ??= { fhirpath: require('fhirpath') as typeof FhirPath, model: require('fhirpath/fhir-context/r4') as FhirPath.Model };
-  const { fhirpath, model } = engine;
-  let compiled: ReturnType<typeof fhirpath.compile>;
+  if (expression.length > MAX_EXPRESSION_LENGTH) throw invalid('Subscription.extension', `fhir-path-criteria-expression is longer than ${MAX_EXPRESSION_LENGTH} characters`);
   try {
-    compiled = fhirpath.compile(expression, model, { async: false } as { async: false });
+    compileExpression(expression);
   } catch (err) {
     throw invalid('Subscription.extension', `fhir-path-criteria-expression does not parse: ${String((err as Error).message).slice(0, 200)}`);
   }
-  return {
-    needsPrevious: expression.includes('%previous'),
-    test: (current, previous) => {
-      try {
-        const result = compiled(current ?? {}, { current: current ?? {}, previous: previous ?? {} }) as unknown[];
-        return result[0] === true;
-      } catch {
-        return false;
-      }
-    },
-  };
+  return { expression, needsPrevious: expression.includes('%previous') };
 }

@@ -129,7 +129,7 @@ export class SubscriptionDelivery {
   }
 
   /** R4: after repeated failure the Subscription's status is `error`, with `error` saying why. */
-  private async markError(project: string, id: string, error: string): Promise<void> {
+  async markError(project: string, id: string, error: string): Promise<void> {
     const repo = this.deps.repository.in(project);
     await repo.transaction(async (tx) => {
       const current = await tx.read('Subscription', id).catch(() => undefined);

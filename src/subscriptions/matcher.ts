@@ -1,6 +1,7 @@
 import type { Resource, Subscription } from 'fhir/r4';
 import { operatorIn } from '../auth/principal';
 import type { ContextLog } from '../context/request-context';
+import type { FhirPathPool } from '../fhir/fhirpath/pool';
 import type { JobQueue } from '../jobs/queue';
 import type { ProjectRepository, WriteEvent, WriteObserver } from '../storage/repository';
 import type { StoreReader, StoreTx } from '../storage/store';
@@ -20,6 +21,13 @@ import { compileSubscription, type CompiledSubscription, type Interaction, type 
  */
 
 export const DELIVERY_JOB = 'subscription-delivery';
+/** Sets a Subscription whose FHIRPath criteria ran out of budget to `error` (after the write that found it commits). */
+export const OVERRUN_JOB = 'subscription-criteria-overrun';
+
+export interface OverrunInput {
+  subscription: string;
+  reason: string;
+}
 
 export interface DeliveryInput {
   subscription: string;
@@ -33,6 +41,8 @@ type ByType = Map<string, CompiledSubscription[]>;
 
 export interface MatcherDeps extends SubscriptionDeps {
   jobs: Pick<JobQueue, 'enqueue'>;
+  /** Where FHIRPath criteria are evaluated, bounded. */
+  fhirpath: Pick<FhirPathPool, 'evaluate'>;
   log?: ContextLog;
 }
 
@@ -123,21 +133,55 @@ export class SubscriptionMatcher implements WriteObserver {
         event.previous && !event.previous.deleted
           ? tx.readVersion(project, version.type, version.id, event.previous.versionId).then((v) => v?.resource ?? undefined)
           : Promise.resolve(undefined));
-    const enqueued: string[] = [];
+    const current = version.resource ?? undefined;
+    const candidates: CompiledSubscription[] = [];
     for (const sub of subs) {
-      if (!sub.interactions.has(interaction)) continue;
-      const current = version.resource ?? undefined;
+      if (!sub.interactions.has(interaction) || sub.fhirPath?.overran) continue;
       const subject = interaction === 'delete' ? (current ?? (await previousOf())) : current;
-      if (!subject || !sub.filter(subject)) continue;
-      if (sub.fhirPath) {
-        const before = sub.fhirPath.needsPrevious || interaction === 'delete' ? await previousOf() : undefined;
-        if (!sub.fhirPath.test(interaction === 'delete' ? undefined : current, before)) continue;
-      }
+      if (subject && sub.filter(subject)) candidates.push(sub);
+    }
+    const needsPrevious = interaction === 'delete' || candidates.some((s) => s.fhirPath?.needsPrevious);
+    const before = needsPrevious && candidates.some((s) => s.fhirPath) ? await previousOf() : undefined;
+    const passed = await this.criteria(tx, project, candidates, interaction === 'delete' ? undefined : current, before);
+    const enqueued: string[] = [];
+    for (const sub of passed) {
       const input: DeliveryInput = { subscription: sub.id, type: version.type, id: version.id, versionId: version.versionId, interaction };
       await this.deps.jobs.enqueue({ kind: DELIVERY_JOB, project, principal: operatorIn(project), input, maxAttempts: sub.maxAttempts }, tx);
       enqueued.push(sub.id);
       this.pending = true;
     }
     return enqueued;
+  }
+
+  /**
+   * The candidates whose FHIRPath criteria (if any) hold, all evaluated in one batch in the pool's
+   * workers: the resource is sent once per write. A criterion that runs out of time or memory does
+   * not match, is not evaluated again by this process, and its Subscription is set to `error`
+   * (by a job enqueued with this write), so one costly criterion costs one write its time limit once.
+   */
+  private async criteria(tx: StoreTx, project: string, candidates: CompiledSubscription[], current: Resource | undefined, previous: Resource | undefined): Promise<CompiledSubscription[]> {
+    const withPath = candidates.filter((s) => s.fhirPath);
+    if (withPath.length === 0) return candidates;
+    const vars = { current: current ?? {}, previous: previous ?? {} };
+    const jobs = withPath.map((s) => ({ expression: (s.fhirPath as { expression: string }).expression, focus: current ?? {}, vars }));
+    const answers = await this.deps.fhirpath.evaluate(jobs, { afterOverrun: 'continue' });
+    const failed = new Set<CompiledSubscription>();
+    for (const [i, sub] of withPath.entries()) {
+      const answer = answers[i];
+      if (answer.ok && answer.summary.first === true) continue;
+      failed.add(sub);
+      // Only its own cost errors a Subscription off; a pool that cannot evaluate (shutdown) does not.
+      if (!answer.ok && answer.error === 'budget') await this.overran(tx, project, sub, answer.message);
+    }
+    return candidates.filter((s) => !failed.has(s));
+  }
+
+  private async overran(tx: StoreTx, project: string, sub: CompiledSubscription, reason: string): Promise<void> {
+    const fhirPath = sub.fhirPath as NonNullable<CompiledSubscription['fhirPath']>;
+    fhirPath.overran = `the fhir-path-criteria-expression was stopped: ${reason}`;
+    this.log?.warn({ project, subscription: sub.id, reason }, 'subscription criteria ran out of budget');
+    const input: OverrunInput = { subscription: sub.id, reason: fhirPath.overran };
+    await this.deps.jobs.enqueue({ kind: OVERRUN_JOB, project, principal: operatorIn(project), input }, tx);
+    this.pending = true;
   }
 }

@@ -1,11 +1,12 @@
 import type { Resource, Subscription } from 'fhir/r4';
 import type { ContextLog } from '../context/request-context';
-import type { JobQueue } from '../jobs/queue';
+import type { FhirPathPool } from '../fhir/fhirpath/pool';
+import type { JobHandler, JobQueue } from '../jobs/queue';
 import type { Outbound } from '../net/outbound';
 import type { Repository } from '../storage/repository';
 import { compileSubscription, type SubscriptionDeps } from './definition';
 import { SubscriptionDelivery } from './delivery';
-import { SubscriptionMatcher } from './matcher';
+import { OVERRUN_JOB, SubscriptionMatcher, type OverrunInput } from './matcher';
 import { WebsocketHub } from './websocket';
 
 /**
@@ -14,6 +15,8 @@ import { WebsocketHub } from './websocket';
  */
 export interface SubscriptionsOptions extends SubscriptionDeps {
   repository: Repository;
+  /** Where FHIRPath criteria are evaluated, bounded. */
+  fhirpath: FhirPathPool;
   jobs: JobQueue;
   outbound: Outbound;
   retryMs?: number;
@@ -36,6 +39,11 @@ export class Subscriptions {
       options.jobs.wake();
     });
     options.jobs.register(this.delivery.handler());
+    const overrun: JobHandler<OverrunInput> = {
+      kind: OVERRUN_JOB,
+      run: async (job) => this.delivery.markError(job.project, job.input.subscription, job.input.reason),
+    };
+    options.jobs.register(overrun);
     const store = options.repository.store;
     this.websocket = new WebsocketHub({ notices: store.notices, ephemeral: store.ephemeral, repository: options.repository });
     this.delivery.registerChannelHandler('websocket', this.websocket.channelHandler());

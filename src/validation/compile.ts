@@ -25,7 +25,18 @@ const BEST_PRACTICE_EXT = 'http://hl7.org/fhir/StructureDefinition/elementdefini
 /** More elements than any real profile has (the largest core resource has about 500). */
 const MAX_ELEMENTS = 20_000;
 
-export function compileProfile(sd: StructureDefinition): CompiledProfile {
+/**
+ * The invariant expressions of the bundled definitions compiled so far: a stored profile's
+ * snapshot repeats its base's invariants, which need no bounding (the base is compiled first).
+ */
+const BUNDLED_EXPRESSIONS = new Set<string>();
+
+export interface CompileOptions {
+  /** A StructureDefinition users stored: its own invariants are marked `user`. */
+  stored?: boolean;
+}
+
+export function compileProfile(sd: StructureDefinition, options: CompileOptions = {}): CompiledProfile {
   const url = sd.url ?? '(no url)';
   const elements = sd.snapshot?.element;
   if (!elements || elements.length === 0) throw new ProfileError(url, 'it has no snapshot');
@@ -47,7 +58,7 @@ export function compileProfile(sd: StructureDefinition): CompiledProfile {
   elements.forEach((element, i) => {
     const id = ids[i];
     if (profile.byId.has(id)) throw new ProfileError(url, `two elements have the id '${id}'`);
-    const node = toNode(element, id, profile);
+    const node = toNode(element, id, profile, options);
     profile.byId.set(id, node);
     if (!profile.byPath.has(element.path)) profile.byPath.set(element.path, node);
     if (i === 0) {
@@ -109,7 +120,7 @@ function renamedChoice(parent: ElementNode, name: string): ElementNode | undefin
   return parent.children.find((c) => c.choice && name.startsWith(c.name) && name.length > c.name.length && /[A-Z]/.test(name[c.name.length]));
 }
 
-function toNode(element: ElementDefinition, id: string, profile: CompiledProfile): ElementNode {
+function toNode(element: ElementDefinition, id: string, profile: CompiledProfile, options: CompileOptions): ElementNode {
   const path = element.path;
   const last = path.slice(path.lastIndexOf('.') + 1);
   const choice = last.endsWith('[x]');
@@ -126,7 +137,7 @@ function toNode(element: ElementDefinition, id: string, profile: CompiledProfile
     types: (element.type ?? []).map((t) => typeRef(t)),
     children: [],
     slices: [],
-    constraints: constraintsOf(element),
+    constraints: constraintsOf(element, options),
     isModifier: element.isModifier === true,
     profile,
   };
@@ -159,12 +170,15 @@ function typeRef(t: ElementDefinitionType): TypeRef {
   return { code, profiles: t.profile ?? [], targetProfiles: t.targetProfile ?? [] };
 }
 
-function constraintsOf(element: ElementDefinition): Constraint[] {
+function constraintsOf(element: ElementDefinition, options: CompileOptions): Constraint[] {
   const out: Constraint[] = [];
   for (const c of element.constraint ?? []) {
     if (!c.expression || c.key === 'ele-1') continue;
     const bestPractice = c.extension?.some((e) => e.url === BEST_PRACTICE_EXT && e.valueBoolean === true);
-    out.push({ key: c.key, severity: c.severity === 'error' && !bestPractice ? 'error' : 'warning', human: c.human, expression: c.expression });
+    const constraint: Constraint = { key: c.key, severity: c.severity === 'error' && !bestPractice ? 'error' : 'warning', human: c.human, expression: c.expression };
+    if (!options.stored) BUNDLED_EXPRESSIONS.add(c.expression);
+    else if (!BUNDLED_EXPRESSIONS.has(c.expression)) constraint.user = true;
+    out.push(constraint);
   }
   return out;
 }

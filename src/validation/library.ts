@@ -164,7 +164,12 @@ export class ProfileSession {
     let resolved: Resolved;
     try {
       const { definition, key } = await this.withSnapshot(record, [...chain, canonical]);
-      resolved = this.library.compiledStored(key, () => compileProfile(definition()));
+      resolved = this.library.compiledStored(key, () => {
+        const sd = definition();
+        // Its base first, so that the invariants it repeats from there are known as the bundled ones.
+        if (sd.type) this.library.base(sd.type);
+        return compileProfile(sd, { stored: true });
+      });
     } catch (err) {
       if (!(err instanceof ProfileError)) throw err;
       resolved = err;

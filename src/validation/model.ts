@@ -17,6 +17,11 @@ export interface Constraint {
   severity: 'error' | 'warning';
   human: string;
   expression: string;
+  /**
+   * Written by a user: an invariant of a stored profile that is not one of the bundled R4
+   * definitions' own. Evaluated in `FhirPathPool`'s workers under a time limit, never in-process.
+   */
+  user?: boolean;
 }
 
 /** A constraint with the element path its expression is evaluated at (for FHIRPath type information). */

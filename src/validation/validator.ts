@@ -1,8 +1,10 @@
 import { fhirError } from '../fhir/errors';
+import type { FhirPathPool } from '../fhir/fhirpath/pool';
 import { BundledDefinitions } from './bundled-definitions';
 import { ProfileError } from './compile';
 import { Invariants } from './invariants';
 import type { ValidationIssue } from './issues';
+import { checkUserInvariants } from './user-invariants';
 import { ProfileLibrary, type ProfileSession, type StoredDefinitions } from './library';
 import type { CompiledProfile } from './model';
 import type { TerminologyPort } from './terminology-port';
@@ -20,6 +22,8 @@ export interface ValidatorDeps {
   bundled?: BundledDefinitions;
   stored?: StoredDefinitions;
   terminology?: TerminologyPort;
+  /** Where the invariants of stored profiles are evaluated, bounded (without it they are reported unevaluated). */
+  userExpressions?: Pick<FhirPathPool, 'evaluate'>;
 }
 
 export interface ValidateOptions {
@@ -40,10 +44,12 @@ export class ResourceValidator {
   readonly library: ProfileLibrary;
   readonly invariants = new Invariants();
   private readonly terminology?: TerminologyPort;
+  private readonly userExpressions?: Pick<FhirPathPool, 'evaluate'>;
 
   constructor(deps: ValidatorDeps = {}) {
     this.library = deps.library ?? new ProfileLibrary(deps.bundled ?? new BundledDefinitions(), deps.stored);
     this.terminology = deps.terminology;
+    this.userExpressions = deps.userExpressions;
   }
 
   /**
@@ -60,6 +66,8 @@ export class ResourceValidator {
     );
     walk.resource(resource, rootPath(resource), { profiles });
     await this.settle(walk, session);
+    const results = await checkUserInvariants(walk.userInvariants, { pool: this.userExpressions, deadline: options.deadline });
+    results.forEach((result, i) => walk.invariantResult(walk.userInvariants[i].constraint, walk.userInvariants[i].path, result));
     if (this.terminology && walk.bindings.length > 0) await this.checkBindings(walk.bindings, walk.issues, options.deadline, options.project);
     return walk.issues;
   }

@@ -2,7 +2,7 @@ import type { Coding } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
 import { childIndex, countOf, twin } from './child-index';
 import { contentTarget, ProfileError } from './compile';
-import type { InvariantEnv, Invariants } from './invariants';
+import type { InvariantEnv, InvariantResult, Invariants } from './invariants';
 import type { Report, ValidationIssue } from './issues';
 import type { ProfileSession } from './library';
 import type { BoundConstraint, CompiledProfile, Constraint, ElementNode, TypeRef } from './model';
@@ -61,6 +61,21 @@ interface Item {
   path: string;
 }
 
+/** A user's invariant to evaluate at one place: the expression as written for the engine. */
+export interface PendingInvariant {
+  constraint: Constraint;
+  expression: string;
+  focus: unknown;
+  base: string;
+  env: InvariantEnv;
+  path: string;
+}
+
+/** `primitive`: the constraint is on a primitive property of the focus, evaluated on each of its values. */
+function invariantExpression(constraint: Constraint, primitive: string | undefined): string {
+  return primitive ? `\`${primitive}\`.all(${constraint.expression})` : constraint.expression;
+}
+
 export type { Scope };
 export { isObject };
 
@@ -68,6 +83,8 @@ export class Walk implements Report {
   readonly issues: ValidationIssue[] = [];
   readonly bindings: PendingBinding[] = [];
   deferred: Deferred[] = [];
+  /** Invariants of stored profiles met on the way, for the validator to evaluate bounded (the walk itself is synchronous). */
+  readonly userInvariants: PendingInvariant[] = [];
   private steps = 0;
   private readonly placing: PlaceOptions;
   private readonly referencing: ReferenceCheck;
@@ -483,13 +500,20 @@ export class Walk implements Report {
 
   /** One invariant at one place; `primitive` names the property when the constraint is on a primitive of `focus`. */
   private evaluate(constraint: Constraint, focus: Record<string, unknown>, base: string, env: InvariantEnv, path: string, primitive?: string): void {
+    if (constraint.user) {
+      // A user's invariant may take any time: the validator evaluates these after the walk, bounded.
+      if (this.invariants) this.userInvariants.push({ constraint, expression: invariantExpression(constraint, primitive), focus, base, env, path });
+      return;
+    }
     const native = nativeInvariant(constraint);
     let result = native?.(focus, env);
-    if (!result && this.invariants) {
-      const expression = primitive ? `\`${primitive}\`.all(${constraint.expression})` : constraint.expression;
-      result = this.invariants.check(expression, focus, base, env);
-    }
-    if (!result || result.ok === true) return;
+    if (!result && this.invariants) result = this.invariants.check(invariantExpression(constraint, primitive), focus, base, env);
+    if (result) this.invariantResult(constraint, path, result);
+  }
+
+  /** The issue an invariant's result makes, if any. */
+  invariantResult(constraint: Constraint, path: string, result: InvariantResult): void {
+    if (result.ok === true) return;
     if (result.ok === false) {
       this.issues.push({ severity: constraint.severity, code: 'invariant', message: `Constraint failed: ${constraint.key}: '${constraint.human}'`, expression: path, source: constraint.key });
       return;

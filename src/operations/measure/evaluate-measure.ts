@@ -53,6 +53,7 @@ export const measureEvaluateMeasure = defineOperation<AppServices, EvaluateMeasu
         terminology: services.terminology,
         findLibrary: (url, version) => findCanonical<Library>('Library', url, version, ctx),
         ctx: request,
+        fhirpath: services.fhirpath,
         checkBudget: () => {
           if (Date.now() > ctx.deadline) throw fhirError('ERR_OP_TIMEOUT', { code: 'evaluate-measure', ms: services.config.operationTimeoutMs });
         },
