@@ -17,6 +17,11 @@ export interface Config {
   expansionLimit: number;
   /** Time budget of one operation, in milliseconds. */
   operationTimeoutMs: number;
+  /**
+   * PostgreSQL: longest a statement may run (its session's statement_timeout) before the request
+   * answers 503; the client gives up on a database that answers nothing 2 s after that.
+   */
+  databaseStatementTimeoutMs: number;
   /** On SIGTERM/SIGINT: how long in-flight requests may go on before the process exits anyway. */
   drainTimeoutMs: number;
   /** Time a client has to send the request line and headers; 408 after. */
@@ -97,6 +102,7 @@ export function loadConfig(env: Env): Config {
     throw new ConfigError('DATABASE_URL: must be a postgres:// or postgresql:// URL');
   }
   const headersTimeoutMs = integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 3_600_000);
+  const operationTimeoutMs = integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000);
   const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000);
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS (${requestTimeoutMs}), which includes the headers`);
@@ -111,7 +117,8 @@ export function loadConfig(env: Env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     bodyLimit: size(env, 'BODY_LIMIT', 10 * 1024 * 1024),
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
-    operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    operationTimeoutMs,
+    databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', operationTimeoutMs, 10, 3_600_000),
     drainTimeoutMs: integer(env, 'DRAIN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     headersTimeoutMs,
     requestTimeoutMs,

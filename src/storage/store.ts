@@ -232,3 +232,16 @@ export function ifMatchHolds(expected: number, current: CurrentState | undefined
 
 /** Thrown by a backend when its database cannot be reached; answered as 503. */
 export class StorageUnavailableError extends Error {}
+
+/**
+ * A statement the database did not finish within the store's time (its own statement timeout), or
+ * a database that answered nothing at all for longer (the client's read timeout); answered as 503.
+ */
+export class StorageTimeoutError extends StorageUnavailableError {
+  constructor(
+    message: string,
+    readonly ms: number,
+  ) {
+    super(message);
+  }
+}
