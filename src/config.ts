@@ -22,6 +22,8 @@ export interface Config {
    * answers 503; the client gives up on a database that answers nothing 2 s after that.
    */
   databaseStatementTimeoutMs: number;
+  /** SQLite: the most the database file may grow to, in MB (a quota); writes beyond answer 507 as on a full disk. */
+  sqliteMaxSizeMb?: number;
   /** On SIGTERM/SIGINT: how long in-flight requests may go on before the process exits anyway. */
   drainTimeoutMs: number;
   /** Time a client has to send the request line and headers; 408 after. */
@@ -119,6 +121,7 @@ export function loadConfig(env: Env): Config {
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
     operationTimeoutMs,
     databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', operationTimeoutMs, 10, 3_600_000),
+    sqliteMaxSizeMb: env.SQLITE_MAX_SIZE_MB?.trim() ? integer(env, 'SQLITE_MAX_SIZE_MB', 0, 1, 100_000_000) : undefined,
     drainTimeoutMs: integer(env, 'DRAIN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     headersTimeoutMs,
     requestTimeoutMs,

@@ -124,6 +124,11 @@ export interface StoreTx extends StoreReader {
 
 export interface ResourceStore extends StoreReader {
   readonly kind: 'sqlite' | 'postgres';
+  /**
+   * Resolves when the store can take writes; throws StorageFullError while its disk is full (after a
+   * write failed for want of space, re-checked by a small write of its own until one succeeds).
+   */
+  writable(): Promise<void>;
   /** Runs pending schema migrations (all, or up to `upTo`: tests of a migration start before it); called once at start-up. */
   migrate(options?: { upTo?: number }): Promise<void>;
   /** One write in its own transaction. When the 'ok' promise settles the write is durable. */
@@ -232,6 +237,12 @@ export function ifMatchHolds(expected: number, current: CurrentState | undefined
 
 /** Thrown by a backend when its database cannot be reached; answered as 503. */
 export class StorageUnavailableError extends Error {}
+
+/**
+ * The database's disk is full (SQLITE_FULL: the disk, or the size the database is limited to;
+ * PostgreSQL's disk_full): nothing of the write was kept, earlier writes are intact; answered 507.
+ */
+export class StorageFullError extends StorageUnavailableError {}
 
 /**
  * A statement the database did not finish within the store's time (its own statement timeout), or

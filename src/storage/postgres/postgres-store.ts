@@ -11,6 +11,7 @@ import {
   ifMatchHolds,
   optionalVersion,
   stampVersion,
+  StorageFullError,
   StorageTimeoutError,
   StorageUnavailableError,
   versionFromRow,
@@ -289,6 +290,9 @@ export class PostgresStore implements ResourceStore {
       await client.query(longQuery('ANALYZE'));
     });
   }
+
+  /** A full disk is the database server's to report (disk_full, answered 507 per write). */
+  async writable(): Promise<void> {}
 
   async getSetting(key: string): Promise<string | undefined> {
     const rows = await this.run<{ value: string }>(this.pool, 'SELECT value FROM settings WHERE key = ?', [key]);
@@ -573,6 +577,7 @@ function translate(err: unknown, statementTimeoutMs: number): unknown {
   const code = (err as { code?: string }).code ?? '';
   const message = (err as Error).message ?? '';
   if (isCancelled(err)) return new StorageTimeoutError(message, statementTimeoutMs);
+  if (code === '53100') return new StorageFullError(message);
   if (message === 'Query read timeout') return new StorageTimeoutError(message, statementTimeoutMs + CLIENT_GRACE_MS);
   const connectionLost =
     ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08003', '08006'].includes(code) ||
