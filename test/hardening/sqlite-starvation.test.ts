@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -192,4 +193,42 @@ describe('on SQLite, SIGTERM during a heavy request', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  // 30,000 entries: seconds of work even on a quiet machine, so that the signal arrives while it runs.
+  test('ends the process within DRAIN_TIMEOUT_MS + 2 s during a transaction of 30,000 entries, all or nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fhir-starve-term-'));
+    const port = await freePort();
+    const env = { DATA_DIR: dir, BODY_LIMIT: '64mb', LOG_LEVEL: 'warn', DRAIN_TIMEOUT_MS: String(DRAIN_MS) };
+    const server = startServer(env, port);
+    let again: ServerProcess | undefined;
+    try {
+      await waitForServer(server);
+      await sendWhole(port, JSON.stringify(bundle('transaction', basics(30_000, 'term-tx'))));
+      const signalled = Date.now();
+      server.child.kill('SIGTERM');
+      await server.exited;
+      const took = Date.now() - signalled;
+      console.log(`SIGTERM once a 30,000-entry transaction was sent: exited after ${took} ms (DRAIN_TIMEOUT_MS ${DRAIN_MS})`);
+      expect(took).toBeLessThan(DRAIN_MS + 2000);
+      // All or nothing: cut off, it left nothing.
+      again = startServer(env, port);
+      await waitForServer(again);
+      const res = await fetch(`${again.base}/Basic?identifier=http://example.org/starve|term-tx&_summary=count`);
+      expect([0, 30_000]).toContain(((await res.json()) as Bundle).total);
+    } finally {
+      await stopServer(server, 'SIGKILL');
+      if (again) await stopServer(again, 'SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
+
+/** Sends a Bundle and resolves once every byte has left (the answer is not awaited). */
+function sendWhole(port: number, body: string): Promise<void> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/fhir/R4', method: 'POST', headers: { 'content-type': 'application/fhir+json', 'content-length': Buffer.byteLength(body) } });
+    req.on('error', () => undefined);
+    req.on('response', (res) => res.resume());
+    req.end(body, () => resolve());
+  });
+}
