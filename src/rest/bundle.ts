@@ -7,6 +7,7 @@ import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
 import { asFhirError } from '../fhir/outcome';
 import type { Repository } from '../storage/repository';
 import { ID_PATTERN } from '../storage/repository';
+import { storageFailure } from '../storage/store';
 import { parsePath, type FhirMethod, type FhirRequest, type FhirResponse } from './fhir-request';
 import * as writes from './writes';
 import { clip, queryOfString, type WriteDeps } from './writes';
@@ -387,7 +388,8 @@ function responseEntry(response: FhirResponse, ctx: RequestContext): BundleEntry
 }
 
 function failureResponse(err: unknown): FhirResponse {
-  const fhir = asFhirError(err);
+  // A full disk or a database gone is the entry's answer too (507, 503), not an unexpected 500.
+  const fhir = storageFailure(err) ?? asFhirError(err);
   return { status: fhir.status, headers: {}, body: fhir.outcome };
 }
 

@@ -5,6 +5,7 @@ import type { JobStore, NewJob } from './jobs';
 import type { BulkStore } from './bulk';
 import type { Notices } from './notices';
 import type { IndexRows } from './index-schema';
+import { fhirError, type FhirError } from '../fhir/errors';
 
 /**
  * The storage seam. Backends keep versions, their search index rows and a few counters, and run
@@ -243,6 +244,17 @@ export class StorageUnavailableError extends Error {}
  * PostgreSQL's disk_full): nothing of the write was kept, earlier writes are intact; answered 507.
  */
 export class StorageFullError extends StorageUnavailableError {}
+
+/**
+ * The catalogue's answer to a storage failure (full, timed out, unreachable: each with Retry-After),
+ * or undefined for any other error. One mapping for the HTTP layer and for a batch's entries.
+ */
+export function storageFailure(err: unknown): FhirError | undefined {
+  if (err instanceof StorageFullError) return fhirError('ERR_STORAGE_FULL', {}, { headers: { 'retry-after': '60' } });
+  if (err instanceof StorageTimeoutError) return fhirError('ERR_STORAGE_TIMEOUT', { ms: err.ms }, { headers: { 'retry-after': '5' } });
+  if (err instanceof StorageUnavailableError) return fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
+  return undefined;
+}
 
 /**
  * A statement the database did not finish within the store's time (its own statement timeout), or

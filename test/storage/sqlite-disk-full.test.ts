@@ -1,4 +1,4 @@
-import type { Basic, OperationOutcome } from 'fhir/r4';
+import type { Basic, Bundle, OperationOutcome } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
@@ -61,6 +61,17 @@ describe('SQLite with its disk full', () => {
     expect((await server.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
     const read = await server.app.inject({ method: 'GET', url: '/fhir/R4/Basic/before-0' });
     expect(read.statusCode).toBe(200);
+    // A batch answers each write entry as the write alone would be answered.
+    const batch = await server.app.inject({
+      method: 'POST',
+      url: '/fhir/R4',
+      headers: FHIR_JSON,
+      payload: { resourceType: 'Bundle', type: 'batch', entry: [{ resource: { resourceType: 'Basic', id: 'in-batch', code: { text: 'x'.repeat(2000) } }, request: { method: 'PUT', url: 'Basic/in-batch' } }] },
+    });
+    expect(batch.statusCode).toBe(200);
+    const entry = (batch.json() as Bundle).entry?.[0];
+    expect(entry?.response?.status).toBe('507');
+    expect((entry?.response?.outcome as OperationOutcome | undefined)?.issue[0].code).toBe('no-store');
 
     store.limitSize(undefined);
     // Space is back: readiness finds it by itself, before any client writes.
