@@ -22,7 +22,7 @@ import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './terminology/content/core-content';
 import { StoredTerminologies } from './terminology/content/stored-terminology';
-import { DEFAULT_PROJECT, SYSTEM_PROJECT } from './storage/store';
+import { DEFAULT_PROJECT, StorageFullError, SYSTEM_PROJECT } from './storage/store';
 import { TerminologyService } from './terminology/service';
 import { storedDefinitions } from './validation/stored-definitions';
 import { terminologyPort } from './validation/terminology-port';
@@ -58,6 +58,8 @@ export interface ServerApp {
   jobs: JobQueue;
   /** What operation handlers are given (for parts wired beside them: a subscription running a bot). */
   services: AppServices;
+  /** The storage (for tools and tests that look below the repository). */
+  store: ResourceStore;
   /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
   close(): Promise<void>;
 }
@@ -183,6 +185,10 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
           await store.getSetting('readiness-probe').catch(() => {
             throw fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
           });
+          await store.writable().catch((err: unknown) => {
+            if (!(err instanceof StorageFullError)) throw err;
+            throw fhirError('ERR_SERVER_NOT_READY', { check: 'storage', reason: 'the disk is full: writes fail until space is freed' }, { headers: { 'retry-after': '60' } });
+          });
         },
         content: async () => {
           if (!terminology.core.find('ValueSet', 'http://hl7.org/fhir/ValueSet/administrative-gender')) throw new Error('the bundled R4 terminology is not loaded');
@@ -214,6 +220,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       store,
       jobs,
       services,
+      store,
       close: async () => {
         await app.close();
         subscriptions.stop();

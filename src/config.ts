@@ -17,6 +17,13 @@ export interface Config {
   expansionLimit: number;
   /** Time budget of one operation, in milliseconds. */
   operationTimeoutMs: number;
+  /**
+   * PostgreSQL: longest a statement may run (its session's statement_timeout) before the request
+   * answers 503; the client gives up on a database that answers nothing 2 s after that.
+   */
+  databaseStatementTimeoutMs: number;
+  /** SQLite: the most the database file may grow to, in MB (a quota); writes beyond answer 507 as on a full disk. */
+  sqliteMaxSizeMb?: number;
   /** On SIGTERM/SIGINT: how long in-flight requests may go on before the process exits anyway. */
   drainTimeoutMs: number;
   /** FHIRPath users wrote (criteria, stored invariants, `fhirpath:` arguments): worker threads, time per batch, heap per worker. */
@@ -125,6 +132,7 @@ export function loadConfig(env: Env): Config {
     throw new ConfigError('DATABASE_URL: must be a postgres:// or postgresql:// URL');
   }
   const headersTimeoutMs = integer(env, 'HEADERS_TIMEOUT_MS', 10_000, 100, 3_600_000);
+  const operationTimeoutMs = integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000);
   const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000);
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS (${requestTimeoutMs}), which includes the headers`);
@@ -139,7 +147,9 @@ export function loadConfig(env: Env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     bodyLimit: size(env, 'BODY_LIMIT', 10 * 1024 * 1024),
     expansionLimit: integer(env, 'EXPANSION_LIMIT', 10_000, 1, 10_000_000),
-    operationTimeoutMs: integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000),
+    operationTimeoutMs,
+    databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', operationTimeoutMs, 10, 3_600_000),
+    sqliteMaxSizeMb: env.SQLITE_MAX_SIZE_MB?.trim() ? integer(env, 'SQLITE_MAX_SIZE_MB', 0, 1, 100_000_000) : undefined,
     drainTimeoutMs: integer(env, 'DRAIN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     fhirpathWorkers: integer(env, 'FHIRPATH_WORKERS', 2, 1, 64),
     fhirpathTimeoutMs: integer(env, 'FHIRPATH_TIMEOUT_MS', 1000, 10, 600_000),

@@ -40,7 +40,14 @@ async function main(): Promise<void> {
       app.log.warn({ signal }, 'drain time over: exiting with requests still in flight');
       process.exit(1);
     }, config.drainTimeoutMs).unref();
-    setInterval(() => connections.closeQuiet(), 50).unref();
+    // Connections idle at the signal are closed by app.close(); those whose request finishes during
+    // the drain go idle later and would stay open (keep-alive) until the drain time is over, so they
+    // are closed as they go idle. (Once requests were answered between turns of the event loop, the
+    // signal found requests in flight, and the drain waited out its whole time.)
+    setInterval(() => {
+      connections.closeQuiet();
+      app.server.closeIdleConnections();
+    }, 50).unref();
     try {
       await server.close();
       process.exit(0);

@@ -189,6 +189,8 @@ export const ERRORS = {
   ERR_BULK_FAILED: spec<{ reason: string }>(500, 'exception', (p) => `The export failed: ${p.reason}`),
   // infrastructure
   ERR_STORAGE_UNAVAILABLE: spec(503, 'transient', () => 'The storage is not available right now; try again shortly'),
+  ERR_STORAGE_FULL: spec(507, 'no-store', () => 'The storage is full: nothing of this request was written (earlier writes are kept); try again once space is freed'),
+  ERR_STORAGE_TIMEOUT: spec<{ ms: number }>(503, 'timeout', (p) => `The storage did not answer within ${p.ms} ms; try again shortly`),
   ERR_SERVER_NOT_READY: spec<{ check: string; reason: string }>(503, 'transient', (p) => `The server is not ready: ${p.check}: ${p.reason}`),
   ERR_FORMAT_NOT_ACCEPTABLE: spec<{ accept: string }>(406, 'not-supported', (p) => `Cannot answer in '${p.accept}'; this server speaks application/fhir+json`),
   ERR_SERVER_INTERNAL: spec(500, 'exception', () => 'An unexpected error occurred; it has been logged'),

@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
 import { FHIR_JSON } from '../fhir/outcome';
-import { StorageUnavailableError } from '../storage/store';
+import { storageFailure } from '../storage/store';
 import { lingeringClose } from './connections';
 
 /**
@@ -40,7 +40,8 @@ export function sendError(reply: FastifyReply, err: FhirError): FastifyReply {
 
 function toFhirError(err: unknown, bodyLimit: number): FhirError {
   if (isFhirError(err)) return err;
-  if (err instanceof StorageUnavailableError) return fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
+  const storage = storageFailure(err);
+  if (storage) return storage;
   const fastify = err as FastifyError;
   switch (fastify.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

@@ -1,4 +1,5 @@
 import type { FhirPathPool } from '../fhir/fhirpath/pool';
+import { Budget } from '../context/budget';
 import type { Coding, Measure, MeasureReport, Patient, Period, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
@@ -59,9 +60,13 @@ export async function evaluateMeasure(options: EvaluateOptions, deps: EvaluateDe
   const groups = plan.groups.map((g) => new GroupTally(g.stratifiers.length));
   const supplemental = new SupplementalTally(plan.supplemental.length);
   const evaluated = new Set<string>();
+  // Each subject is evaluated on the one event loop (FHIRPath, CQL): given back between subjects.
+  const pace = Budget.of(deps.ctx, 'the measure evaluation');
   for await (const subject of options.subjects) {
     deps.checkBudget();
-    const patientData = subject.patient ? data.patient(subject.patient) : undefined;
+    await pace.step();
+    // Only CQL reads the patient's data through the engine's model (parsed once, a second of one turn).
+    const patientData = runner && subject.patient ? data.patient(subject.patient) : undefined;
     const scope: SubjectScope = {
       reference: subject.reference,
       patient: subject.patient,

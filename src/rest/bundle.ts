@@ -1,11 +1,13 @@
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import { newResourceId } from '../fhir/resource-id';
 import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from 'fhir/r4';
+import { yieldIfHeld } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
 import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
 import { asFhirError } from '../fhir/outcome';
 import type { Repository } from '../storage/repository';
 import { ID_PATTERN } from '../storage/repository';
+import { storageFailure } from '../storage/store';
 import { parsePath, type FhirMethod, type FhirRequest, type FhirResponse } from './fhir-request';
 import * as writes from './writes';
 import { clip, queryOfString, type WriteDeps } from './writes';
@@ -17,6 +19,11 @@ import { clip, queryOfString, type WriteDeps } from './writes';
  * resources they name, and either every write happens or none does. Reads and operation entries
  * run after the writes commit (they see them); a failed write fails the Bundle with an
  * OperationOutcome naming its entry.
+ *
+ * A Bundle may carry tens of thousands of entries, each a little work on the one event loop: every
+ * loop over them gives the loop back each few milliseconds (`yieldIfHeld`), so other requests are
+ * answered meanwhile. A Bundle has no time budget of its own: a batch cut off at a deadline would
+ * be left half written.
  */
 
 export interface BundleDeps extends WriteDeps {
@@ -114,6 +121,7 @@ function readEntry(raw: BundleEntry, index: number, deps: BundleDeps): Entry {
 async function batch(raw: BundleEntry[], ctx: RequestContext, deps: BundleDeps): Promise<Bundle> {
   const entries: BundleEntry[] = [];
   for (let i = 0; i < raw.length; i++) {
+    await yieldIfHeld();
     try {
       const entry = readEntry(raw[i], i, deps);
       const response = isWrite(entry) ? await deps.repository.in(ctx.project).transaction((tx) => write(entry, { tx, ctx, deps })) : await read(entry, ctx, deps);
@@ -129,7 +137,11 @@ async function batch(raw: BundleEntry[], ctx: RequestContext, deps: BundleDeps):
 // Transaction
 
 async function transaction(raw: BundleEntry[], ctx: RequestContext, deps: BundleDeps): Promise<Bundle> {
-  const entries = raw.map((e, i) => readEntry(e, i, deps));
+  const entries: Entry[] = [];
+  for (let i = 0; i < raw.length; i++) {
+    await yieldIfHeld();
+    entries.push(readEntry(raw[i], i, deps));
+  }
   const fullUrls = new Map<string, Entry>();
   for (const entry of entries) {
     if (!entry.fullUrl) continue;
@@ -143,6 +155,7 @@ async function transaction(raw: BundleEntry[], ctx: RequestContext, deps: Bundle
     const w = { tx, ctx, deps };
     const ids = await assignIds(writesInOrder, fullUrls, w);
     for (const entry of writesInOrder) {
+      await yieldIfHeld();
       if (entry.resource) entry.resource = await rewriteReferences(entry, ids, w);
     }
     // Creates with server ids that nothing conditions go in one batch (a patient record is hundreds of them).
@@ -151,17 +164,24 @@ async function transaction(raw: BundleEntry[], ctx: RequestContext, deps: Bundle
     created.forEach((response, i) => (results[plainCreates[i].index] = response));
     for (const entry of writesInOrder) {
       if (results[entry.index]) continue;
+      await yieldIfHeld();
       results[entry.index] = await atEntry(entry.index, () => write(entry, w, ids.get(entry.fullUrl ?? '')));
     }
   });
   for (const entry of ordered.filter((e) => !isWrite(e))) {
+    await yieldIfHeld();
     try {
       results[entry.index] = await read(entry, ctx, deps);
     } catch (err) {
       results[entry.index] = failureResponse(err);
     }
   }
-  return { resourceType: 'Bundle', type: 'transaction-response', entry: results.map((r) => (r.status >= 400 ? failureEntryOf(r) : responseEntry(r, ctx))) };
+  const answers: BundleEntry[] = [];
+  for (const r of results) {
+    await yieldIfHeld();
+    answers.push(r.status >= 400 ? failureEntryOf(r) : responseEntry(r, ctx));
+  }
+  return { resourceType: 'Bundle', type: 'transaction-response', entry: answers };
 }
 
 function isWrite(entry: Entry): boolean {
@@ -268,14 +288,25 @@ function copyWithStrings(value: unknown, map: (key: string, value: string) => st
 }
 
 async function createMany(entries: Entry[], ids: Map<string, string>, w: writes.Writes): Promise<FhirResponse[]> {
-  for (const entry of entries) await atEntry(entry.index, () => writes.permit(w, 'create', entry.type as string, entry.resource as Resource));
-  const resources = entries.map((entry) => {
+  for (const entry of entries) {
+    await yieldIfHeld();
+    await atEntry(entry.index, () => writes.permit(w, 'create', entry.type as string, entry.resource as Resource));
+  }
+  const resources: Resource[] = [];
+  for (const entry of entries) {
+    await yieldIfHeld();
     checkAt(entry.index, () => w.deps.checkResource(entry.type as string, entry.resource as Resource, w.ctx));
     const assigned = entry.fullUrl ? ids.get(entry.fullUrl) : undefined;
     const id = assigned ? assigned.slice(assigned.indexOf('/') + 1) : newResourceId();
-    return { ...(entry.resource as Resource), id } as Resource;
-  });
-  if (w.deps.validate) for (let i = 0; i < resources.length; i++) await atEntry(entries[i].index, () => (w.deps.validate as NonNullable<typeof w.deps.validate>)(resources[i], w.ctx));
+    resources.push({ ...(entry.resource as Resource), id } as Resource);
+  }
+  const validate = w.deps.validate;
+  if (validate) {
+    for (let i = 0; i < resources.length; i++) {
+      await yieldIfHeld();
+      await atEntry(entries[i].index, () => validate(resources[i], w.ctx));
+    }
+  }
   const written = await w.tx.createMany(resources);
   return written.map((v) => writes.created(w.ctx, v));
 }
@@ -357,7 +388,8 @@ function responseEntry(response: FhirResponse, ctx: RequestContext): BundleEntry
 }
 
 function failureResponse(err: unknown): FhirResponse {
-  const fhir = asFhirError(err);
+  // A full disk or a database gone is the entry's answer too (507, 503), not an unexpected 500.
+  const fhir = storageFailure(err) ?? asFhirError(err);
   return { status: fhir.status, headers: {}, body: fhir.outcome };
 }
 

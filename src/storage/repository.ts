@@ -1,5 +1,6 @@
 import type { Resource } from 'fhir/r4';
 import { newResourceId } from '../fhir/resource-id';
+import { yieldIfHeld } from '../context/budget';
 import { fhirError } from '../fhir/errors';
 import type { IndexRows } from './index-schema';
 import { versionFromRow, type CurrentState, type ResourceStore, type StoredVersion, type StoreReader, type StoreTx, type VersionRow, type WriteOp } from './store';
@@ -231,7 +232,7 @@ export class ProjectRepository {
         return { version: result.version, created: isAbsent(result.previous) };
       },
       createMany: async (resources) => {
-        const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ifMatch: 0, method: 'POST' as const }));
+        const ops = await this.ops(resources, { ifMatch: 0, method: 'POST' });
         const results = await writeMany(ops);
         return results.map((result, i) => {
           if (result.status !== 'ok') throw fhirError('ERR_RESOURCE_EXISTS', { type: ops[i].type, id: ops[i].id });
@@ -240,7 +241,7 @@ export class ProjectRepository {
         });
       },
       putMany: async (resources) => {
-        const ops = resources.map((r) => ({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), method: 'PUT' as const }));
+        const ops = await this.ops(resources, { method: 'PUT' });
         const results = await writeMany(ops);
         return results.map((result, i) => {
           if (result.status !== 'ok') throw conflict(ops[i].type, ops[i].id, 0, result.current);
@@ -254,6 +255,19 @@ export class ProjectRepository {
         return result.status === 'ok' ? result.version : undefined;
       },
     };
+  }
+
+  /**
+   * The writes of many resources. Indexing one takes a fraction of a millisecond, thousands take
+   * seconds, so the event loop is given back in between (other requests go on meanwhile).
+   */
+  private async ops(resources: Resource[], fields: Pick<WriteOp, 'ifMatch' | 'method'>): Promise<WriteOp[]> {
+    const ops: WriteOp[] = [];
+    for (const r of resources) {
+      await yieldIfHeld();
+      ops.push({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ...fields });
+    }
+    return ops;
   }
 
   private op(type: string, id: string, resource: Resource): WriteOp {

@@ -5,6 +5,7 @@ import type { JobStore, NewJob } from './jobs';
 import type { BulkStore } from './bulk';
 import type { Notices } from './notices';
 import type { IndexRows } from './index-schema';
+import { fhirError, type FhirError } from '../fhir/errors';
 
 /**
  * The storage seam. Backends keep versions, their search index rows and a few counters, and run
@@ -124,6 +125,11 @@ export interface StoreTx extends StoreReader {
 
 export interface ResourceStore extends StoreReader {
   readonly kind: 'sqlite' | 'postgres';
+  /**
+   * Resolves when the store can take writes; throws StorageFullError while its disk is full (after a
+   * write failed for want of space, re-checked by a small write of its own until one succeeds).
+   */
+  writable(): Promise<void>;
   /** Runs pending schema migrations (all, or up to `upTo`: tests of a migration start before it); called once at start-up. */
   migrate(options?: { upTo?: number }): Promise<void>;
   /** One write in its own transaction. When the 'ok' promise settles the write is durable. */
@@ -232,3 +238,33 @@ export function ifMatchHolds(expected: number, current: CurrentState | undefined
 
 /** Thrown by a backend when its database cannot be reached; answered as 503. */
 export class StorageUnavailableError extends Error {}
+
+/**
+ * The database's disk is full (SQLITE_FULL: the disk, or the size the database is limited to;
+ * PostgreSQL's disk_full): nothing of the write was kept, earlier writes are intact; answered 507.
+ */
+export class StorageFullError extends StorageUnavailableError {}
+
+/**
+ * The catalogue's answer to a storage failure (full, timed out, unreachable: each with Retry-After),
+ * or undefined for any other error. One mapping for the HTTP layer and for a batch's entries.
+ */
+export function storageFailure(err: unknown): FhirError | undefined {
+  if (err instanceof StorageFullError) return fhirError('ERR_STORAGE_FULL', {}, { headers: { 'retry-after': '60' } });
+  if (err instanceof StorageTimeoutError) return fhirError('ERR_STORAGE_TIMEOUT', { ms: err.ms }, { headers: { 'retry-after': '5' } });
+  if (err instanceof StorageUnavailableError) return fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
+  return undefined;
+}
+
+/**
+ * A statement the database did not finish within the store's time (its own statement timeout), or
+ * a database that answered nothing at all for longer (the client's read timeout); answered as 503.
+ */
+export class StorageTimeoutError extends StorageUnavailableError {
+  constructor(
+    message: string,
+    readonly ms: number,
+  ) {
+    super(message);
+  }
+}

@@ -11,6 +11,8 @@ import {
   ifMatchHolds,
   optionalVersion,
   stampVersion,
+  StorageFullError,
+  StorageTimeoutError,
   StorageUnavailableError,
   versionFromRow,
   type Change,
@@ -117,6 +119,18 @@ const SAFETY_CHECK_MS = 10_000;
 /** Any number; only ever taken by this server's migrations. */
 const MIGRATION_LOCK = 7_364_221;
 /** How often a transaction that lost a race (deadlock, serialisation, a duplicate new id) runs again. */
+/** A statement's time when the configuration gives none (OPERATION_TIMEOUT_MS's default). */
+const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
+/** How much longer than the database's own timeout the client waits for any answer. */
+const CLIENT_GRACE_MS = 2000;
+/** A client-side wait for statements that may run long (pg takes 0 as "the client's default"). */
+const UNBOUNDED_MS = 24 * 3_600_000;
+
+/** A query the client waits for as long as it takes (pg reads `query_timeout` per query; its types omit it). */
+function longQuery(text: string, values: unknown[] = []): pg.QueryConfig {
+  const config: pg.QueryConfig & { query_timeout: number } = { text, values, query_timeout: UNBOUNDED_MS };
+  return config;
+}
 const MAX_ATTEMPTS = 8;
 
 const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
@@ -140,7 +154,11 @@ export class PostgresStore implements ResourceStore {
   private readonly notified?: NotifiedChanges;
   private readonly marksCache: ChangeMarksCache;
 
-  constructor(connectionString: string, options: { max?: number; freshness?: FreshnessCheck } = {}) {
+  /** The sessions' statement_timeout; a query the database answers nothing to fails CLIENT_GRACE_MS later. */
+  private readonly statementTimeoutMs: number;
+
+  constructor(connectionString: string, options: { max?: number; freshness?: FreshnessCheck; statementTimeoutMs?: number } = {}) {
+    this.statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
     if (options.freshness === 'request') {
       this.changes = new CheckEveryTime();
     } else {
@@ -155,20 +173,38 @@ export class PostgresStore implements ResourceStore {
     });
     // application_name names this server's sessions in pg_stat_activity (a name in the URL wins);
     // keepAlive notices a peer that vanished without a word (a failover, a dropped route).
-    this.pool = new pg.Pool({ connectionString, max: options.max ?? 10, connectionTimeoutMillis: 3000, application_name: 'fhir-tx-server', keepAlive: true });
+    // statement_timeout: a statement slower than the request's budget (a lock another session holds,
+    // a plan gone wrong) is cancelled by the database and the request answers 503 instead of
+    // waiting. query_timeout: a database that answers nothing (a black-holed route) would hold the
+    // request until TCP gives up, minutes later; the client stops waiting a little after the
+    // database would have cancelled. idle_in_transaction_session_timeout: a transaction this process
+    // left open (stuck between two statements) does not keep its locks for ever.
+    this.pool = new pg.Pool({
+      connectionString,
+      max: options.max ?? 10,
+      connectionTimeoutMillis: 3000,
+      application_name: 'fhir-tx-server',
+      keepAlive: true,
+      statement_timeout: this.statementTimeoutMs,
+      query_timeout: this.statementTimeoutMs + CLIENT_GRACE_MS,
+      idle_in_transaction_session_timeout: 2 * this.statementTimeoutMs + CLIENT_GRACE_MS,
+    });
     // An idle client losing its connection must not take the process down; the next query reconnects.
     this.pool.on('error', () => undefined);
   }
 
   async migrate(options: { upTo?: number } = {}): Promise<void> {
     await this.transactionOnce(async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      // Migrations (an index over a large table) and the wait for another process migrating take
+      // as long as they take: no statement timeout here.
+      await client.query(longQuery('SET LOCAL statement_timeout = 0'));
+      await client.query(longQuery('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]));
       await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)');
       const { rows } = await client.query<{ v: number }>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations');
       for (const [index, sql] of MIGRATIONS.entries()) {
         const version = index + 1;
         if (version <= rows[0].v || version > (options.upTo ?? Infinity)) continue;
-        await client.query(sql);
+        await client.query(longQuery(sql));
         await client.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())', [version]);
       }
     });
@@ -212,7 +248,7 @@ export class PostgresStore implements ResourceStore {
       try {
         return await this.transactionOnce((client) => work(this.txOf(client)));
       } catch (err) {
-        if (!isRaceLost(err)) throw translate(err);
+        if (!isRaceLost(err)) throw translate(err, this.statementTimeoutMs);
         if (attempt >= MAX_ATTEMPTS) throw fhirError('ERR_WRITE_CONFLICT', {});
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 ** attempt));
       }
@@ -248,8 +284,15 @@ export class PostgresStore implements ResourceStore {
 
   /** autovacuum keeps statistics current as data grows; after a bulk load it is asked at once. */
   async optimize(): Promise<void> {
-    await this.run(this.pool, 'ANALYZE', []);
+    // Over a large database ANALYZE outlasts a request's statement timeout; it is no request.
+    await this.transactionOnce(async (client) => {
+      await client.query('SET LOCAL statement_timeout = 0');
+      await client.query(longQuery('ANALYZE'));
+    });
   }
+
+  /** A full disk is the database server's to report (disk_full, answered 507 per write). */
+  async writable(): Promise<void> {}
 
   async getSetting(key: string): Promise<string | undefined> {
     const rows = await this.run<{ value: string }>(this.pool, 'SELECT value FROM settings WHERE key = ?', [key]);
@@ -271,7 +314,7 @@ export class PostgresStore implements ResourceStore {
     try {
       return (await on.query<R & pg.QueryResultRow>(numbered(sql), params as unknown[])).rows;
     } catch (err) {
-      throw translate(err);
+      throw translate(err, this.statementTimeoutMs);
     }
   }
 
@@ -292,8 +335,10 @@ export class PostgresStore implements ResourceStore {
       this.notified?.changed();
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      const failure = translate(err);
+      const failure = translate(err, this.statementTimeoutMs);
+      // A client whose database went silent would wait out another read timeout for the ROLLBACK;
+      // it is destroyed instead, which ends the transaction on the database's side.
+      if (!(failure instanceof StorageTimeoutError && !isCancelled(err))) await client.query('ROLLBACK').catch(() => undefined);
       if (failure instanceof StorageUnavailableError) lost ??= failure;
       throw failure;
     } finally {
@@ -311,7 +356,7 @@ export class PostgresStore implements ResourceStore {
   private checkout(onError: (err: Error) => void): Promise<pg.PoolClient> {
     return new Promise((resolve, reject) => {
       this.pool.connect((err, client) => {
-        if (err || !client) return reject(translate(err));
+        if (err || !client) return reject(translate(err, this.statementTimeoutMs));
         client.on('error', onError);
         resolve(client);
       });
@@ -518,10 +563,22 @@ function isRaceLost(err: unknown): boolean {
   return code === '40P01' || code === '40001' || code === '23505';
 }
 
-/** Connection-level failures become StorageUnavailableError (503); anything else stays as it is. */
-function translate(err: unknown): unknown {
+/** The database cancelled the statement (statement_timeout; an operator's pg_cancel_backend). */
+function isCancelled(err: unknown): boolean {
+  return (err as { code?: string }).code === '57014';
+}
+
+/**
+ * Connection-level failures become StorageUnavailableError (503), timeouts StorageTimeoutError
+ * (503 naming the time); anything else stays as it is.
+ */
+function translate(err: unknown, statementTimeoutMs: number): unknown {
+  if (err instanceof StorageUnavailableError) return err;
   const code = (err as { code?: string }).code ?? '';
   const message = (err as Error).message ?? '';
+  if (isCancelled(err)) return new StorageTimeoutError(message, statementTimeoutMs);
+  if (code === '53100') return new StorageFullError(message);
+  if (message === 'Query read timeout') return new StorageTimeoutError(message, statementTimeoutMs + CLIENT_GRACE_MS);
   const connectionLost =
     ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08003', '08006'].includes(code) ||
     /terminat|Connection terminated|timeout exceeded when trying to connect|not queryable/i.test(message);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows } from '../index-schema';
+import { yieldIfHeld } from '../../context/budget';
 import { Mutex } from '../mutex';
 import { ChangeMarksCache, CHANGES_NOTICE_CHANNEL, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
 import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
@@ -23,6 +24,7 @@ import {
   type StoreTx,
   writtenVersion,
   methodOf,
+  StorageFullError,
   StorageUnavailableError,
   type VersionRow,
   type WriteOp,
@@ -36,6 +38,12 @@ import {
  * statement), so a transaction that awaits between its statements is never seen half-done.
  * `:memory:` (tests) is a private temporary file, removed on close. All of this backend's SQL
  * is in this file and in index-schema.ts.
+ *
+ * better-sqlite3 answers synchronously, so a request that awaits this store never lets another
+ * in by itself: a Bundle of 10,000 writes, or a measure reading 3,000 patients, held the event loop
+ * for seconds. Every call first gives the loop back when the current turn has held it for a slice
+ * (`yieldIfHeld`), inside a transaction too: other writers wait their turn on the mutex, readers
+ * use the reader connection and see only what is committed.
  */
 
 const MIGRATIONS: string[] = [
@@ -125,6 +133,12 @@ export const POLL_MS = 50;
 /** How long a write waits for another process's write lock before it fails (503). */
 const WRITE_LOCK_WAIT_MS = 30_000;
 
+/** SQLite's own most pages of a database (no cap). */
+const UNLIMITED_PAGES = 4_294_967_294;
+
+/** What the space probe allocates (and frees again): about what a small write needs. */
+const SPACE_PROBE_BYTES = 65_536;
+
 /** How many written resources between two `PRAGMA optimize`. */
 const OPTIMIZE_EVERY = 2000;
 
@@ -191,7 +205,13 @@ export class SqliteStore implements ResourceStore {
     async (sql, params) => cachedStatement(this.sql.reader, sql).all(...params) as Record<string, unknown>[],
   );
 
-  constructor(dataDir: string, options: { freshness?: FreshnessCheck; notices?: Notices } = {}) {
+  /** A write failed for want of space (SQLITE_FULL) and none has succeeded since. */
+  private full = false;
+  /** The most the database may grow to (SQLITE_MAX_SIZE_MB; tests), or unlimited. */
+  private maxSizeBytes?: number;
+
+  constructor(dataDir: string, options: { freshness?: FreshnessCheck; notices?: Notices; maxSizeBytes?: number } = {}) {
+    this.maxSizeBytes = options.maxSizeBytes;
     this.notices = options.notices ?? new LocalNotices();
     // Only other workers need to hear of this process's commits (in one process the watch moves itself).
     this.relaysCommits = options.notices !== undefined;
@@ -218,6 +238,46 @@ export class SqliteStore implements ResourceStore {
       this.file = join(dataDir, 'fhir.sqlite');
     }
     this.writer = open(this.file, this.temporaryDir === undefined);
+    this.limitSize(this.maxSizeBytes);
+  }
+
+  /**
+   * Caps the database at `bytes` (rounded to whole pages; never below its present size), or lifts
+   * the cap: beyond it a write fails as on a full disk (SQLITE_FULL), which is how the tests make one.
+   */
+  limitSize(bytes: number | undefined): void {
+    this.maxSizeBytes = bytes;
+    const pageSize = this.writer.pragma('page_size', { simple: true }) as number;
+    this.writer.pragma(`max_page_count = ${bytes === undefined ? UNLIMITED_PAGES : Math.max(1, Math.ceil(bytes / pageSize))}`);
+  }
+
+  /**
+   * After a write failed for want of space: a small write of its own (64 KiB allocated and freed in
+   * one committed transaction, so both new pages and the write-ahead log's append are tried), which
+   * clears the state when it succeeds. Readiness asks this, so a server whose disk filled leaves the
+   * load balancer and comes back once space is freed, even with no client write to notice it.
+   */
+  async writable(): Promise<void> {
+    if (!this.full) return;
+    await this.locked(() => {
+      runOn(this.writer, `INSERT INTO settings (key, value) VALUES ('space-probe', zeroblob(${SPACE_PROBE_BYTES})) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, []);
+      runOn(this.writer, "DELETE FROM settings WHERE key = 'space-probe'", []);
+    });
+  }
+
+  /**
+   * What a failed write is reported as: a full disk (SQLITE_FULL, remembered until a write commits),
+   * an I/O error (SQLITE_IOERR_*: the disk failing, or out of space where SQLite cannot tell) as
+   * storage unavailable; anything else as it is.
+   */
+  private failure(err: unknown): unknown {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'SQLITE_FULL') {
+      this.full = true;
+      return new StorageFullError((err as Error).message);
+    }
+    if (typeof code === 'string' && code.startsWith('SQLITE_IOERR')) return new StorageUnavailableError((err as Error).message);
+    return err;
   }
 
   async migrate(options: { upTo?: number } = {}): Promise<void> {
@@ -280,6 +340,7 @@ export class SqliteStore implements ResourceStore {
   }
 
   async write(op: WriteOp): Promise<WriteResult> {
+    await yieldIfHeld();
     const result = await this.locked(() => this.writeInTransaction(op));
     this.committed();
     this.noteWrites(1);
@@ -290,17 +351,19 @@ export class SqliteStore implements ResourceStore {
    * `work` in a write transaction of its own (BEGIN IMMEDIATE ... COMMIT), in turn with this
    * store's other writes; rolled back when it throws.
    */
-  private locked<T>(work: () => T): Promise<T> {
+  private async locked<T>(work: () => T): Promise<T> {
+    await yieldIfHeld();
     return this.mutex.run(async () => {
       const db = this.writer;
       await this.begin();
       try {
         const result = work();
         db.exec('COMMIT');
+        this.full = false;
         return result;
       } catch (err) {
         if (db.inTransaction) db.exec('ROLLBACK');
-        throw err;
+        throw this.failure(err);
       }
     });
   }
@@ -326,7 +389,8 @@ export class SqliteStore implements ResourceStore {
     }
   }
 
-  transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
+  async transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
+    await yieldIfHeld();
     return this.mutex.run(async () => {
       const db = this.writer;
       await this.begin();
@@ -338,17 +402,26 @@ export class SqliteStore implements ResourceStore {
         write: async (op) => {
           if (!active) throw new Error('transaction already ended');
           writes++;
+          await yieldIfHeld();
           return this.writeInTransaction(op);
         },
         writeMany: async (ops) => {
           if (!active) throw new Error('transaction already ended');
           writes += ops.length;
-          return ops.map((op) => this.writeInTransaction(op));
+          const results: WriteResult[] = [];
+          for (const op of ops) {
+            await yieldIfHeld();
+            results.push(this.writeInTransaction(op));
+          }
+          return results;
         },
         replaceIndex: async (entries) => {
           if (!active) throw new Error('transaction already ended');
           writes += entries.length;
-          for (const { project, type, rid, rows } of entries) this.writeIndex(project, type, rid, rows, true);
+          for (const { project, type, rid, rows } of entries) {
+            await yieldIfHeld();
+            this.writeIndex(project, type, rid, rows, true);
+          }
         },
         lock: async () => undefined,
         enqueue: async (job) => {
@@ -360,13 +433,14 @@ export class SqliteStore implements ResourceStore {
         const result = await work(tx);
         active = false;
         db.exec('COMMIT');
+        this.full = false;
         if (writes > 0) this.committed();
         this.noteWrites(writes);
         return result;
       } catch (err) {
         active = false;
         if (db.inTransaction) db.exec('ROLLBACK');
-        throw err;
+        throw this.failure(err);
       }
     });
   }
@@ -439,6 +513,7 @@ export class SqliteStore implements ResourceStore {
   }
 
   async changesSince(project: string, type: string, since: number): Promise<Change[]> {
+    await yieldIfHeld();
     const rows = cachedStatement(
       this.sql.reader,
       `${CURRENT.replace('SELECT v.project', 'SELECT r.seq, v.project')} WHERE r.project = ? AND r.type = ? AND r.seq > ? ORDER BY r.seq`,
@@ -465,7 +540,9 @@ export class SqliteStore implements ResourceStore {
     try {
       this.writer.exec('PRAGMA optimize');
     } catch (err) {
-      if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+      // The statistics need space too; with the disk full they wait.
+      const code = (err as { code?: string }).code;
+      if (code !== 'SQLITE_BUSY' && code !== 'SQLITE_FULL') throw err;
     }
   }
 
@@ -481,7 +558,13 @@ export class SqliteStore implements ResourceStore {
     this.notified?.close();
     // Waits for the transaction in progress, if any.
     await this.mutex.run(() => {
-      if (this.writer.open && this.reads) this.writer.exec('PRAGMA optimize');
+      if (!this.writer.open || !this.reads) return;
+      try {
+        this.writer.exec('PRAGMA optimize');
+      } catch (err) {
+        // A full disk must not keep the store from closing; the statistics wait.
+        if ((err as { code?: string }).code !== 'SQLITE_FULL') throw err;
+      }
     });
     if (this.reader?.open) this.reader.close();
     if (this.writer.open) this.writer.close();
@@ -508,10 +591,22 @@ function open(file: string, durable: boolean): Database.Database {
 
 function readerOf(statements: Statements, db: Database.Database): StoreReader {
   return {
-    read: async (project, type, id) => optionalVersion(statements.read.get(project, type, id) as VersionRow | undefined),
-    readVersion: async (project, type, id, versionId) => optionalVersion(statements.readVersion.get(project, type, id, versionId) as VersionRow | undefined),
-    history: async (project, type, id) => (statements.history.all(project, type, id) as VersionRow[]).map((row) => versionFromRow(row)),
-    query: async <R extends object>(sql: string, params: readonly unknown[]) => cachedStatement(db, sql).all(...params) as R[],
+    read: async (project, type, id) => {
+      await yieldIfHeld();
+      return optionalVersion(statements.read.get(project, type, id) as VersionRow | undefined);
+    },
+    readVersion: async (project, type, id, versionId) => {
+      await yieldIfHeld();
+      return optionalVersion(statements.readVersion.get(project, type, id, versionId) as VersionRow | undefined);
+    },
+    history: async (project, type, id) => {
+      await yieldIfHeld();
+      return (statements.history.all(project, type, id) as VersionRow[]).map((row) => versionFromRow(row));
+    },
+    query: async <R extends object>(sql: string, params: readonly unknown[]) => {
+      await yieldIfHeld();
+      return cachedStatement(db, sql).all(...params) as R[];
+    },
   };
 }
 
