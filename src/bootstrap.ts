@@ -52,14 +52,12 @@ export interface ServerApp {
   app: FastifyInstance;
   /** The FHIR core under the app (for tools and tests that load data without HTTP). */
   core: Core;
-  /** The storage under the core (for tests that count what an interaction left behind: bulk export's files). */
+  /** The storage under the core (for tools and tests that look below the repository: bulk export's files, a full disk). */
   store: ResourceStore;
   /** The durable job queue, its workers started (JOB_WORKERS). */
   jobs: JobQueue;
   /** What operation handlers are given (for parts wired beside them: a subscription running a bot). */
   services: AppServices;
-  /** The storage (for tools and tests that look below the repository). */
-  store: ResourceStore;
   /** Closes the HTTP server (letting in-flight requests finish), then the storage. */
   close(): Promise<void>;
 }
@@ -220,7 +218,6 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       store,
       jobs,
       services,
-      store,
       close: async () => {
         await app.close();
         subscriptions.stop();
