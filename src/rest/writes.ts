@@ -1,11 +1,13 @@
 import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
+import { Budget } from '../context/budget';
 import { fhirError } from '../fhir/errors';
 import type { ElementModel } from '../search/model/model';
 import type { RepositoryTx } from '../storage/repository';
 import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';
 import { applyPatch } from './patch';
+import type { PatchBounds } from './patch-bounds';
 import { versionResponse } from './responses';
 import { isLimited, type AccessGuard } from '../auth/guard';
 
@@ -28,6 +30,8 @@ export interface WriteDeps {
   model: ElementModel;
   /** Most resources one conditional delete may remove. */
   maxConditionalDeletes: number;
+  /** How large a patch may make a resource, and how many operations it may carry. */
+  patchLimits: Omit<PatchBounds, 'budget'>;
   /** Who may write what (the request's principal): none, no limits. */
   guard?: Pick<AccessGuard, 'allow' | 'covers'>;
 }
@@ -167,11 +171,25 @@ async function refuseIfReferenced(w: Writes, type: string, id: string): Promise<
 
 /** PATCH [type]/[id]: JSON Patch or FHIRPath Patch on the current version; the result is checked as any write. */
 export async function patch(w: Writes, type: string, id: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
+  return patchOnce(w, { type, id, body, contentType, ifMatch });
+}
+
+interface PatchRequest {
+  type: string;
+  id: string;
+  body: unknown;
+  contentType: string | undefined;
+  ifMatch?: number;
+}
+
+async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse> {
+  const { type, id, ifMatch } = request;
   const current = await w.tx.read(type, id);
   if (ifMatch !== undefined && current.versionId !== ifMatch) {
     throw fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(ifMatch), current: `at version ${current.versionId}` });
   }
-  const patched = applyPatch(current.resource as Resource, body, contentType, w.deps.model);
+  const bounds = { ...w.deps.patchLimits, budget: Budget.of(w.ctx, 'the patch') };
+  const patched = await applyPatch(current.resource as Resource, request.body, request.contentType, { model: w.deps.model, bounds });
   await permit(w, 'update', type, patched, id);
   await check(w, type, patched);
   // The version patched must still be current when the result is written.
