@@ -1,7 +1,7 @@
 import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { Budget } from '../context/budget';
-import { fhirError } from '../fhir/errors';
+import { fhirError, isFhirError } from '../fhir/errors';
 import type { ElementModel } from '../search/model/model';
 import type { RepositoryTx } from '../storage/repository';
 import type { StoredVersion, StoreReader } from '../storage/store';
@@ -169,9 +169,26 @@ async function refuseIfReferenced(w: Writes, type: string, id: string): Promise<
   if (by.length > 0) throw fhirError('ERR_DELETE_REFERENCED', { type, id, by: `${by[0].type}/${by[0].id}` });
 }
 
-/** PATCH [type]/[id]: JSON Patch or FHIRPath Patch on the current version; the result is checked as any write. */
+/** How often a PATCH without If-Match is applied again after another write changed the resource first. */
+const PATCH_ATTEMPTS = 3;
+
+/**
+ * PATCH [type]/[id]: JSON Patch or FHIRPath Patch on the current version; the result is checked as
+ * any write. Without If-Match the client asked for its change on whatever is current, as a PUT
+ * overwrites whatever is current: when another write commits between the read and the write
+ * (PostgreSQL runs writers of one resource side by side until the write locks its row) the patch is
+ * applied again to the new version. The write that lost holds the row's lock by then, so the
+ * second attempt does not lose again. With If-Match a mismatch stays a 412.
+ */
 export async function patch(w: Writes, type: string, id: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
-  return patchOnce(w, { type, id, body, contentType, ifMatch });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await patchOnce(w, { type, id, body, contentType, ifMatch });
+    } catch (err) {
+      const lostRace = ifMatch === undefined && isFhirError(err) && err.code === 'ERR_VERSION_CONFLICT';
+      if (!lostRace || attempt >= PATCH_ATTEMPTS) throw err;
+    }
+  }
 }
 
 interface PatchRequest {
