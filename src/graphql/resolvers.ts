@@ -5,6 +5,7 @@ import { GraphQLError, type GraphQLFieldResolver } from 'graphql';
 import type { Bundle, Reference, Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { isFhirError } from '../fhir/errors';
+import { emptyQuery, queryOfString } from '../fhir/query';
 import type { FhirRequest } from '../rest/fhir-request';
 import type { SearchHandler } from '../search/search-service';
 import { argName } from './schema';
@@ -76,7 +77,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
   };
   const queryOf = (type: string, args: Record<string, unknown>, skip: string[] = []): Record<string, string[]> => {
     const codes = new Map(deps.searchParams(type).map((code) => [argName(code), code]));
-    const query: Record<string, string[]> = {};
+    const query = emptyQuery();
     for (const [name, value] of Object.entries(args)) {
       if (value === undefined || value === null || skip.includes(name)) continue;
       if (name === '_cursor' || name === 'cursor' || name === 'fhirpath') continue;
@@ -296,9 +297,7 @@ function decodeCursor(cursor: string): { query: Record<string, string[]>; offset
   }
   const { q, o } = (decoded ?? {}) as { q?: unknown; o?: unknown };
   if (typeof q !== 'string' || typeof o !== 'number' || !Number.isInteger(o) || o < 0) throw new GraphQLError('The cursor is not one this server gave');
-  const query: Record<string, string[]> = {};
-  for (const [name, value] of new URLSearchParams(q)) (query[name] ??= []).push(value);
-  return { query, offset: o };
+  return { query: queryOfString(q), offset: o };
 }
 
 /** One more search for this query: refused past the limit, or when the time budget is spent. */

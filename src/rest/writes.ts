@@ -2,6 +2,7 @@ import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { Budget } from '../context/budget';
 import { fhirError, isFhirError } from '../fhir/errors';
+import { queryOfString } from '../fhir/query';
 import type { ElementModel } from '../search/model/model';
 import type { RepositoryTx } from '../storage/repository';
 import type { StoredVersion, StoreReader } from '../storage/store';
@@ -40,13 +41,6 @@ export interface Writes {
   tx: RepositoryTx;
   ctx: RequestContext;
   deps: WriteDeps;
-}
-
-/** A query string (`identifier=a|b&active=true`) as search parameters. */
-export function queryOfString(text: string): Record<string, string[]> {
-  const query: Record<string, string[]> = {};
-  for (const [name, value] of new URLSearchParams(text.startsWith('?') ? text.slice(1) : text)) (query[name] ??= []).push(value);
-  return query;
 }
 
 /** Holds the lock on these criteria until the transaction ends: conditional writes on them queue. */
