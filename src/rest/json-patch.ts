@@ -20,11 +20,20 @@ interface Operation {
   value?: unknown;
 }
 
-/** Where an operation acts: its place in the patch and the running size of the result. */
+/** Where an operation acts: its place in the patch, and the running size and depth of the result. */
 interface Step {
   index: number;
   size: SizeBound;
-  maxDepth: number;
+  depth: DepthBound;
+  bounds: PatchBounds;
+}
+
+/**
+ * An upper bound on the depth of the resource being patched, so that a value copied or moved within
+ * it need not be walked to know how deep it is: it is no deeper than the resource below where it was.
+ */
+interface DepthBound {
+  bound: number;
 }
 
 const OPS: ReadonlySet<string> = new Set(['add', 'remove', 'replace', 'move', 'copy', 'test']);
@@ -37,8 +46,9 @@ export async function applyJsonPatch(document: Record<string, unknown>, operatio
   // Every operation is read before any is applied: a malformed last one changes nothing.
   const parsed = operations.map((raw, i) => parseOperation(raw, i));
   const size = new SizeBound(document, bounds.maxBytes);
+  const depth = { bound: depthOf(document) };
   for (const [index, operation] of parsed.entries()) {
-    apply(document, operation, { index, size, maxDepth: bounds.maxDepth });
+    await apply(document, operation, { index, size, depth, bounds });
     await bounds.budget.step();
   }
   return document;
@@ -71,7 +81,7 @@ function pointer(text: unknown, i: number, what: string): Pointer {
     });
 }
 
-function apply(document: Record<string, unknown>, operation: Operation, at: Step): void {
+async function apply(document: Record<string, unknown>, operation: Operation, at: Step): Promise<void> {
   const { op, path } = operation;
   if (path.length === 0 && op !== 'test') throw failed(at.index, `(${op}) would replace or remove the whole resource; use PUT or DELETE for that`);
   switch (op) {
@@ -85,26 +95,48 @@ function apply(document: Record<string, unknown>, operation: Operation, at: Step
     case 'move':
       return move(document, operation.from as Pointer, path, at);
     case 'copy':
-      return add(document, path, valueAt(document, operation.from as Pointer, at.index), at, { clone: true });
+      return copy(document, operation.from as Pointer, path, at);
     case 'test':
       if (!equal(valueAt(document, path, at.index), operation.value)) throw failed(at.index, `(test) found another value at '${show(path)}'`);
   }
 }
 
-function add(document: Record<string, unknown>, path: Pointer, value: unknown, at: Step, options: { clone?: boolean } = {}): void {
+/** What is known of a value before it is placed: its bytes, and where in the resource it comes from. */
+interface Measured {
+  bytes: number;
+  from?: Pointer;
+}
+
+function add(document: Record<string, unknown>, path: Pointer, value: unknown, at: Step, measured?: Measured): void {
   const parent = parentOf(document, path, at.index);
   const key = path[path.length - 1];
   if (Array.isArray(parent)) {
     const index = key === '-' ? parent.length : INDEX.test(key) ? Number(key) : -1;
     if (index < 0 || index > parent.length) throw failed(at.index, `'${show(path)}' is not a position in the list`);
-    take(at, path, value, 1);
-    parent.splice(index, 0, options.clone ? structuredClone(value) : value);
+    take(at, path, value, placeCost(parent, key), measured);
+    parent.splice(index, 0, value);
     return;
   }
-  // An add of an existing member replaces it (RFC 6902 4.1).
-  const before = Object.hasOwn(parent, key) ? byteSize(parent[key]) : -memberBytes(key);
-  take(at, path, value, -before);
-  parent[key] = options.clone ? structuredClone(value) : value;
+  take(at, path, value, placeCost(parent, key), measured);
+  parent[key] = value;
+}
+
+/** The bytes placing a value adds beside its own: a comma in a list, `"key":` in an object, less what it replaces (RFC 6902 4.1). */
+function placeCost(parent: Container, key: string): number {
+  if (Array.isArray(parent)) return 1;
+  return Object.hasOwn(parent, key) ? -byteSize(parent[key]) : memberBytes(key);
+}
+
+/**
+ * A copy is measured and checked before it is made, and made from the JSON text that measured it;
+ * the event loop is given back between the two, each as long as one pass over the value.
+ */
+async function copy(document: Record<string, unknown>, from: Pointer, path: Pointer, at: Step): Promise<void> {
+  const text = JSON.stringify(valueAt(document, from, at.index));
+  const measured = { bytes: Buffer.byteLength(text), from };
+  at.size.check(measured.bytes + placeCost(parentOf(document, path, at.index), path[path.length - 1]), at.index);
+  await at.bounds.budget.step(0);
+  add(document, path, JSON.parse(text) as unknown, at, measured);
 }
 
 function remove(document: Record<string, unknown>, path: Pointer, at: Step): unknown {
@@ -146,13 +178,20 @@ function move(document: Record<string, unknown>, from: Pointer, path: Pointer, a
     return;
   }
   const value = remove(document, from, at);
-  add(document, path, value, at);
+  add(document, path, value, at, { bytes: byteSize(value), from });
 }
 
-/** Counts the bytes and the depth a value placed at `path` adds (beside `extra`: separators, or what it replaces). */
-function take(at: Step, path: Pointer, value: unknown, extra: number): void {
-  if (path.length + depthOf(value) > at.maxDepth) throw failed(at.index, `would nest the resource more than ${at.maxDepth} levels deep`);
-  at.size.grow(byteSize(value) + extra, at.index);
+/**
+ * Counts the bytes and the depth a value placed at `path` adds (beside `extra`: separators, or what
+ * it replaces), before it is placed. A value from the resource itself is bounded by the resource's
+ * depth below where it was, and walked only when that bound is not enough.
+ */
+function take(at: Step, path: Pointer, value: unknown, extra: number, measured?: Measured): void {
+  at.size.grow((measured?.bytes ?? byteSize(value)) + extra, at.index);
+  const bounded = measured?.from ? path.length + Math.max(0, at.depth.bound - measured.from.length) : Infinity;
+  const depth = bounded <= at.bounds.maxDepth ? bounded : path.length + depthOf(value);
+  if (depth > at.bounds.maxDepth) throw failed(at.index, `would nest the resource more than ${at.bounds.maxDepth} levels deep`);
+  at.depth.bound = Math.max(at.depth.bound, depth);
 }
 
 function parentOf(document: Record<string, unknown>, path: Pointer, i: number): Container {

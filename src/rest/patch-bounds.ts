@@ -57,7 +57,12 @@ export class SizeBound {
 
   /** Takes `delta` bytes for operation `index`; refuses, changing nothing, when the result would be too large. */
   grow(delta: number, index: number): void {
-    if (this.size + delta > this.maxBytes) throw fhirError('ERR_PATCH_TOO_LARGE', { index, limit: this.maxBytes });
+    this.check(delta, index);
     this.size += delta;
+  }
+
+  /** Refuses operation `index` when `delta` more bytes would make the result too large. */
+  check(delta: number, index: number): void {
+    if (this.size + delta > this.maxBytes) throw fhirError('ERR_PATCH_TOO_LARGE', { index, limit: this.maxBytes });
   }
 }
