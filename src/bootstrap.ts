@@ -92,6 +92,8 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
       codes: engineCodeMatcher(terminology),
       bindingSystem: (valueSet) => terminology.systemOfValueSet(valueSet),
       bundled: (type) => [...terminology.core.ofType(type)],
+      // A PATCH may make a resource no larger than a PUT could send it.
+      limits: { resourceBytes: config.bodyLimit },
       prepare: async (resource, ctx) => {
         checkBotSchedule(resource);
         await checkClientKeysUri(resource, clientKeysOutbound);

@@ -6,6 +6,7 @@ import type { ResourceSchema } from './fhir/resource-schema';
 import type { OperationRegistry } from './operations/registry';
 import { BuiltInResources } from './content/built-in-resources';
 import { RestService } from './rest/rest-service';
+import { PATCH_LIMITS } from './rest/patch-bounds';
 import { engineCodeMatcher } from './search/engine-codes';
 import { IndexExtractor } from './search/extract';
 import { SearchIndexer } from './search/indexer';
@@ -37,8 +38,12 @@ export interface CoreOptions {
   prepare?: (resource: Resource, ctx: RequestContext) => Promise<void>;
   /** Full validation before writes (VALIDATE_ON_WRITE, X-Validate-On-Write). */
   validate?: (resource: Resource, ctx: RequestContext) => Promise<void>;
-  /** Most resources one conditional delete removes (default 100); most entries in one Bundle (default 100,000; the body size limit applies too). */
-  limits?: { conditionalDeletes?: number; bundleEntries?: number };
+  /**
+   * Most resources one conditional delete removes (default 100); most entries in one Bundle (default
+   * 100,000; the body size limit applies too); most bytes a PATCH may make a resource (the body
+   * limit) and most operations in one patch (default 1,000).
+   */
+  limits?: { conditionalDeletes?: number; bundleEntries?: number; resourceBytes?: number; patchOperations?: number };
   /** Resources the server holds without storing them (bundled R4 content). */
   bundled?: (type: 'CodeSystem' | 'ValueSet' | 'ConceptMap') => Resource[];
 }
@@ -121,7 +126,15 @@ export function buildCore(options: CoreOptions): Core {
     builtIn,
     guard,
     unknownOperation: (code, level, type) => registry.unknown(code, level, type),
-    limits: { conditionalDeletes: options.limits?.conditionalDeletes ?? 100, bundleEntries: options.limits?.bundleEntries ?? 100_000 },
+    limits: {
+      conditionalDeletes: options.limits?.conditionalDeletes ?? 100,
+      bundleEntries: options.limits?.bundleEntries ?? 100_000,
+      patch: {
+        ...PATCH_LIMITS,
+        maxBytes: options.limits?.resourceBytes ?? PATCH_LIMITS.maxBytes,
+        maxOperations: options.limits?.patchOperations ?? PATCH_LIMITS.maxOperations,
+      },
+    },
   });
   repository.onWrite((version) => {
     if (version.type === 'SearchParameter') void custom.written();

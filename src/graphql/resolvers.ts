@@ -5,6 +5,7 @@ import type { Budget } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
 import { fhirError, isFhirError } from '../fhir/errors';
 import type { FhirPathPool } from '../fhir/fhirpath/pool';
+import { emptyQuery, queryOfString } from '../fhir/query';
 import type { FhirRequest } from '../rest/fhir-request';
 import type { SearchHandler } from '../search/search-service';
 import { argName } from './schema';
@@ -73,7 +74,7 @@ export function fieldResolvers(deps: GraphQLDataDeps, limits: GraphQLLimits): Fi
   };
   const queryOf = (type: string, args: Record<string, unknown>, skip: string[] = []): Record<string, string[]> => {
     const codes = new Map(deps.searchParams(type).map((code) => [argName(code), code]));
-    const query: Record<string, string[]> = {};
+    const query = emptyQuery();
     for (const [name, value] of Object.entries(args)) {
       if (value === undefined || value === null || skip.includes(name)) continue;
       if (name === '_cursor' || name === 'cursor' || name === 'fhirpath') continue;
@@ -303,9 +304,7 @@ function decodeCursor(cursor: string): { query: Record<string, string[]>; offset
   }
   const { q, o } = (decoded ?? {}) as { q?: unknown; o?: unknown };
   if (typeof q !== 'string' || typeof o !== 'number' || !Number.isInteger(o) || o < 0) throw new GraphQLError('The cursor is not one this server gave');
-  const query: Record<string, string[]> = {};
-  for (const [name, value] of new URLSearchParams(q)) (query[name] ??= []).push(value);
-  return { query, offset: o };
+  return { query: queryOfString(q), offset: o };
 }
 
 /**

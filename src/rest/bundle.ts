@@ -10,7 +10,8 @@ import { ID_PATTERN } from '../storage/repository';
 import { storageFailure } from '../storage/store';
 import { parsePath, type FhirMethod, type FhirRequest, type FhirResponse } from './fhir-request';
 import * as writes from './writes';
-import { clip, queryOfString, type WriteDeps } from './writes';
+import { clip, type WriteDeps } from './writes';
+import { emptyQuery, queryOfString } from '../fhir/query';
 
 /**
  * `POST [base]` with a Bundle (R4 http.html#transaction): a batch runs each entry on its own; a
@@ -359,7 +360,7 @@ async function read(entry: Entry, ctx: RequestContext, deps: BundleDeps): Promis
     {
       method: entry.method,
       path: q < 0 ? entry.url : entry.url.slice(0, q),
-      query: q < 0 ? {} : queryOfString(entry.url.slice(q + 1)),
+      query: q < 0 ? emptyQuery() : queryOfString(entry.url.slice(q + 1)),
       headers,
       body: entry.resource,
     },

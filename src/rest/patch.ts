@@ -1,19 +1,26 @@
-import jsonPatch, { type Operation } from 'fast-json-patch';
 import type { Parameters, ParametersParameter, Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
 import type { ElementModel } from '../search/model/model';
+import { applyJsonPatch } from './json-patch';
+import { byteSize, refuseTooMany, SizeBound, type PatchBounds } from './patch-bounds';
 
 /**
  * PATCH (R4 http.html#patch): JSON Patch (RFC 6902, `application/json-patch+json`) and FHIRPath
  * Patch (a Parameters body, R4 fhirpatch.html). The result must still be the same resource (type
- * and id) and pass the same checks as any write, which the caller applies.
+ * and id) and pass the same checks as any write, which the caller applies. Both kinds are applied
+ * under `bounds` (see patch-bounds.ts): a small patch cannot make a huge resource.
  */
 
-export function applyPatch(resource: Resource, body: unknown, contentType: string | undefined, model: ElementModel): Resource {
+export interface PatchOptions {
+  model: ElementModel;
+  bounds: PatchBounds;
+}
+
+export async function applyPatch(resource: Resource, body: unknown, contentType: string | undefined, options: PatchOptions): Promise<Resource> {
   const copy = structuredClone(resource) as Resource;
   let patched: Resource;
-  if (Array.isArray(body)) patched = applyJsonPatch(copy, body);
-  else if (isParameters(body)) patched = applyFhirPathPatch(copy, body, model);
+  if (Array.isArray(body)) patched = (await applyJsonPatch(copy as unknown as Record<string, unknown>, body, options.bounds)) as unknown as Resource;
+  else if (isParameters(body)) patched = await applyFhirPathPatch(copy, body, options);
   else throw fhirError('ERR_PATCH_FORMAT', { contentType: (contentType ?? '(none)').slice(0, 100) });
   if (patched.resourceType !== resource.resourceType || patched.id !== resource.id) {
     throw fhirError('ERR_PATCH_FAILED', { reason: 'a patch may not change the resource type or id' });
@@ -23,19 +30,6 @@ export function applyPatch(resource: Resource, body: unknown, contentType: strin
 
 function isParameters(body: unknown): body is Parameters {
   return typeof body === 'object' && body !== null && (body as { resourceType?: unknown }).resourceType === 'Parameters';
-}
-
-function applyJsonPatch(resource: Resource, operations: unknown[]): Resource {
-  const problem = jsonPatch.validate(operations as Operation[], resource);
-  if (problem) {
-    const status = problem.name === 'TEST_OPERATION_FAILED' || problem.name === 'OPERATION_PATH_UNRESOLVABLE' ? 'ERR_PATCH_FAILED' : 'ERR_PATCH_INVALID';
-    throw fhirError(status, { reason: `${problem.name}${problem.index !== undefined ? ` at operation ${problem.index}` : ''}` });
-  }
-  try {
-    return jsonPatch.applyPatch(resource, operations as Operation[], false, true).newDocument as Resource;
-  } catch (err) {
-    throw fhirError('ERR_PATCH_FAILED', { reason: (err as Error).message.split('\n')[0].slice(0, 200) });
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -50,73 +44,128 @@ interface Location {
   path: string;
 }
 
-function applyFhirPathPatch(resource: Resource, body: Parameters, model: ElementModel): Resource {
+/** The resource an operation of a FHIRPath Patch acts on, and what bounds it. */
+interface PatchTarget {
+  holder: Record<string, unknown>;
+  resource: Resource;
+  model: ElementModel;
+  size: SizeBound;
+}
+
+async function applyFhirPathPatch(resource: Resource, body: Parameters, options: PatchOptions): Promise<Resource> {
   const holder: Record<string, unknown> = { resource };
-  (body.parameter ?? []).forEach((operation, i) => {
-    if (operation.name !== 'operation') throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation` });
-    const part = (name: string) => operation.part?.find((p) => p.name === name);
-    const text = (name: string): string | undefined => {
-      const p = part(name);
-      return p?.valueCode ?? p?.valueString ?? p?.valueUri;
-    };
-    const integer = (name: string): number | undefined => part(name)?.valueInteger;
-    const type = text('type');
-    const path = text('path');
-    if (!type || !path) throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} needs a type and a path` });
-    const located = locate(holder, path, resource.resourceType, model);
-    const one = (what: string): Location => {
-      if (located.length !== 1) throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (${type}): '${path}' matches ${located.length} elements, not one ${what}` });
-      return located[0];
-    };
-    switch (type) {
-      case 'add': {
-        const name = text('name');
-        if (!name) throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} (add) needs a name` });
-        const at = one('element');
-        const target = read(at);
-        if (typeof target !== 'object' || target === null || Array.isArray(target)) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' is not an element that can have children` });
-        const value = valueOf(part('value'), i);
-        const childPath = at.path ? `${at.path}.${name}` : name;
-        const repeats = Array.isArray((target as Record<string, unknown>)[name]) || model.element(at.root, childPath)?.array === true;
-        const element = target as Record<string, unknown>;
-        if (repeats) element[name] = [...((element[name] as unknown[] | undefined) ?? []), value];
-        else if (element[name] !== undefined) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}.${name}' has a value already; use replace` });
-        else element[name] = value;
-        return;
-      }
-      case 'insert': {
-        const list = listAt(holder, path, resource.resourceType, model);
-        const index = integer('index');
-        if (index === undefined || index < 0 || index > list.length) throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (insert): index ${index} is outside the list` });
-        list.splice(index, 0, valueOf(part('value'), i));
-        return;
-      }
-      case 'delete':
-        // Deleting what is not there is not an error (fhirpatch.html).
-        if (located.length > 1) one('element');
-        if (located.length === 1) remove(located[0]);
-        return;
-      case 'replace': {
-        const at = one('element');
-        write(at, valueOf(part('value'), i));
-        return;
-      }
-      case 'move': {
-        const list = listAt(holder, path, resource.resourceType, model);
-        const source = integer('source');
-        const destination = integer('destination');
-        if (source === undefined || destination === undefined || source < 0 || source >= list.length || destination < 0 || destination >= list.length) {
-          throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (move): source or destination is outside the list` });
-        }
-        const [moved] = list.splice(source, 1);
-        list.splice(destination, 0, moved);
-        return;
-      }
-      default:
-        throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} has an unknown type '${type.slice(0, 50)}'` });
-    }
-  });
+  const operations = operationsOf(body);
+  refuseTooMany(operations.length, options.bounds);
+  const on: PatchTarget = { holder, resource, model: options.model, size: new SizeBound(resource, options.bounds.maxBytes) };
+  for (const [i, operation] of operations.entries()) {
+    applyOperation(operation, i, on);
+    await options.bounds.budget.step();
+  }
   return holder.resource as Resource;
+}
+
+/** The operations of a FHIRPath Patch, each an object whose parts are objects (the body is not checked as a stored resource is). */
+function operationsOf(body: Parameters): ParametersParameter[] {
+  const operations: unknown = body.parameter ?? [];
+  if (!Array.isArray(operations)) throw fhirError('ERR_PATCH_INVALID', { reason: 'Parameters.parameter is not a list' });
+  operations.forEach((operation: unknown, i) => {
+    const parts = isRecord(operation) ? (operation.part ?? []) : undefined;
+    if (!Array.isArray(parts) || !parts.every(isRecord)) throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation with parts` });
+  });
+  return operations as ParametersParameter[];
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function applyOperation(operation: ParametersParameter, i: number, on: PatchTarget): void {
+  const { holder, resource, model, size } = on;
+  if (operation.name !== 'operation') throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation` });
+  const part = (name: string) => operation.part?.find((p) => p.name === name);
+  const text = (name: string): string | undefined => {
+    const p = part(name);
+    const value: unknown = p?.valueCode ?? p?.valueString ?? p?.valueUri;
+    return typeof value === 'string' ? value : undefined;
+  };
+  const integer = (name: string): number | undefined => {
+    const value: unknown = part(name)?.valueInteger;
+    return Number.isInteger(value) ? (value as number) : undefined;
+  };
+  const type = text('type');
+  const path = text('path');
+  if (!type || !path) throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} needs a type and a path` });
+  const located = locate(holder, path, resource.resourceType, model);
+  const one = (what: string): Location => {
+    if (located.length !== 1) throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (${type}): '${path}' matches ${located.length} elements, not one ${what}` });
+    return located[0];
+  };
+  switch (type) {
+    case 'add': {
+      const name = text('name');
+      if (!name) throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} (add) needs a name` });
+      // An element's name, never a member of every object's prototype (`__proto__`, `constructor`).
+      if (!ELEMENT_NAME.test(name) || name === 'constructor') throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} (add): '${name.slice(0, 60)}' is not an element name` });
+      const at = one('element');
+      const target = read(at);
+      if (typeof target !== 'object' || target === null || Array.isArray(target)) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' is not an element that can have children` });
+      const value = valueOf(part('value'), i);
+      const childPath = at.path ? `${at.path}.${name}` : name;
+      const element = target as Record<string, unknown>;
+      const existing = Object.hasOwn(element, name) ? element[name] : undefined;
+      const repeats = Array.isArray(existing) || model.element(at.root, childPath)?.array === true;
+      size.grow(byteSize(value) + name.length + 4, i);
+      if (repeats) element[name] = [...((existing as unknown[] | undefined) ?? []), value];
+      else if (existing !== undefined) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}.${name}' has a value already; use replace` });
+      else element[name] = value;
+      return;
+    }
+    case 'insert': {
+      const list = listAt(holder, path, resource.resourceType, model);
+      const index = integer('index');
+      if (index === undefined || index < 0 || index > list.length) throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (insert): index ${index} is outside the list` });
+      const value = valueOf(part('value'), i);
+      size.grow(byteSize(value) + 1, i);
+      list.splice(index, 0, value);
+      return;
+    }
+    case 'delete':
+      // Deleting what is not there is not an error (fhirpatch.html).
+      if (located.length > 1) one('element');
+      if (located.length === 1) remove(notWhole(located[0], holder, i));
+      return;
+    case 'replace': {
+      const at = notWhole(one('element'), holder, i);
+      const value = valueOf(part('value'), i);
+      size.grow(byteSize(value) - byteSize(read(at)), i);
+      write(at, value);
+      return;
+    }
+    case 'move': {
+      const list = listAt(holder, path, resource.resourceType, model);
+      const source = integer('source');
+      const destination = integer('destination');
+      if (source === undefined || destination === undefined || source < 0 || source >= list.length || destination < 0 || destination >= list.length) {
+        throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (move): source or destination is outside the list` });
+      }
+      const [moved] = list.splice(source, 1);
+      list.splice(destination, 0, moved);
+      return;
+    }
+    default:
+      throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} has an unknown type '${type.slice(0, 50)}'` });
+  }
+}
+
+/** FHIR element names (`birthDate`, `valueString`); what a FHIRPath Patch `add` may name. */
+const ELEMENT_NAME = /^[a-z][A-Za-z0-9]*$/;
+
+/** The resource itself is never deleted or replaced by a patch (that is DELETE or PUT). */
+function notWhole(at: Location, holder: Record<string, unknown>, i: number): Location {
+  if (at.container === holder) {
+    throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} would delete or replace the whole resource; use DELETE or PUT for that` });
+  }
+  return at;
 }
 
 function valueOf(part: ParametersParameter | undefined, i: number): unknown {

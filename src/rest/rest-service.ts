@@ -13,6 +13,7 @@ import * as writes from './writes';
 import { isLimited, type AccessGuard } from '../auth/guard';
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import type { Matcher } from './writes';
+import type { PatchBounds } from './patch-bounds';
 
 /**
  * The FHIR RESTful API without HTTP: a FhirRequest in, a FhirResponse out. The HTTP routes only
@@ -42,8 +43,8 @@ export interface RestDeps {
   beforeRequest?: () => Promise<void>;
   /** The answer for `$code` that no operation route took (wrong level, or unknown). */
   unknownOperation(code: string, level: 'system' | 'type' | 'instance', type?: string): FhirError;
-  /** Most resources one conditional delete removes; most entries in one Bundle. */
-  limits: { conditionalDeletes: number; bundleEntries: number };
+  /** Most resources one conditional delete removes; most entries in one Bundle; what bounds a PATCH. */
+  limits: { conditionalDeletes: number; bundleEntries: number; patch: Omit<PatchBounds, 'budget'> };
   /** What the request's principal may read and write. */
   guard: AccessGuard;
 }
@@ -169,6 +170,7 @@ export class RestService {
       search: this.deps.search,
       model: this.deps.model,
       maxConditionalDeletes: this.deps.limits.conditionalDeletes,
+      patchLimits: this.deps.limits.patch,
       guard: this.deps.guard,
     };
   }

@@ -1,11 +1,14 @@
 import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
-import { fhirError } from '../fhir/errors';
+import { Budget } from '../context/budget';
+import { fhirError, isFhirError } from '../fhir/errors';
+import { queryOfString } from '../fhir/query';
 import type { ElementModel } from '../search/model/model';
 import type { RepositoryTx } from '../storage/repository';
 import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';
 import { applyPatch } from './patch';
+import type { PatchBounds } from './patch-bounds';
 import { versionResponse } from './responses';
 import { isLimited, type AccessGuard } from '../auth/guard';
 
@@ -28,6 +31,8 @@ export interface WriteDeps {
   model: ElementModel;
   /** Most resources one conditional delete may remove. */
   maxConditionalDeletes: number;
+  /** How large a patch may make a resource, and how many operations it may carry. */
+  patchLimits: Omit<PatchBounds, 'budget'>;
   /** Who may write what (the request's principal): none, no limits. */
   guard?: Pick<AccessGuard, 'allow' | 'covers'>;
 }
@@ -36,13 +41,6 @@ export interface Writes {
   tx: RepositoryTx;
   ctx: RequestContext;
   deps: WriteDeps;
-}
-
-/** A query string (`identifier=a|b&active=true`) as search parameters. */
-export function queryOfString(text: string): Record<string, string[]> {
-  const query: Record<string, string[]> = {};
-  for (const [name, value] of new URLSearchParams(text.startsWith('?') ? text.slice(1) : text)) (query[name] ??= []).push(value);
-  return query;
 }
 
 /** Holds the lock on these criteria until the transaction ends: conditional writes on them queue. */
@@ -165,13 +163,44 @@ async function refuseIfReferenced(w: Writes, type: string, id: string): Promise<
   if (by.length > 0) throw fhirError('ERR_DELETE_REFERENCED', { type, id, by: `${by[0].type}/${by[0].id}` });
 }
 
-/** PATCH [type]/[id]: JSON Patch or FHIRPath Patch on the current version; the result is checked as any write. */
+/** How often a PATCH without If-Match is applied again after another write changed the resource first. */
+const PATCH_ATTEMPTS = 3;
+
+/**
+ * PATCH [type]/[id]: JSON Patch or FHIRPath Patch on the current version; the result is checked as
+ * any write. Without If-Match the client asked for its change on whatever is current, as a PUT
+ * overwrites whatever is current: when another write commits between the read and the write
+ * (PostgreSQL runs writers of one resource side by side until the write locks its row) the patch is
+ * applied again to the new version. The write that lost holds the row's lock by then, so the
+ * second attempt does not lose again. With If-Match a mismatch stays a 412.
+ */
 export async function patch(w: Writes, type: string, id: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await patchOnce(w, { type, id, body, contentType, ifMatch });
+    } catch (err) {
+      const lostRace = ifMatch === undefined && isFhirError(err) && err.code === 'ERR_VERSION_CONFLICT';
+      if (!lostRace || attempt >= PATCH_ATTEMPTS) throw err;
+    }
+  }
+}
+
+interface PatchRequest {
+  type: string;
+  id: string;
+  body: unknown;
+  contentType: string | undefined;
+  ifMatch?: number;
+}
+
+async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse> {
+  const { type, id, ifMatch } = request;
   const current = await w.tx.read(type, id);
   if (ifMatch !== undefined && current.versionId !== ifMatch) {
     throw fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(ifMatch), current: `at version ${current.versionId}` });
   }
-  const patched = applyPatch(current.resource as Resource, body, contentType, w.deps.model);
+  const bounds = { ...w.deps.patchLimits, budget: Budget.of(w.ctx, 'the patch') };
+  const patched = await applyPatch(current.resource as Resource, request.body, request.contentType, { model: w.deps.model, bounds });
   await permit(w, 'update', type, patched, id);
   await check(w, type, patched);
   // The version patched must still be current when the result is written.

@@ -1,5 +1,6 @@
 import type { Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
+import { queryOfString } from '../fhir/query';
 import type { IndexRows } from '../storage/index-schema';
 import type { IndexExtractor } from './extract';
 import { matches } from './memory-match';
@@ -32,8 +33,7 @@ function rowsOf(extractor: IndexExtractor, resource: Resource): IndexRows {
 }
 
 export function memoryFilter(type: string, queryText: string, deps: { registry: SearchParameterRegistry; extractor: IndexExtractor; localBases: string[] }): ResourceFilter {
-  const query: Record<string, string[]> = {};
-  for (const [name, value] of new URLSearchParams(queryText)) (query[name] ??= []).push(value);
+  const query = queryOfString(queryText);
   const parsed = parseSearch([type], query, deps.registry, { strict: true, localBases: deps.localBases });
   const criteria = parsed.criteria;
   for (const c of criteria) {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parsePrefer, type RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
+import { emptyQuery } from '../../fhir/query';
 import { DEFAULT_PROJECT } from '../../storage/store';
 import { operatorIn } from '../../auth/principal';
 import type { FhirMethod, FhirRequest, FhirResponse, RequestHeaders } from '../../rest/fhir-request';
@@ -59,7 +60,7 @@ function decodePath(path: string): string {
 }
 
 export function queryOf(query: Record<string, string | string[] | undefined>): Record<string, string[]> {
-  const out: Record<string, string[]> = {};
+  const out = emptyQuery();
   for (const [name, value] of Object.entries(query ?? {})) {
     if (value === undefined) continue;
     out[name] = Array.isArray(value) ? value : [value];

@@ -19,26 +19,32 @@ export class ElementModel {
 
   /** The element `path` (below the type) of a resource or complex data type. */
   element(root: string, path: string): ElementInfo | undefined {
-    return this.model.elements[root]?.[path];
+    // Own members only: a path a client wrote (`Patient.constructor` in a patch) is no element.
+    const elements = this.elementsOf(root);
+    return elements && Object.hasOwn(elements, path) ? elements[path] : undefined;
   }
 
   isComplexType(type: string): boolean {
-    return type in this.model.elements;
+    return this.elementsOf(type) !== undefined;
+  }
+
+  private elementsOf(type: string): Record<string, ElementInfo> | undefined {
+    return Object.hasOwn(this.model.elements, type) ? this.model.elements[type] : undefined;
   }
 
   /** Top-level element names of a type, with their info (for _summary and _elements). */
   topLevel(type: string): [string, ElementInfo][] {
-    return Object.entries(this.model.elements[type] ?? {}).filter(([path]) => !path.includes('.'));
+    return Object.entries(this.elementsOf(type) ?? {}).filter(([path]) => !path.includes('.'));
   }
 
   /** Every element path of a type, with its info. */
   paths(type: string): [string, ElementInfo][] {
-    return Object.entries(this.model.elements[type] ?? {});
+    return Object.entries(this.elementsOf(type) ?? {});
   }
 
   /** compartment type -> resource type -> the parameters that put a resource in the compartment. */
   compartment(type: string): Record<string, string[]> | undefined {
-    return this.model.compartments[type];
+    return Object.hasOwn(this.model.compartments, type) ? this.model.compartments[type] : undefined;
   }
 }
 
