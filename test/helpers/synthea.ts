@@ -1,9 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Bundle, Group, Resource } from 'fhir/r4';
-import { PROJECT_ROOT } from './process';
+import { sharedMaterial } from './shared';
 
 /**
  * The Synthea set from ../shared/data (100 patients as transaction Bundles, plus hospitals,
@@ -12,7 +12,9 @@ import { PROJECT_ROOT } from './process';
  * to `Type/<id>` (every fullUrl here is `urn:uuid:<the resource's id>`).
  */
 
-export const SYNTHEA_TGZ = resolve(PROJECT_ROOT, '..', 'shared', 'data', 'synthea-r4-100.tgz');
+/** Tests that load it check `SYNTHEA.present` first and otherwise skip with `skipWithout(SYNTHEA)`. */
+export const SYNTHEA = sharedMaterial('Synthea', 'data', 'synthea-r4-100.tgz');
+export const SYNTHEA_TGZ = SYNTHEA.path;
 
 function unpacked(): string {
   const stamp = statSync(SYNTHEA_TGZ).size;

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Measure, MeasureReport, Resource } from 'fhir/r4';
-import { PROJECT_ROOT } from '../helpers/process';
+import { sharedMaterial } from '../helpers/shared';
 
 /**
  * The published eCQM in ../shared/data/ecqm-breast-cancer-screening (CQF eCQM content IG, CC0):
@@ -12,7 +12,9 @@ import { PROJECT_ROOT } from '../helpers/process';
  * criteria language `text/cql.identifier` included); its narrative elements are left out.
  */
 
-export const ECQM_DIR = resolve(PROJECT_ROOT, '..', 'shared', 'data', 'ecqm-breast-cancer-screening');
+/** Tests that read it check `ECQM.present` first and otherwise skip with `skipWithout(ECQM)`. */
+export const ECQM = sharedMaterial('eCQM', 'data', 'ecqm-breast-cancer-screening');
+export const ECQM_DIR = ECQM.path;
 const TESTS = join(ECQM_DIR, 'tests', 'BreastCancerScreeningFHIR');
 
 function readJson<T>(file: string): T {

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { compartmentTypes, inPatientCompartment, referencesIn } from '../helpers/compartment-oracle';
 import { FHIR_JSON, onBothBackends, storeAll } from '../helpers/server-app';
-import { syntheaResources } from '../helpers/synthea';
+import { skipWithout } from '../helpers/shared';
+import { SYNTHEA, syntheaResources } from '../helpers/synthea';
 
 /**
  * Patient $everything over three Synthea patients (with their hospitals and practitioners), on
@@ -12,7 +13,7 @@ import { syntheaResources } from '../helpers/synthea';
  */
 
 const OPERATOR = 'everything-operator-token-0123';
-const resources = syntheaResources({ patients: 3 });
+const resources = SYNTHEA.present ? syntheaResources({ patients: 3 }) : [];
 const patients = resources.filter((r): r is Patient => r.resourceType === 'Patient');
 const byKey = new Map(resources.map((r) => [`${r.resourceType}/${r.id}`, r]));
 const SUPPORTING = new Set(['Practitioner', 'PractitionerRole', 'Organization', 'Location', 'Medication', 'Substance', 'HealthcareService', 'Endpoint', 'Group', 'Binary']);
@@ -131,4 +132,5 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
   });
 }
 
-onBothBackends(suite, { authTokens: [OPERATOR] });
+if (!SYNTHEA.present) skipWithout(SYNTHEA);
+else onBothBackends(suite, { authTokens: [OPERATOR] });

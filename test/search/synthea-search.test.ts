@@ -6,7 +6,8 @@ import { memoryFilter } from '../../src/search/memory-filter';
 import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, type TestSchema } from '../helpers/postgres';
 import { expectedIds, fp, instantRange, normalized, prefixHolds, searchAll, searchIds } from '../helpers/search-oracle';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
-import { syntheaResources } from '../helpers/synthea';
+import { skipWithout } from '../helpers/shared';
+import { SYNTHEA, syntheaResources } from '../helpers/synthea';
 
 /**
  * Search over real data (six Synthea patients with everything that belongs to them, and the
@@ -17,7 +18,7 @@ import { syntheaResources } from '../helpers/synthea';
 
 const require = createRequire(import.meta.url);
 const PATIENTS = 6;
-const resources = syntheaResources({ patients: PATIENTS });
+const resources = SYNTHEA.present ? syntheaResources({ patients: PATIENTS }) : [];
 const of = <T extends Resource>(type: T['resourceType']) => resources.filter((r): r is T => r.resourceType === type);
 const patients = of<Patient>('Patient');
 const observations = of<Observation>('Observation');
@@ -358,12 +359,16 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
   });
 }
 
-suite('SQLite', async () => {
-  const server = await serverApp();
-  return { server, cleanup: () => server.close() };
-});
+if (!SYNTHEA.present) {
+  skipWithout(SYNTHEA);
+} else {
+  suite('SQLite', async () => {
+    const server = await serverApp();
+    return { server, cleanup: () => server.close() };
+  });
+}
 
-if (hasPostgres) {
+if (SYNTHEA.present && hasPostgres) {
   suite('PostgreSQL', async () => {
     const schema: TestSchema = await freshSchema();
     const server = await serverApp({ databaseUrl: schema.url });
@@ -375,6 +380,6 @@ if (hasPostgres) {
       },
     };
   });
-} else {
+} else if (SYNTHEA.present) {
   test.skip(POSTGRES_SKIP_REASON, () => undefined);
 }
