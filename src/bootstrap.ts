@@ -110,6 +110,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     await core.custom.refresh();
     await core.indexer.ensureCurrent();
     const keys = new SigningKeys(store.ephemeral, ACCESS_TOKEN_SECONDS * 1000);
+    await keys.ensure();
     const accounts = new Accounts(repository, store.ephemeral);
     repository.observe(new UniqueClientIds());
     const adminWrites: AdminWriteDeps = {

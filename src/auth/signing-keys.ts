@@ -47,12 +47,26 @@ export class SigningKeys {
   async current(): Promise<{ kid: string; key: CryptoKey; alg: string }> {
     await this.fresh();
     let newest = this.newest();
-    if (!newest || this.now() - newest.created > KEY_SIGNS_FOR) {
+    const due = () => !newest || this.now() - newest.created > KEY_SIGNS_FOR;
+    if (due()) {
+      // Another process may have made the successor since this one last read the list.
+      await this.reload();
+      newest = this.newest();
+    }
+    if (due()) {
       await this.make();
       newest = this.newest();
     }
     const key = newest as LoadedKey;
     return { kid: key.kid, key: key.privateKey, alg: ALG };
+  }
+
+  /**
+   * Makes the first key at start-up when there is none: /.well-known/jwks.json is cached by resource
+   * servers (max-age=300), so one fetched before the first sign-in must already list the key.
+   */
+  async ensure(): Promise<void> {
+    await this.current();
   }
 
   /** The public key of a kid, reading the list again once when it is not known (another process made it). */
@@ -103,12 +117,14 @@ export class SigningKeys {
   }
 
   /**
-   * Makes a key unless another process did so a moment ago: the right to make one is claimed for
-   * a minute, so processes starting together make one key, not one each.
+   * Makes a key unless another process is making the same one: the right to succeed the newest key
+   * (or, for the first, to make one where there is none) is claimed once, so processes starting
+   * together make one key, not one each. (A claim per minute let two processes either side of a
+   * minute's turn both make one.) The claim expires, so a process that dies holding it is succeeded.
    */
   private async make(force = false): Promise<void> {
-    const minute = Math.floor(this.now() / 60_000);
-    if (force || (await this.store.claim('signing-key-made', String(minute), '1', this.now() + 120_000))) {
+    const successorOf = this.newest()?.kid ?? 'none';
+    if (force || (await this.store.claim('signing-key-made', successorOf, '1', this.now() + 120_000))) {
       const { exportJWK, generateKeyPair } = await jose();
       const { privateKey } = await generateKeyPair(ALG, { extractable: true });
       const stored: StoredKey = { kid: randomUUID(), created: this.now(), jwk: await exportJWK(privateKey) };
