@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Bundle, CapabilityStatement, Resource } from 'fhir/r4';
+import type { Bundle, CapabilityStatement, OperationOutcome, Patient, Resource } from 'fhir/r4';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { routesOf } from '../../src/app';
@@ -273,6 +273,33 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(wrong.json().error).toBe('invalid_client');
       // Project B's admin cannot see A's clients.
       expect((await inject('GET', `/fhir/R4/ClientApplication/${client.id}`, b.token)).statusCode).toBe(404);
+    });
+
+    test("the project's default client reads and searches but may not write until an administrator widens its defaultScope", async () => {
+      const clients = (await inject('GET', '/fhir/R4/ClientApplication', a.token)).json() as Bundle;
+      const client = clients.entry?.[0]?.resource as Resource & { secret: string; defaultScope?: string[] };
+      expect(client.defaultScope).toEqual(['system/*.rs']);
+      const credentials = { grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret };
+      const issued = await form('/oauth2/token', credentials);
+      expect(issued.statusCode, issued.body).toBe(200);
+      expect(issued.json().scope).toBe('system/*.rs');
+      const token = issued.json().access_token as string;
+      expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, token)).statusCode).toBe(200);
+      expect((await inject('GET', '/fhir/R4/Observation', token)).statusCode).toBe(200);
+      const patient: Patient = { resourceType: 'Patient', name: [{ family: 'ByDefaultClient' }] };
+      const created = await inject('POST', '/fhir/R4/Patient', token, patient);
+      expect(created.statusCode, created.body).toBe(403);
+      expect((created.json() as OperationOutcome).issue[0].code).toBe('forbidden');
+      expect((await inject('PUT', `/fhir/R4/Patient/${a.patient}`, token, { resourceType: 'Patient', id: a.patient })).statusCode).toBe(403);
+      expect((await inject('DELETE', `/fhir/R4/Observation/${a.observation}`, token)).statusCode).toBe(403);
+      // Asking for more than the default gives nothing.
+      expect((await form('/oauth2/token', { ...credentials, scope: 'system/Patient.c' })).json().error).toBe('invalid_scope');
+
+      // The administrator widens it (docs/security.md): the client's next token writes.
+      const widened = await inject('PUT', `/fhir/R4/ClientApplication/${client.id}`, a.token, { ...client, defaultScope: ['system/*.cruds'] });
+      expect(widened.statusCode, widened.body).toBe(200);
+      const writer = (await form('/oauth2/token', credentials)).json().access_token as string;
+      expect((await inject('POST', '/fhir/R4/Patient', writer, patient)).statusCode).toBe(201);
     });
 
     describe('SMART Backend Services (private_key_jwt)', () => {

@@ -227,6 +227,9 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const project = init.json().id as string;
       const clients = await server.app.inject({ method: 'GET', url: '/fhir/R4/ClientApplication', headers: { 'x-project': project } });
       const client = clients.json().entry[0].resource as { id: string; secret: string };
+      // The default client only reads; an administrator (the operator here) lets it write, not administer.
+      const widened = await server.app.inject({ method: 'PUT', url: `/fhir/R4/ClientApplication/${client.id}`, headers: { ...FHIR_JSON, 'x-project': project }, payload: { ...client, defaultScope: ['system/*.cruds'] } });
+      expect(widened.statusCode, widened.body).toBe(200);
       const token = await server.app.inject({
         method: 'POST',
         url: '/oauth2/token',

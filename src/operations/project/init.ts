@@ -9,6 +9,13 @@ import { SYSTEM_PROJECT } from '../../storage/store';
 import { defineOperation } from '../operation';
 
 /** `Project/$init` (this server's own, after Medplum's): a new tenant with its administrator. */
+
+/**
+ * The default client's scope: read and search only. Its secret is handed round more readily than
+ * an administrator's password, so writing is granted only when an administrator widens the
+ * ClientApplication's defaultScope (docs/security.md).
+ */
+export const DEFAULT_CLIENT_SCOPE = ['system/*.rs'];
 export interface InitInput {
   name: string;
   ownerEmail?: string;
@@ -66,6 +73,7 @@ export const projectInit = defineOperation<AppServices, InitInput, { return: Res
       name: `${name} default client`,
       status: 'active',
       secret: randomBytes(32).toString('base64url'),
+      defaultScope: DEFAULT_CLIENT_SCOPE,
     };
     const members: ProjectMembershipResource[] = [
       { resourceType: 'ProjectMembership', project: { reference: `Project/${projectId}` }, user: { reference: `ClientApplication/${client.id}` }, profile: { reference: `ClientApplication/${client.id}` }, admin: false },
