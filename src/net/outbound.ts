@@ -82,10 +82,8 @@ export class Outbound {
     (this.options.lookup ?? lookup)(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '', 4);
       const list = Array.isArray(addresses) ? addresses : [{ address: String(addresses), family: 4 }];
-      for (const a of list) {
-        const refusal = this.refusal(hostname, a.address);
-        if (refusal) return callback(refusal, '', 4);
-      }
+      const refusal = this.refusalOfAll(hostname, list);
+      if (refusal) return callback(refusal, '', 4);
       if (list.length === 0) return callback(new OutboundError(`${hostname} resolves to no address`), '', 4);
       if (options.all) return callback(null, list);
       return callback(null, list[0].address, list[0].family);
@@ -98,7 +96,7 @@ export class Outbound {
     if (kind === 'public') return undefined;
     if (kind === 'private' && (this.options.allowPrivate || this.isAllowedTarget(address, port))) return undefined;
     const shown = host === address ? address : `${host} (${address})`;
-    if (kind === 'metadata') return new OutboundError(`${shown} is a cloud metadata address, which is never called`);
+    if (kind === 'metadata') return new OutboundError(`${shown} is a cloud metadata address: refused always, whatever OUTBOUND_ALLOW_PRIVATE says`);
     if (kind === 'private') return new OutboundError(`${shown} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
     return new OutboundError(`${shown} is not an address the server calls (unspecified, multicast, reserved or unreadable)`);
   }
@@ -152,10 +150,21 @@ export class Outbound {
     const host = parsed.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) return;
     const addresses = await new Promise<LookupAddress[]>((resolve) => (this.options.lookup ?? lookup)(host, { all: true }, (err, list) => resolve(err ? [] : list)));
-    for (const a of addresses) {
+    const refusal = this.refusalOfAll(host, addresses);
+    if (refusal) throw refusal;
+  }
+
+  /**
+   * The refusal for a name by all its addresses, one that no setting lifts before a private one:
+   * a name resolving to a private and a metadata address must not be answered with "set
+   * OUTBOUND_ALLOW_PRIVATE=true", since the call would still be refused with it set.
+   */
+  private refusalOfAll(host: string, addresses: readonly LookupAddress[]): OutboundError | undefined {
+    const refused = addresses.flatMap((a) => {
       const refusal = this.refusal(host, a.address);
-      if (refusal) throw refusal;
-    }
+      return refusal ? [{ kind: addressKind(a.address), refusal }] : [];
+    });
+    return (refused.find((r) => r.kind !== 'private') ?? refused[0])?.refusal;
   }
 
   /**

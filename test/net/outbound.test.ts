@@ -76,6 +76,24 @@ describe('the outbound guard', () => {
     expect(listener.connections).toBe(0);
   });
 
+  test('a refusal names OUTBOUND_ALLOW_PRIVATE only when setting it would help: a metadata address, alone or beside a private one, is refused always', async () => {
+    const lookup = fakeLookup({
+      'inside.test': [[{ address: '10.1.2.3', family: 4 }]],
+      'mixed.test': [[{ address: '10.1.2.3', family: 4 }, { address: '169.254.169.254', family: 4 }]],
+    });
+    const outbound = make({ allowPrivate: false, lookup });
+    const privateOnly = /is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it$/;
+    await expect(outbound.check('http://10.1.2.3/')).rejects.toThrow(privateOnly);
+    await expect(outbound.check('http://inside.test/')).rejects.toThrow(privateOnly);
+    await expect(outbound.send({ method: 'GET', url: `http://inside.test:${listener.port}/` })).rejects.toThrow(privateOnly);
+    const always = /is a cloud metadata address: refused always, whatever OUTBOUND_ALLOW_PRIVATE says$/;
+    for (const url of ['http://169.254.169.254/latest/meta-data/', 'http://[::ffff:169.254.169.254]/', 'http://mixed.test/']) {
+      await expect(outbound.check(url), url).rejects.toThrow(always);
+    }
+    await expect(outbound.send({ method: 'GET', url: `http://mixed.test:${listener.port}/` })).rejects.toThrow(always);
+    expect(listener.connections).toBe(0);
+  });
+
   test('a name that resolves to a public address when checked and to loopback when connected (DNS rebinding) is refused at the connection', async () => {
     const lookup = fakeLookup({ 'rebind.test': [[{ address: '93.184.216.34', family: 4 }], [{ address: '127.0.0.1', family: 4 }]] });
     const outbound = make({ allowPrivate: false, lookup });
