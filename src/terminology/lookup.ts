@@ -49,7 +49,7 @@ export interface LookupResult {
 }
 
 export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupResult {
-  const cs = codeSystemProvider(request.system, request.version, ctx);
+  const cs = codeSystemProvider(request.system, request.version, ctx, 'lookup');
   const concept = cs.locate(request.code);
   if (!concept) {
     const where = cs.version ? `${cs.url} version ${cs.version}` : cs.url;

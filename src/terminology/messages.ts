@@ -12,6 +12,10 @@ export const MESSAGES = {
     "The code '{0}' differs from the correct code '{1}' by case. Although the code system '{2}' is case insensitive, implementers are strongly encouraged to use the correct case anyway",
   CODESYSTEM_CONTENT_NOT_PRESENT:
     "The CodeSystem '{0}' is known, but this server does not hold its content (content = not-present), so its codes cannot be checked",
+  CODESYSTEM_CONTENT_NOT_PRESENT_LOOKUP:
+    "The CodeSystem '{0}' is known, but this server does not hold its content (content = not-present), so its codes cannot be looked up",
+  CODESYSTEM_CONTENT_NOT_PRESENT_SUBSUMES:
+    "The CodeSystem '{0}' is known, but this server does not hold its content (content = not-present), so subsumption cannot be tested",
   CODESYSTEM_GRAMMAR_BASIS:
     "The code System '{0}' has a grammar and so has infinite members. This extension is based on {1}",
   CODESYSTEM_NOT_ENUMERABLE:
@@ -76,6 +80,8 @@ export const MESSAGES = {
   UNKNOWN_CODE_IN_FRAGMENT:
     "Unknown Code '{0}' in the CodeSystem '{1}' version '{2}' - note that the code system is labeled as a fragment, so the code may be valid in some other fragment",
   UNKNOWN_CODESYSTEM: "A definition for CodeSystem '{0}' could not be found, so the code cannot be validated",
+  UNKNOWN_CODESYSTEM_LOOKUP: "A definition for CodeSystem '{0}' could not be found, so the code cannot be looked up",
+  UNKNOWN_CODESYSTEM_SUBSUMES: "A definition for CodeSystem '{0}' could not be found, so subsumption cannot be tested",
   UNKNOWN_CODESYSTEM_EXP: "A definition for CodeSystem '{0}' could not be found, so the value set cannot be expanded",
   UNKNOWN_CODESYSTEM_VERSION:
     "A definition for CodeSystem '{0}' version '{1}' could not be found, so the code cannot be validated. Valid versions: {2}",
@@ -83,6 +89,14 @@ export const MESSAGES = {
     "A definition for CodeSystem '{0}' version '{1}' could not be found, so the value set cannot be expanded. Valid versions: {2}",
   UNKNOWN_CODESYSTEM_VERSION_EXP_NONE:
     "A definition for CodeSystem '{0}' version '{1}' could not be found, so the value set cannot be expanded. No versions of this code system are known",
+  UNKNOWN_CODESYSTEM_VERSION_LOOKUP:
+    "A definition for CodeSystem '{0}' version '{1}' could not be found, so the code cannot be looked up. Valid versions: {2}",
+  UNKNOWN_CODESYSTEM_VERSION_LOOKUP_NONE:
+    "A definition for CodeSystem '{0}' version '{1}' could not be found, so the code cannot be looked up. No versions of this code system are known",
+  UNKNOWN_CODESYSTEM_VERSION_SUBSUMES:
+    "A definition for CodeSystem '{0}' version '{1}' could not be found, so subsumption cannot be tested. Valid versions: {2}",
+  UNKNOWN_CODESYSTEM_VERSION_SUBSUMES_NONE:
+    "A definition for CodeSystem '{0}' version '{1}' could not be found, so subsumption cannot be tested. No versions of this code system are known",
   UNKNOWN_CODESYSTEM_VERSION_NONE:
     "A definition for CodeSystem '{0}' version '{1}' could not be found, so the code cannot be validated. No versions of this code system are known",
   UNKNOWN_CODESYSTEM_CODING_NOT_CHECKED:

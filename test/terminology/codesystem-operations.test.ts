@@ -83,6 +83,30 @@ describe('CodeSystem/$lookup', () => {
     expect((noSupplement.json() as OperationOutcome).issue[0].details?.text).toBe('Required supplement not found: http://example.org/none');
   });
 
+  test('an unknown system, version or content speaks of lookup, never of validation', async () => {
+    const text = async (url: string) => {
+      const res = await get(url);
+      expect(res.statusCode, url).toBe(404);
+      const issue = (res.json() as OperationOutcome).issue[0];
+      expect(issue.code).toBe('not-found');
+      return issue.details?.text;
+    };
+    // LOINC is not loaded here; example.org/nothing is known nowhere.
+    expect(await text('/fhir/R4/CodeSystem/$lookup?system=http://loinc.org&code=8302-2')).toBe(
+      "A definition for CodeSystem 'http://loinc.org' could not be found, so the code cannot be looked up",
+    );
+    expect(await text('/fhir/R4/CodeSystem/$lookup?system=http://example.org/nothing&code=x')).toBe(
+      "A definition for CodeSystem 'http://example.org/nothing' could not be found, so the code cannot be looked up",
+    );
+    expect(await text(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&version=9.9.9&code=dog`)).toMatch(
+      /^A definition for CodeSystem '.*' version '9\.9\.9' could not be found, so the code cannot be looked up\. Valid versions: /,
+    );
+    // SNOMED CT is bundled as content = not-present.
+    expect(await text('/fhir/R4/CodeSystem/$lookup?system=http://snomed.info/sct&code=22298006')).toMatch(/so its codes cannot be looked up$/);
+    // An unknown code in a known system was already a lookup's message.
+    expect(await text(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&code=unicorn`)).toBe(`Unable to find code 'unicorn' in ${SYSTEM} version 2.0.0`);
+  });
+
   test('a missing code is refused before the engine runs', async () => {
     const res = await get(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}`);
     expect(res.statusCode).toBe(400);
@@ -152,6 +176,12 @@ describe('CodeSystem/$subsumes', () => {
     expect(outputs(res.json())).toEqual({ outcome: 'subsumes' });
     const instance = await get('/fhir/R4/CodeSystem/animals/$subsumes?codeA=owl&codeB=bird');
     expect(outputs(instance.json())).toEqual({ outcome: 'subsumed-by' });
+  });
+
+  test('an unknown system speaks of subsumption, never of validation', async () => {
+    const res = await get('/fhir/R4/CodeSystem/$subsumes?system=http://loinc.org&codeA=1&codeB=2');
+    expect(res.statusCode).toBe(404);
+    expect((res.json() as OperationOutcome).issue[0].details?.text).toBe("A definition for CodeSystem 'http://loinc.org' could not be found, so subsumption cannot be tested");
   });
 
   test('codes of two systems, and an unknown code, are refused', async () => {

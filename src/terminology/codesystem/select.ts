@@ -1,14 +1,38 @@
 import { TerminologyError, txIssue } from '../issues';
 import type { EngineContext } from '../validate-code';
+import type { MessageId } from '../messages';
 import type { CodeSystemProvider } from './provider';
+
+/** The operations that work on one code system; each says in its own words what could not be done. */
+export type CodeSystemPurpose = 'lookup' | 'subsumes';
+
+/**
+ * The HL7 ids (UNKNOWN_CODESYSTEM ...) end "so the code cannot be validated": right for
+ * $validate-code, which uses them, wrong for a $lookup, which validates nothing.
+ */
+const NOT_FOUND: Record<CodeSystemPurpose, Record<'system' | 'version' | 'noVersions' | 'notPresent', MessageId>> = {
+  lookup: {
+    system: 'UNKNOWN_CODESYSTEM_LOOKUP',
+    version: 'UNKNOWN_CODESYSTEM_VERSION_LOOKUP',
+    noVersions: 'UNKNOWN_CODESYSTEM_VERSION_LOOKUP_NONE',
+    notPresent: 'CODESYSTEM_CONTENT_NOT_PRESENT_LOOKUP',
+  },
+  subsumes: {
+    system: 'UNKNOWN_CODESYSTEM_SUBSUMES',
+    version: 'UNKNOWN_CODESYSTEM_VERSION_SUBSUMES',
+    noVersions: 'UNKNOWN_CODESYSTEM_VERSION_SUBSUMES_NONE',
+    notPresent: 'CODESYSTEM_CONTENT_NOT_PRESENT_SUBSUMES',
+  },
+};
 
 /**
  * The code system an operation on one system ($lookup, $subsumes) works on: the version the
  * request and its version rules select, with the supplements it asks for applied. Anything that
  * cannot be found is a request that cannot be answered (404), never a guess.
  */
-export function codeSystemProvider(system: string, stated: string | undefined, ctx: EngineContext): CodeSystemProvider {
+export function codeSystemProvider(system: string, stated: string | undefined, ctx: EngineContext, purpose: CodeSystemPurpose): CodeSystemProvider {
   const { resolver, params } = ctx;
+  const ids = NOT_FOUND[purpose];
   const version = params.versionFor(system, stated);
   const cs = resolver.codeSystem(system, version);
   if (!cs) {
@@ -17,16 +41,16 @@ export function codeSystemProvider(system: string, stated: string | undefined, c
       const canonical = supplement.version ? `${system}|${supplement.version}` : system;
       throw new TerminologyError(txIssue('error', 'invalid', 'invalid-data', 'CODESYSTEM_CS_NO_SUPPLEMENT', [canonical]), 400);
     }
-    if (!version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM', [system]), 404, system);
+    if (!version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.system, [system]), 404, system);
     const known = resolver.codeSystemVersions(system);
     if (known.length === 0) {
-      throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_NONE', [system, version]), 404, `${system}|${version}`);
+      throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.noVersions, [system, version]), 404, `${system}|${version}`);
     }
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION', [system, version, known.join(', ')]), 404, `${system}|${version}`);
+    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.version, [system, version, known.join(', ')]), 404, `${system}|${version}`);
   }
   if (cs.content === 'not-present') {
     const canonical = cs.version ? `${system}|${cs.version}` : system;
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'CODESYSTEM_CONTENT_NOT_PRESENT', [canonical]), 404, system);
+    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.notPresent, [canonical]), 404, system);
   }
   const required = [...params.supplements];
   const supplements = resolver.supplementsFor(cs, required);
