@@ -17,6 +17,8 @@ export const SYNTHEA = sharedMaterial('Synthea', 'data', 'synthea-r4-100.tgz');
 export const SYNTHEA_TGZ = SYNTHEA.path;
 
 function unpacked(): string {
+  // Tests skip before reaching here; the benchmarks that load Synthea stop with the reason.
+  if (!SYNTHEA.present) throw new Error(SYNTHEA.skipReason.replace('tests skipped', 'data missing'));
   const stamp = statSync(SYNTHEA_TGZ).size;
   const dir = join(tmpdir(), `fhir-synthea-${stamp}`);
   const done = join(dir, '.complete');
