@@ -47,7 +47,7 @@ export async function sessionDetails(principal: Principal, read: ReadResource): 
       membership && principal.membership
         ? { resourceType: 'ProjectMembership', id: principal.membership, identifier: membership.identifier, user: membership.user, profile: membership.profile, admin: membership.admin }
         : undefined,
-    profile: await inProject(principal.profile),
+    profile: withoutSecret(await inProject(principal.profile)),
     config: { resourceType: 'UserConfiguration' },
     accessPolicy: await inProject(policy?.reference),
     client: principal.client ? { reference: `ClientApplication/${principal.client}` } : undefined,
@@ -56,4 +56,14 @@ export async function sessionDetails(principal: Principal, read: ReadResource): 
     operator: principal.operator,
     scope: principal.scopes ? formatScopes(principal.scopes) : undefined,
   };
+}
+
+/**
+ * A machine's profile is its ClientApplication: answered without its secret, which a token made
+ * with a signed assertion (private_key_jwt) never needed, and which no answer needs to repeat.
+ */
+function withoutSecret(profile: Resource | undefined): Resource | undefined {
+  if (profile?.resourceType !== 'ClientApplication' || !('secret' in profile)) return profile;
+  const { secret: _secret, ...rest } = profile as Resource & { secret?: string };
+  return rest;
 }

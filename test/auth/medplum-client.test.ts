@@ -106,14 +106,18 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await inject('GET', '/auth/me', other.access_token)).statusCode).toBe(200);
     });
 
-    test("a client's client_credentials token is ended by /oauth2/logout too", async () => {
+    test("a client's client_credentials token: /auth/me answers its ClientApplication without the secret; /oauth2/logout ends it", async () => {
       const owner = await signIn();
       const clients = (await inject('GET', '/fhir/R4/ClientApplication', owner.access_token)).json() as Bundle;
       const client = clients.entry?.[0]?.resource as Resource & { secret: string };
       const issued = await form({ grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret });
       expect(issued.statusCode, issued.body).toBe(200);
       const token = (issued.json() as Token).access_token;
-      expect((await inject('GET', '/auth/me', token)).statusCode).toBe(200);
+      const me = await inject('GET', '/auth/me', token);
+      expect(me.statusCode).toBe(200);
+      // The client's profile is its ClientApplication, never with its secret.
+      expect(me.json().profile).toMatchObject({ resourceType: 'ClientApplication', id: client.id });
+      expect(me.json().profile.secret).toBeUndefined();
       expect((await signOut(token)).statusCode).toBe(200);
       expect((await inject('GET', '/auth/me', token)).statusCode).toBe(401);
     });
