@@ -42,6 +42,7 @@ import { BotRunner } from './bots/runner';
 import { BotService } from './bots/service';
 import { botEndpointHandler } from './bots/subscription-endpoint';
 import { BotCron } from './bots/cron-jobs';
+import { anonymousCalls } from './http/anonymous-calls';
 import { checkBotSchedule } from './bots/schedule';
 import { Subscriptions } from './subscriptions/subscriptions';
 
@@ -212,6 +213,7 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     });
     jobs.log = app.log;
     subscriptions.log = app.log;
+    bots.anonymous = anonymousCalls(app);
     botCron.log = app.log;
     await subscriptions.start();
     jobs.start(config.jobWorkers);

@@ -1,4 +1,4 @@
-import type { Reference } from 'fhir/r4';
+import type { Reference, Resource } from 'fhir/r4';
 import type { AccessPolicyResource as AccessPolicy, ClientApplicationResource as ClientApplication, ProjectMembershipResource as ProjectMembership } from '../fhir/admin-types';
 import type { Repository } from '../storage/repository';
 import { firstHolder, membershipsOf, projectsHolding, type MembershipKey } from '../storage/admin-lookups';
@@ -53,6 +53,11 @@ export class Accounts {
   /** Whether the User (system scope) is there, not deleted. */
   async userExists(id: string): Promise<boolean> {
     return (await this.repository.store.read(SYSTEM_PROJECT, 'User', id))?.resource != null;
+  }
+
+  /** A stored resource of a project's scope (or the system scope), undefined when absent or deleted. */
+  async resource(project: string, type: string, id: string): Promise<Resource | undefined> {
+    return (await this.repository.store.read(project, type, id))?.resource ?? undefined;
   }
 
   /** The live memberships of a person or a client, in every project. */

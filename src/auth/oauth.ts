@@ -4,6 +4,7 @@ import { normalizeEmail, type Accounts } from './accounts';
 import { ASSERTION_TYPE, type ClientAssertions } from './client-assertion';
 import { OAuthError } from './oauth-error';
 import { hashPassword, verifyPassword } from './passwords';
+import { sessionDetails, type SessionDetails } from './me';
 import type { Principal } from './principal';
 import { formatScopes, narrow, parseScopes, ScopeError, type ScopeSet } from './scopes';
 import { ACCESS_TOKEN_SECONDS, digest, type TokenGrant, type TokenService } from './tokens';
@@ -119,19 +120,18 @@ export class AuthService {
     await this.deps.accounts.setPasswordHash(user, await hashPassword(password));
   }
 
-  /** Who a principal is, for `/auth/me`. */
-  describe(principal: Principal): Record<string, unknown> {
-    return {
-      project: { reference: `Project/${principal.project}` },
-      membership: principal.membership ? { reference: `ProjectMembership/${principal.membership}` } : undefined,
-      user: principal.user ? { reference: `User/${principal.user}` } : undefined,
-      client: principal.client ? { reference: `ClientApplication/${principal.client}` } : undefined,
-      profile: principal.profile ? { reference: principal.profile } : undefined,
-      patient: principal.patient,
-      admin: principal.admin,
-      operator: principal.operator,
-      scope: principal.scopes ? formatScopes(principal.scopes) : undefined,
-    };
+  /** Who a principal is, for `/auth/me` (src/auth/me.ts: Medplum's shape). */
+  describe(principal: Principal): Promise<SessionDetails> {
+    return sessionDetails(principal, (project, type, id) => this.deps.accounts.resource(project, type, id));
+  }
+
+  /**
+   * Signs out (`/oauth2/logout`, as Medplum's): the sign-in the token belongs to is revoked, so
+   * its access tokens and refresh tokens are refused from now on. An operator's configured token
+   * (AUTH_TOKENS) belongs to no sign-in and stays valid: it is configuration, not a session.
+   */
+  async logout(principal: Principal): Promise<void> {
+    if (principal.family !== undefined) await this.deps.tokens.revoke(principal.family);
   }
 
   /** The client an authorize request names, with its redirect URI checked (undefined: unknown client or URI). */
@@ -222,6 +222,8 @@ export class AuthService {
     grant.user = undefined;
     const allowed = found.client.defaultScope?.join(' ') || SYSTEM_SCOPES;
     grant.scope = form.scope ? narrowTo(form.scope, allowed) : allowed;
+    // Each token is a sign-in of its own, so that /oauth2/logout can end it.
+    grant.family = randomBytes(16).toString('base64url');
     // Backend services get no refresh token: they sign a new assertion.
     return this.issue(grant, false);
   }

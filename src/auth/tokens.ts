@@ -122,6 +122,11 @@ export class TokenService {
     return principal;
   }
 
+  /** Ends a sign-in: its refresh tokens and its access tokens are refused from now on, in every process. */
+  async revoke(family: string): Promise<void> {
+    await this.revocations?.revoke(family);
+  }
+
   /** A new refresh token standing for this grant (the grant is what its use gives again), in the grant's family. */
   async refreshToken(grant: TokenGrant): Promise<string> {
     const token = randomBytes(32).toString('base64url');

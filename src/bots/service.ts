@@ -12,7 +12,8 @@ import { FHIR_JSON } from '../fhir/outcome';
 import { checkBodySize, parseJsonBody } from '../fhir/json-body';
 import type { FhirRequest } from '../rest/fhir-request';
 import { compileBot } from './compile';
-import type { BotResult, ClientAnswer, ClientRequest, RunLimits } from './protocol';
+import { isAbsoluteUrl, placeOfPath, placeUrl } from './own-urls';
+import type { AnonymousCalls, BotResult, ClientAnswer, ClientRequest, RunLimits } from './protocol';
 import type { BotRunner } from './runner';
 
 /**
@@ -55,6 +56,13 @@ const AUDIT_LOG_CHARS = 10_000;
 export class BotService {
   /** AuditEvents being written (the answer does not wait for them; close does). */
   private readonly audits = new Set<Promise<void>>();
+
+  /**
+   * This server's routes outside the REST core (metadata), for bots' calls. Set once the HTTP
+   * app exists (it is built after this service, and answers these calls); until then such calls
+   * are 404, as before.
+   */
+  anonymous?: AnonymousCalls;
 
   constructor(private readonly deps: BotServiceDeps) {}
 
@@ -167,7 +175,10 @@ export class BotService {
     return out;
   }
 
-  /** One FHIR call of the bot's client, through the REST core as the bot; its body is JSON text. */
+  /**
+   * One FHIR call of the bot's client, through the REST core as the bot; its body is JSON text.
+   * The path may be an absolute URL of this server, as Medplum's client allows.
+   */
   private async clientCall(request: ClientRequest, ctx: RequestContext): Promise<ClientAnswer> {
     if (request.url !== undefined) return this.fetchCall(request, request.url, ctx);
     let body: unknown;
@@ -177,7 +188,27 @@ export class BotService {
       if (err instanceof FhirError) return { status: err.status, body: err.outcome, message: err.message };
       throw err;
     }
-    return this.restCall({ ...request, body }, ctx);
+    const base = ctx.baseUrl.replace(/\/+$/, '');
+    // A path is the REST core's as it is (not re-encoded through a URL), unless the HTTP layer serves it.
+    const place = isAbsoluteUrl(request.path) ? placeUrl(request.path, base) : placeOfPath(request.path, base);
+    if (place === undefined) return this.restCall({ ...request, body }, ctx);
+    if (place.kind === 'fhir') {
+      return this.restCall({ ...request, path: place.path, query: [...new URLSearchParams(place.query), ...pairsOf(request.query)], body }, ctx);
+    }
+    if (place.kind === 'server' && this.anonymous) {
+      const extra = new URLSearchParams(pairsOf(request.query)).toString();
+      const pathAndQuery = extra === '' ? place.pathAndQuery : `${place.pathAndQuery}${place.pathAndQuery.includes('?') ? '&' : '?'}${extra}`;
+      const answer = await this.anonymous({ method: request.method, pathAndQuery, headers: { 'content-type': request.contentType ?? 'application/fhir+json' }, body: request.body });
+      let parsed: unknown;
+      try {
+        parsed = answer.text === '' ? undefined : JSON.parse(answer.text);
+      } catch {
+        parsed = answer.text;
+      }
+      return { status: answer.status, body: parsed, message: answer.status >= 400 ? `HTTP ${answer.status}` : undefined };
+    }
+    const err = fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: request.path.slice(0, 200) });
+    return { status: err.status, body: err.outcome, message: err.message };
   }
 
   /**
@@ -221,15 +252,10 @@ export class BotService {
    * outbound rules as the server's own requests (no private addresses unless allowed).
    */
   private async fetchCall(request: ClientRequest, url: string, ctx: RequestContext): Promise<ClientAnswer> {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      return { status: 0, message: `'${url.slice(0, 200)}' is not an absolute URL` };
-    }
     const base = ctx.baseUrl.replace(/\/+$/, '');
-    if (url === base || url.startsWith(`${base}/`) || url.startsWith(`${base}?`)) {
-      const path = parsed.pathname.slice(new URL(base).pathname.length).replace(/^\/+/, '');
+    const place = placeUrl(url, base);
+    if (place === undefined) return { status: 0, message: `'${url.slice(0, 200)}' is not an absolute URL` };
+    if (place.kind === 'fhir') {
       const contentType = request.headers?.['content-type'];
       let body: unknown;
       try {
@@ -238,11 +264,15 @@ export class BotService {
         if (!(err instanceof FhirError)) throw err;
         return { status: err.status, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
       }
-      const answer = await this.restCall({ method: request.method, path, query: parsed.search.slice(1), body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
+      const answer = await this.restCall({ method: request.method, path: place.path, query: place.query, body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
       return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers: { 'content-type': FHIR_JSON } };
     }
-    const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(parsed.origin);
-    if (!allowed) return { status: 0, message: `bots may fetch only this server's API and the origins BOT_FETCH_ALLOW names, not ${parsed.origin}` };
+    if (place.kind === 'server' && this.anonymous) {
+      return this.anonymous({ method: request.method ?? 'GET', pathAndQuery: place.pathAndQuery, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
+    }
+    const origin = place.kind === 'elsewhere' ? place.origin : new URL(base).origin;
+    const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(origin);
+    if (!allowed) return { status: 0, message: `bots may fetch only this server's API and the origins BOT_FETCH_ALLOW names, not ${origin}` };
     try {
       const answer = await this.deps.outbound.send({ url, method: request.method ?? 'GET', headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
       const headers: Record<string, string> = {};
@@ -304,4 +334,10 @@ export async function executeBot(services: { bots: BotService; rest: RestService
   if (!match) throw fhirError('ERR_BOT_NOT_FOUND', { what: reference.slice(0, 100) || 'an empty reference' });
   const resource = (await rest.readResource('Bot', match[1], ctx)) as BotResource;
   return bots.executeForServer(resource, { input, contentType }, ctx);
+}
+
+/** A client call's query as name/value pairs. */
+function pairsOf(query: ClientRequest['query']): [string, string][] {
+  if (query === undefined) return [];
+  return typeof query === 'string' ? [...new URLSearchParams(query)] : query;
 }

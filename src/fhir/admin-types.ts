@@ -42,6 +42,7 @@ export interface UserResource extends Resource {
 
 export interface ProjectMembershipResource extends Resource {
   resourceType: 'ProjectMembership';
+  identifier?: Identifier[];
   active?: boolean;
   project?: Reference;
   user?: Reference;

@@ -212,7 +212,8 @@ function oauthPaths(source: OpenApiSource, paths: Record<string, PathItem>): voi
     get: { tags: ['oauth'], operationId: 'authorize', summary: 'SMART App Launch: the sign-in page', security: [{}], responses: { '200': { description: 'The sign-in page', content: { 'text/html': { schema: { type: 'string' } } } }, '302': { description: 'Back to the client with an error' } } },
     post: { tags: ['oauth'], operationId: 'authorize-submit', summary: 'SMART App Launch: sign in, then back to the client with a code', security: [{}], requestBody: form, responses: { '302': { description: 'Back to the client with code and state' } } },
   };
-  paths['/auth/me'] = { get: { ...json('me', 'Who the token is for: project, membership, profile, scopes'), security: [{ bearer: [] }] } };
+  paths['/auth/me'] = { get: { ...json('me', "Who the token is for, as Medplum's server answers: the profile, project, membership and user as resources; scopes"), security: [{ bearer: [] }] } };
+  paths['/oauth2/logout'] = { post: { ...json('logout', "Signs out: the token's sign-in (its access and refresh tokens) is revoked"), security: [{ bearer: [] }] } };
   paths['/.well-known/smart-configuration'] = { get: json('smart-configuration', 'SMART discovery') };
   paths[`${source.base}/.well-known/smart-configuration`] = { get: json('smart-configuration-fhir', 'SMART discovery, at the FHIR base') };
   paths['/.well-known/jwks.json'] = { get: json('jwks', "The server's token signing keys") };

@@ -16,8 +16,12 @@ import type { SearchParameterRegistry } from '../search/registry';
 export const SUBSCRIPTION_EXTENSIONS = {
   /** valueCode create | update | delete: which interactions notify (absent: create and update). Repeatable. */
   supportedInteraction: 'https://medplum.com/fhir/StructureDefinition/subscription-supported-interaction',
-  /** valueString: the key of the X-Signature HMAC-SHA256 of each rest-hook body. */
-  secret: 'https://medplum.com/fhir/StructureDefinition/subscription-secret',
+  /**
+   * valueString: the key of the X-Signature HMAC-SHA256 of each rest-hook body. Medplum's own URL
+   * has `www` (and its server still reads an older `StructureDefinition-subscriptionSecret`);
+   * the form without `www` is what this server read first. All three are read, in that order.
+   */
+  secret: 'https://www.medplum.com/fhir/StructureDefinition/subscription-secret',
   /** valueInteger: attempts per notification before the Subscription goes to `error` (default 3). */
   maxAttempts: 'https://medplum.com/fhir/StructureDefinition/subscription-max-attempts',
   /** valueString: a FHIRPath expression over %current and %previous that must be true as well. */
@@ -25,6 +29,13 @@ export const SUBSCRIPTION_EXTENSIONS = {
   /** valueCode r4 (default) | medplum: how rest-hook delivers (see delivery.ts). Ours. */
   deliveryMode: 'urn:fhir-tx-server:StructureDefinition:subscription-delivery-mode',
 } as const;
+
+/** Every URL a secret is read from, the preferred first (see `secret` above). */
+export const SECRET_EXTENSION_URLS: readonly string[] = [
+  SUBSCRIPTION_EXTENSIONS.secret,
+  'https://www.medplum.com/fhir/StructureDefinition-subscriptionSecret',
+  'https://medplum.com/fhir/StructureDefinition/subscription-secret',
+];
 
 export type Interaction = 'create' | 'update' | 'delete';
 export type DeliveryMode = 'r4' | 'medplum';
@@ -87,7 +98,7 @@ export function compileSubscription(sub: Subscription, deps: SubscriptionDeps): 
   }
   const mode = extensions(sub, SUBSCRIPTION_EXTENSIONS.deliveryMode)[0];
   if (mode && mode.valueCode !== 'r4' && mode.valueCode !== 'medplum') throw invalid('Subscription.extension', 'delivery-mode must be r4 or medplum');
-  const secret = extensions(sub, SUBSCRIPTION_EXTENSIONS.secret)[0];
+  const secret = secretExtension(sub);
   if (secret && (typeof secret.valueString !== 'string' || secret.valueString === '')) throw invalid('Subscription.extension', 'subscription-secret must be a non-empty valueString');
   const expression = extensions(sub, SUBSCRIPTION_EXTENSIONS.fhirPathCriteria)[0];
   let fhirPath: CompiledSubscription['fhirPath'];
@@ -114,7 +125,15 @@ export function deliveryMode(sub: Subscription): DeliveryMode {
 }
 
 export function secretOf(sub: Subscription): string | undefined {
-  return extensions(sub, SUBSCRIPTION_EXTENSIONS.secret)[0]?.valueString;
+  return secretExtension(sub)?.valueString;
+}
+
+function secretExtension(sub: Subscription): Extension | undefined {
+  for (const url of SECRET_EXTENSION_URLS) {
+    const found = extensions(sub, url)[0];
+    if (found) return found;
+  }
+  return undefined;
 }
 
 function invalid(path: string, reason: string) {

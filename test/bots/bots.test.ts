@@ -290,6 +290,51 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(answer).toMatchObject({ kind: 'text', value: 'refused: 403' });
     });
 
+    test("takes this server's absolute URLs as Medplum's client does: FHIR below the base as the bot, metadata for anyone, nothing else", async () => {
+      await put({ resourceType: 'Patient', id: 'abs1', name: [{ family: 'Absolute' }] } as Resource);
+      const code = `export async function handler(medplum) {
+        const base = medplum.getBaseUrl();
+        const origin = base.slice(0, base.indexOf('/', base.indexOf('//') + 2));
+        const read = await medplum.get(medplum.fhirUrl('Patient', 'abs1'));
+        const search = await medplum.get(medplum.fhirUrl('Patient') + '?family=Absolute');
+        const created = await medplum.post(medplum.fhirUrl('Observation'), { resourceType: 'Observation', status: 'final', code: { text: 'absolute' } });
+        const metadata = await medplum.get(medplum.fhirUrl('metadata'));
+        const relativeMetadata = await medplum.get('metadata');
+        const fetched = await fetch(base + '/metadata');
+        const smart = await fetch(origin + '/.well-known/smart-configuration');
+        // Not a way to act as someone else: a server without tokens takes a tokenless caller for an operator.
+        const me = await fetch(origin + '/auth/me');
+        let elsewhere;
+        try { await medplum.get('http://example.com/fhir/R4/Patient'); } catch (err) { elsewhere = [err.status, err.message]; }
+        return {
+          read: read.name[0].family,
+          search: search.entry.map((e) => e.resource.id),
+          created: created.resourceType + ':' + typeof created.id,
+          metadata: metadata.resourceType,
+          relativeMetadata: relativeMetadata.resourceType,
+          fetched: [fetched.status, (await fetched.json()).resourceType],
+          smart: [smart.status, typeof (await smart.json()).token_endpoint],
+          me: me.status,
+          elsewhere,
+        };
+      }`;
+      await deployBot('absolute', code, { filename: 'absolute.js' });
+      const res = await inject('POST', 'Bot/absolute/$execute', {}, { 'content-type': 'application/json' });
+      expect(res.statusCode, res.body).toBe(200);
+      const answer = res.json();
+      expect(answer).toEqual({
+        read: 'Absolute',
+        search: ['abs1'],
+        created: 'Observation:string',
+        metadata: 'CapabilityStatement',
+        relativeMetadata: 'CapabilityStatement',
+        fetched: [200, 'CapabilityStatement'],
+        smart: [200, 'string'],
+        me: 401,
+        elsewhere: [404, expect.stringContaining('There is no GET http://example.com/fhir/R4/Patient')],
+      });
+    });
+
     test("bots of project A cannot read project B through their client", async () => {
       const init = async (projectName: string) => {
         const res = await inject('POST', 'Project/$init', { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: projectName }] });

@@ -112,6 +112,24 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       }
     });
 
+    test.each([
+      ["Medplum's URL (with www)", 'https://www.medplum.com/fhir/StructureDefinition/subscription-secret'],
+      ["Medplum's older URL", 'https://www.medplum.com/fhir/StructureDefinition-subscriptionSecret'],
+      ['the URL without www', 'https://medplum.com/fhir/StructureDefinition/subscription-secret'],
+    ])('a secret under %s signs the delivery (X-Signature: hex HMAC-SHA256 of the body)', async (_what, url) => {
+      const { criteria, patient } = tagged();
+      const hook = await new Receiver().start();
+      try {
+        await subscribe({ criteria, channel: hookOf(hook.url), extension: [{ url, valueString: 'medplum-secret' }] });
+        expect((await request('POST', 'Patient', patient())).status).toBe(201);
+        const [got] = await hook.until((r) => r.length >= 1);
+        expect(got.body).not.toBe('');
+        expect(got.headers['x-signature']).toBe(createHmac('sha256', 'medplum-secret').update(got.body).digest('hex'));
+      } finally {
+        await hook.stop();
+      }
+    });
+
     test('without payload, an empty POST to the endpoint; in Medplum mode, the resource POSTed to the endpoint', async () => {
       const { criteria, patient } = tagged();
       const plain = await new Receiver().start();

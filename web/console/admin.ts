@@ -3,13 +3,12 @@ import type { JobSummary } from '../../src/jobs/job-summary';
 import { fhir, json } from './api';
 import { byId, failure, h, show } from './dom';
 
-/** `/auth/me`: who the token is for (references as `{ reference }`). */
+/** `/auth/me` (Medplum's shape: the project, membership, user and profile as resources; src/auth/me.ts). */
 interface Me {
-  project?: { reference?: string };
-  membership?: { reference?: string };
-  user?: { reference?: string };
+  project?: { id?: string };
+  user?: { id?: string };
   client?: { reference?: string };
-  profile?: { reference?: string };
+  profile?: { resourceType?: string; id?: string };
   admin?: boolean;
   operator?: boolean;
   scope?: string;
@@ -24,9 +23,10 @@ export function adminViews(): void {
   const refresh = () => {
     void load('admin-me', async (out) => {
       const me = await json<Me>('/auth/me');
-      const who = me.operator ? 'operator' : [me.user?.reference, me.client?.reference].filter(Boolean).join(', ');
+      const who = me.operator ? 'operator' : [me.user?.id && `User/${me.user.id}`, me.client?.reference].filter(Boolean).join(', ');
       const role = me.operator || me.admin ? 'administrator' : 'member';
-      show(out, table(['project', 'who', 'role', 'profile', 'scope'], [[me.project?.reference ?? '', who, role, me.profile?.reference ?? '', me.scope ?? '']]));
+      const profile = me.profile?.id ? `${me.profile.resourceType}/${me.profile.id}` : '';
+      show(out, table(['project', 'who', 'role', 'profile', 'scope'], [[me.project?.id ? `Project/${me.project.id}` : '', who, role, profile, me.scope ?? '']]));
     });
     void load('admin-clients', async (out) => {
       const bundle = await fhir<Bundle>('ClientApplication?_count=100');

@@ -4,12 +4,13 @@ import type { AuthService } from '../../auth/oauth';
 import type { SigningKeys } from '../../auth/signing-keys';
 import { ASSERTION_ALGORITHMS } from '../../auth/client-assertion';
 import { FormBody } from '../fhir-json';
+import { FHIR_JSON, informational } from '../../fhir/outcome';
 import { operatorIn } from '../../auth/principal';
 import { DEFAULT_PROJECT } from '../../storage/store';
 
 /**
  * The OAuth 2 and SMART endpoints: sign-in (`/auth/login`, and the browser flow at
- * `/oauth2/authorize`), the token endpoint, who-am-I, the SMART discovery document and our
+ * `/oauth2/authorize`), the token endpoint, who-am-I, sign-out, the SMART discovery document and our
  * signing keys. Only translation here; src/auth decides.
  */
 
@@ -84,6 +85,13 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps):
 
   // The auth hook has set who asks (an operator of the default project on a server without tokens).
   app.get('/auth/me', async (request) => deps.auth.describe(request.principal ?? operatorIn(DEFAULT_PROJECT)));
+
+  // Medplum answers an OperationOutcome of "All OK"; MedplumClient.signOut() only needs a 2xx.
+  app.post('/oauth2/logout', async (request, reply) => {
+    await deps.auth.logout(request.principal ?? operatorIn(DEFAULT_PROJECT));
+    reply.header('cache-control', 'no-store').type(FHIR_JSON);
+    return informational('All OK');
+  });
 
   app.get('/.well-known/jwks.json', { config: open }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300');
