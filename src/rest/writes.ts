@@ -9,7 +9,7 @@ import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';
 import { applyPatch } from './patch';
 import type { PatchBounds } from './patch-bounds';
-import { versionResponse } from './responses';
+import { versionHeaders, versionResponse } from './responses';
 import { isLimited, type AccessGuard } from '../auth/guard';
 
 /**
@@ -150,7 +150,7 @@ export async function conditionalDelete(w: Writes, type: string, criteria: strin
 
 function deletedResponse(deleted: StoredVersion | undefined): FhirResponse {
   const headers: Record<string, string> = {};
-  if (deleted) headers.etag = `W/"${deleted.versionId}"`;
+  if (deleted) Object.assign(headers, versionHeaders(deleted));
   return { status: 204, headers };
 }
 
