@@ -60,7 +60,7 @@ export function historyEntry(ctx: RequestContext, version: StoredVersion, create
   return {
     fullUrl: fullUrl(ctx, version.type, version.id),
     resource: version.resource,
-    request: method === 'POST' ? { method: 'POST', url: version.type } : { method: 'PUT', url },
+    request: method === 'POST' ? { method: 'POST', url: version.type } : { method, url },
     response: { ...response, status: created ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
   };
 }

@@ -204,7 +204,7 @@ async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse
   await permit(w, 'update', type, patched, id);
   await check(w, type, patched);
   // The version patched must still be current when the result is written.
-  const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId });
+  const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId, method: 'PATCH' });
   return versionResponse(w.ctx, version, 200, { write: true });
 }
 

@@ -1,4 +1,4 @@
-import type { Patient } from 'fhir/r4';
+import type { Bundle, Patient } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { FHIR_JSON, onBothBackends, putResource } from '../helpers/server-app';
@@ -149,6 +149,25 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const stale = await inject('PATCH', 'Patient/race', [{ op: 'add', path: '/active', value: true }], { ...JSON_PATCH, 'if-match': 'W/"20"' });
       expect(stale.statusCode).toBe(412);
       expect(await versionOf('Patient/race')).toBe('21');
+    });
+
+    test('history says PATCH for a version a PATCH made: JSON Patch, FHIRPath Patch, and a PATCH entry of a transaction', async () => {
+      await putResource(server.app, { resourceType: 'Patient', id: 'patched-history' } as Patient);
+      expect((await inject('PATCH', 'Patient/patched-history', [{ op: 'add', path: '/active', value: true }], JSON_PATCH)).statusCode).toBe(200);
+      const fhirPath = { resourceType: 'Parameters', parameter: [fhirPathOp('add', 'Patient', [{ name: 'name', valueString: 'gender' }, { name: 'value', valueCode: 'other' }])] };
+      expect((await inject('PATCH', 'Patient/patched-history', fhirPath)).statusCode).toBe(200);
+      const binary = { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(JSON.stringify([{ op: 'add', path: '/birthDate', value: '2000-01-01' }])).toString('base64') };
+      const tx = await inject('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: binary, request: { method: 'PATCH', url: 'Patient/patched-history' } }] });
+      expect(tx.statusCode, tx.body).toBe(200);
+      await inject('PUT', 'Patient/patched-history', { resourceType: 'Patient', id: 'patched-history' });
+      const history = (await inject('GET', 'Patient/patched-history/_history')).json() as Bundle;
+      expect(history.entry?.map((e) => [e.request?.method, e.request?.url, e.response?.status])).toEqual([
+        ['PUT', 'Patient/patched-history', '200'],
+        ['PATCH', 'Patient/patched-history', '200'],
+        ['PATCH', 'Patient/patched-history', '200'],
+        ['PATCH', 'Patient/patched-history', '200'],
+        ['PUT', 'Patient/patched-history', '201'],
+      ]);
     });
 
     test('20 concurrent JSON Patches without If-Match, each adding one element to a list: all 200, version 21', async () => {
