@@ -46,7 +46,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const res = await inject('PATCH', 'Patient/grow', patch, JSON_PATCH);
       expect(res.statusCode, res.body).toBe(422);
       expect(res.json().issue[0].code).toBe('too-costly');
-      expect(res.json().issue[0].details.text).toMatch(/operation 1\d would make the resource larger than 10485760 bytes/);
+      expect(res.json().issue[0].details.text).toMatch(/operation 1\d \(numbered from 0\) would make the resource larger than 10485760 bytes/);
       await refused(res, 'Patient/grow', '1');
     });
 
@@ -96,6 +96,35 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(res.statusCode, res.body).toBe(status);
       await refused(res, 'Patient/target', before);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    });
+
+    test.each([
+      [
+        'a replace past the end of a list, third in the patch',
+        [{ op: 'test', path: '/name/0/family', value: 'Doe' }, { op: 'add', path: '/active', value: true }, { op: 'replace', path: '/name/5/family', value: 'X' }],
+        "operation 2 (numbered from 0: replace /name/5/family): the path does not exist: /name has 1 item, and no item '5'",
+      ],
+      ['a remove of an absent member', [{ op: 'remove', path: '/gender' }], "operation 0 (numbered from 0: remove /gender): the path does not exist: the resource has no member 'gender'"],
+      [
+        'a copy from an absent member',
+        [{ op: 'add', path: '/active', value: true }, { op: 'copy', from: '/telecom/0', path: '/telecom/-' }],
+        "operation 1 (numbered from 0: copy /telecom/- from /telecom/0): 'from' does not exist: the resource has no member 'telecom'",
+      ],
+      ['a path through a string', [{ op: 'replace', path: '/name/0/family/x', value: 'X' }], 'operation 0 (numbered from 0: replace /name/0/family/x): the path does not exist: /name/0/family is a string, with no members'],
+      ['an add past the end of a list', [{ op: 'add', path: '/name/3', value: {} }], 'operation 0 (numbered from 0: add /name/3): the path does not exist: /name has 1 item, so an item is added at 0 to 1, or at -'],
+      ['a failed test', [{ op: 'add', path: '/active', value: true }, { op: 'test', path: '/name/0/family', value: 'Roe' }], 'operation 1 (numbered from 0: test /name/0/family): the value at the path is not the one the test names'],
+    ])('JSON Patch that does not fit the resource says which operation and why in a sentence: %s', async (_what, patch, text) => {
+      await putResource(server.app, { resourceType: 'Patient', id: 'says-why', name: [{ family: 'Doe' }] } as Patient);
+      const res = await inject('PATCH', 'Patient/says-why', patch, JSON_PATCH);
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.json().issue[0].details.text).toBe(`The patch cannot be applied: ${text}`);
+    });
+
+    test('a malformed JSON Patch operation is named from 0 too', async () => {
+      await putResource(server.app, { resourceType: 'Patient', id: 'says-why' } as Patient);
+      const res = await inject('PATCH', 'Patient/says-why', [{ op: 'add', path: '/active', value: true }, { op: 'replace', path: '/gender' }], JSON_PATCH);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().issue[0].details.text).toBe("The patch cannot be applied: operation 1 (numbered from 0) has op 'replace' but no value");
     });
 
     test.each([
