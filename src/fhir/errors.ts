@@ -126,7 +126,7 @@ export const ERRORS = {
   ERR_PATCH_TOO_MANY: spec<{ count: number; limit: number }>(
     400, 'too-costly', (p) => `The patch has ${p.count} operations; at most ${p.limit} are accepted (send larger changes with PUT)`),
   ERR_PATCH_TOO_LARGE: spec<{ index: number; limit: number }>(
-    422, 'too-costly', (p) => `The patch cannot be applied: operation ${p.index} would make the resource larger than ${p.limit} bytes; nothing was changed`),
+    422, 'too-costly', (p) => `The patch cannot be applied: operation ${p.index} (numbered from 0) would make the resource larger than ${p.limit} bytes; nothing was changed`),
   ERR_BUNDLE_INVALID: spec<{ reason: string }>(400, 'invalid', (p) => p.reason),
   ERR_BUNDLE_ENTRY: spec<{ index: number; reason: string }>(400, 'invalid', (p) => `Bundle.entry[${p.index}]: ${p.reason}`),
   ERR_BUNDLE_TOO_LARGE: spec<{ count: number; limit: number }>(413, 'too-costly', (p) => `The Bundle has ${p.count} entries; at most ${p.limit} are accepted`),

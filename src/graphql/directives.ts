@@ -9,7 +9,7 @@ import type { Budget } from '../context/budget';
  * the field repeats, absent values left out), and `@slice(path: ...)` (a list becomes one field per
  * item, named `field.<the item's path value>`, `$index` naming them by position; with `@flatten`
  * the suffix goes on each flattened child, cumulatively when nested). `@skip`/`@include` are
- * GraphQL's own and already applied.
+ * GraphQL's own and already applied (`conditionVariables` lets their variable be declared `Boolean`).
  */
 
 type Data = Record<string, unknown>;
@@ -34,6 +34,37 @@ export function prepareDirectives(document: DocumentNode): DocumentNode {
     },
   });
 }
+
+/**
+ * `@skip(if:)` and `@include(if:)` take a `Boolean!`, and GraphQL's validation (All Variable Usages
+ * Are Allowed) refuses a variable declared nullable `Boolean` there unless it has a default; FHIR's
+ * GraphQL test cases declare `query ($flag: Boolean)`. Such a variable is declared `Boolean!` in
+ * the document validated and run (a non-null variable also fits every nullable use elsewhere), so a
+ * null or absent value is refused as GraphQL refuses one for `Boolean!`. Answers the document and
+ * the names of the variables conditions use (which must then be true or false).
+ */
+export function conditionVariables(document: DocumentNode): { document: DocumentNode; names: Set<string> } {
+  const names = new Set<string>();
+  // A walk of the whole document for directives few queries use: not when neither is in the text.
+  if (document.loc && !/@\s*(skip|include)\b/.test(document.loc.source.body)) return { document, names };
+  visit(document, {
+    Directive(node) {
+      if (node.name.value !== 'skip' && node.name.value !== 'include') return;
+      const condition = node.arguments?.find((a) => a.name.value === 'if')?.value;
+      if (condition?.kind === Kind.VARIABLE) names.add(condition.name.value);
+    },
+  });
+  if (names.size === 0) return { document, names };
+  const rewritten = visit(document, {
+    VariableDefinition(node) {
+      const type = node.type;
+      if (!names.has(node.variable.name.value) || node.defaultValue || type.kind !== Kind.NAMED_TYPE || type.name.value !== 'Boolean') return undefined;
+      return { ...node, type: { kind: Kind.NON_NULL_TYPE, type } };
+    },
+  });
+  return { document: rewritten, names };
+}
+
 type Variables = Record<string, unknown> | undefined;
 
 export interface DirectivesInput {

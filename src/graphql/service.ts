@@ -16,7 +16,7 @@ import { Budget } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
 import { isFhirError } from '../fhir/errors';
 import type { ElementModel } from '../search/model/model';
-import { applyDirectives, prepareDirectives } from './directives';
+import { applyDirectives, conditionVariables, prepareDirectives } from './directives';
 import { checkDocument, type DocumentLimits } from './document-limits';
 import { expandResourceShorthand } from './resource-shorthand';
 import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
@@ -98,12 +98,13 @@ export class GraphQLService {
     // through fragments) in repeated fields, and holds the event loop while it runs.
     const budget = Budget.of(ctx, 'the GraphQL query', this.options.maxDocumentSteps);
     let document: DocumentNode;
+    let conditions = new Set<string>();
     try {
       // The event loop is given back between the steps: each is linear, but a large document takes a while.
       // 20,000 tokens is some 5,000 fields: validating that many already takes a few hundred ms.
       const parsed = parse(request.query, { maxTokens: 20_000 });
       await budget.pause();
-      document = prepareDirectives(expandResourceShorthand(parsed, schema, budget));
+      ({ document, names: conditions } = conditionVariables(prepareDirectives(expandResourceShorthand(parsed, schema, budget))));
       await budget.pause();
       const refusal = checkDocument(document, this.options, budget);
       if (refusal) return refused(refusal.code, refusal.text);
@@ -121,6 +122,8 @@ export class GraphQLService {
     if (!operation) return refused('invalid', request.operationName ? `the document has no operation named '${String(request.operationName)}'` : 'the document has several operations; name one (operationName)');
     if (operation.operation === 'mutation' && options.method === 'GET') return { status: 405, body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] } };
     if (operation.operation === 'subscription') return refused('not-supported', 'subscriptions are not supported over $graphql');
+    const unset = unsetCondition(operation, conditions, variables as Record<string, unknown> | undefined);
+    if (unset) return refused('invalid', unset);
 
     // Execution's size is bounded by the cost above; it is bounded in time, and paced, by its own budget.
     const running = Budget.of(ctx, 'the GraphQL query');
@@ -148,6 +151,20 @@ export class GraphQLService {
     if (answerErrors.length) body.errors = answerErrors;
     return { status: 200, body };
   }
+}
+
+/**
+ * A variable that decides `@skip`/`@include` and has no default must be true or false: GraphQL
+ * refuses null or nothing for `Boolean!` (CoerceVariableValues), and the operation is not run.
+ */
+function unsetCondition(operation: OperationDefinitionNode, conditions: Set<string>, variables: Record<string, unknown> | undefined): string | undefined {
+  for (const definition of operation.variableDefinitions ?? []) {
+    const name = definition.variable.name.value;
+    if (!conditions.has(name) || definition.defaultValue || definition.type.kind !== Kind.NON_NULL_TYPE) continue;
+    const value = variables?.[name];
+    if (value === undefined || value === null) return `the variable $${name} decides @skip or @include, so it must be true or false; it is ${value === null ? 'null' : 'not given'}`;
+  }
+  return undefined;
 }
 
 function chosenOperation(document: DocumentNode, name: string | undefined): OperationDefinitionNode | undefined {

@@ -126,7 +126,7 @@ async function batch(raw: BundleEntry[], ctx: RequestContext, deps: BundleDeps):
     try {
       const entry = readEntry(raw[i], i, deps);
       const response = isWrite(entry) ? await deps.repository.in(ctx.project).transaction((tx) => write(entry, { tx, ctx, deps })) : await read(entry, ctx, deps);
-      entries.push(responseEntry(response, ctx));
+      entries.push(responseEntry(response, ctx, isWrite(entry)));
     } catch (err) {
       entries.push(failureEntry(err, ctx));
     }
@@ -178,9 +178,9 @@ async function transaction(raw: BundleEntry[], ctx: RequestContext, deps: Bundle
     }
   }
   const answers: BundleEntry[] = [];
-  for (const r of results) {
+  for (const [i, r] of results.entries()) {
     await yieldIfHeld();
-    answers.push(r.status >= 400 ? failureEntryOf(r) : responseEntry(r, ctx));
+    answers.push(r.status >= 400 ? failureEntryOf(r) : responseEntry(r, ctx, isWrite(entries[i])));
   }
   return { resourceType: 'Bundle', type: 'transaction-response', entry: answers };
 }
@@ -373,9 +373,11 @@ async function read(entry: Entry, ctx: RequestContext, deps: BundleDeps): Promis
 
 const REASONS: Record<number, string> = { 200: 'OK', 201: 'Created', 204: 'No Content', 304: 'Not Modified' };
 
-function responseEntry(response: FhirResponse, ctx: RequestContext): BundleEntry {
+/** `write`: the entry wrote (or matched) a version, whose URL an update names in Content-Location. */
+function responseEntry(response: FhirResponse, ctx: RequestContext, write: boolean): BundleEntry {
   const out: BundleEntryResponse = { status: `${response.status}${REASONS[response.status] ? ` ${REASONS[response.status]}` : ''}` };
-  if (response.headers.location) out.location = response.headers.location.startsWith(ctx.baseUrl) ? response.headers.location.slice(ctx.baseUrl.length + 1) : response.headers.location;
+  const location = response.headers.location ?? (write ? response.headers['content-location'] : undefined);
+  if (location) out.location = location.startsWith(ctx.baseUrl) ? location.slice(ctx.baseUrl.length + 1) : location;
   if (response.headers.etag) out.etag = response.headers.etag;
   if (response.headers['last-modified']) out.lastModified = new Date(response.headers['last-modified']).toISOString();
   const entry: BundleEntry = { response: out };

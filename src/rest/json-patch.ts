@@ -23,6 +23,8 @@ interface Operation {
 /** Where an operation acts: its place in the patch, and the running size and depth of the result. */
 interface Step {
   index: number;
+  /** How a failure names the operation: its index, what it does and where. */
+  label: string;
   size: SizeBound;
   depth: DepthBound;
   bounds: PatchBounds;
@@ -48,7 +50,7 @@ export async function applyJsonPatch(document: Record<string, unknown>, operatio
   const size = new SizeBound(document, bounds.maxBytes);
   const depth = { bound: depthOf(document) };
   for (const [index, operation] of parsed.entries()) {
-    await apply(document, operation, { index, size, depth, bounds });
+    await apply(document, operation, { index, label: labelOf(index, operation), size, depth, bounds });
     await bounds.budget.step();
   }
   return document;
@@ -61,7 +63,7 @@ function parseOperation(raw: unknown, i: number): Operation {
   const operation: Operation = { op: op as Operation['op'], path: pointer(raw.path, i, 'path') };
   if (op === 'move' || op === 'copy') operation.from = pointer(raw.from, i, 'from');
   if (op === 'add' || op === 'replace' || op === 'test') {
-    if (!Object.hasOwn(raw, 'value')) throw invalid(i, `(${op}) needs a value`);
+    if (!Object.hasOwn(raw, 'value')) throw invalid(i, `has op '${op}' but no value`);
     operation.value = raw.value;
   }
   return operation;
@@ -83,7 +85,7 @@ function pointer(text: unknown, i: number, what: string): Pointer {
 
 async function apply(document: Record<string, unknown>, operation: Operation, at: Step): Promise<void> {
   const { op, path } = operation;
-  if (path.length === 0 && op !== 'test') throw failed(at.index, `(${op}) would replace or remove the whole resource; use PUT or DELETE for that`);
+  if (path.length === 0 && op !== 'test') throw failed(at, 'it would replace or remove the whole resource; use PUT or DELETE for that');
   switch (op) {
     case 'add':
       return add(document, path, operation.value, at);
@@ -97,7 +99,7 @@ async function apply(document: Record<string, unknown>, operation: Operation, at
     case 'copy':
       return copy(document, operation.from as Pointer, path, at);
     case 'test':
-      if (!equal(valueAt(document, path, at.index), operation.value)) throw failed(at.index, `(test) found another value at '${show(path)}'`);
+      if (!equal(valueAt(document, path, at, 'path'), operation.value)) throw failed(at, 'the value at the path is not the one the test names');
   }
 }
 
@@ -108,11 +110,13 @@ interface Measured {
 }
 
 function add(document: Record<string, unknown>, path: Pointer, value: unknown, at: Step, measured?: Measured): void {
-  const parent = parentOf(document, path, at.index);
+  const parent = parentOf(document, path, at, 'path');
   const key = path[path.length - 1];
   if (Array.isArray(parent)) {
     const index = key === '-' ? parent.length : INDEX.test(key) ? Number(key) : -1;
-    if (index < 0 || index > parent.length) throw failed(at.index, `'${show(path)}' is not a position in the list`);
+    if (index < 0 || index > parent.length) {
+      throw failed(at, `the path does not exist: ${where(path.slice(0, -1))} has ${items(parent.length)}, so an item is added at 0 to ${parent.length}, or at -`);
+    }
     take(at, path, value, placeCost(parent, key), measured);
     parent.splice(index, 0, value);
     return;
@@ -132,22 +136,22 @@ function placeCost(parent: Container, key: string): number {
  * the event loop is given back between the two, each as long as one pass over the value.
  */
 async function copy(document: Record<string, unknown>, from: Pointer, path: Pointer, at: Step): Promise<void> {
-  const text = JSON.stringify(valueAt(document, from, at.index));
+  const text = JSON.stringify(valueAt(document, from, at, 'from'));
   const measured = { bytes: Buffer.byteLength(text), from };
-  at.size.check(measured.bytes + placeCost(parentOf(document, path, at.index), path[path.length - 1]), at.index);
+  at.size.check(measured.bytes + placeCost(parentOf(document, path, at, 'path'), path[path.length - 1]), at.index);
   await at.bounds.budget.step(0);
   add(document, path, JSON.parse(text) as unknown, at, measured);
 }
 
-function remove(document: Record<string, unknown>, path: Pointer, at: Step): unknown {
-  const parent = parentOf(document, path, at.index);
+function remove(document: Record<string, unknown>, path: Pointer, at: Step, role: Role = 'path'): unknown {
+  const parent = parentOf(document, path, at, role);
   const key = path[path.length - 1];
   if (Array.isArray(parent)) {
-    const index = itemIndex(parent, path, at.index);
+    const index = itemIndex(parent, path, at, role);
     at.size.grow(-(byteSize(parent[index]) + 1), at.index);
     return parent.splice(index, 1)[0];
   }
-  if (!Object.hasOwn(parent, key)) throw failed(at.index, `'${show(path)}' does not exist`);
+  if (!Object.hasOwn(parent, key)) throw absent(at, role, path, path.length - 1, parent);
   const removed = parent[key];
   at.size.grow(-(byteSize(removed) + memberBytes(key)), at.index);
   delete parent[key];
@@ -155,15 +159,15 @@ function remove(document: Record<string, unknown>, path: Pointer, at: Step): unk
 }
 
 function replace(document: Record<string, unknown>, path: Pointer, value: unknown, at: Step): void {
-  const parent = parentOf(document, path, at.index);
+  const parent = parentOf(document, path, at, 'path');
   const key = path[path.length - 1];
   if (Array.isArray(parent)) {
-    const index = itemIndex(parent, path, at.index);
+    const index = itemIndex(parent, path, at, 'path');
     take(at, path, value, -byteSize(parent[index]));
     parent[index] = value;
     return;
   }
-  if (!Object.hasOwn(parent, key)) throw failed(at.index, `'${show(path)}' does not exist`);
+  if (!Object.hasOwn(parent, key)) throw absent(at, 'path', path, path.length - 1, parent);
   take(at, path, value, -byteSize(parent[key]));
   parent[key] = value;
 }
@@ -171,13 +175,13 @@ function replace(document: Record<string, unknown>, path: Pointer, value: unknow
 /** A move is a remove and an add of the same value; a value cannot be moved into its own members (RFC 6902 4.4). */
 function move(document: Record<string, unknown>, from: Pointer, path: Pointer, at: Step): void {
   if (from.length === 0 || (from.length < path.length && from.every((token, k) => token === path[k]))) {
-    throw failed(at.index, `(move) cannot move '${show(from)}' into itself`);
+    throw failed(at, 'a value cannot be moved into itself');
   }
   if (from.length === path.length && from.every((token, k) => token === path[k])) {
-    valueAt(document, from, at.index);
+    valueAt(document, from, at, 'from');
     return;
   }
-  const value = remove(document, from, at);
+  const value = remove(document, from, at, 'from');
   add(document, path, value, at, { bytes: byteSize(value), from });
 }
 
@@ -190,34 +194,49 @@ function take(at: Step, path: Pointer, value: unknown, extra: number, measured?:
   at.size.grow((measured?.bytes ?? byteSize(value)) + extra, at.index);
   const bounded = measured?.from ? path.length + Math.max(0, at.depth.bound - measured.from.length) : Infinity;
   const depth = bounded <= at.bounds.maxDepth ? bounded : path.length + depthOf(value);
-  if (depth > at.bounds.maxDepth) throw failed(at.index, `would nest the resource more than ${at.bounds.maxDepth} levels deep`);
+  if (depth > at.bounds.maxDepth) throw failed(at, `it would nest the resource more than ${at.bounds.maxDepth} levels deep`);
   at.depth.bound = Math.max(at.depth.bound, depth);
 }
 
-function parentOf(document: Record<string, unknown>, path: Pointer, i: number): Container {
-  const parent = valueAt(document, path.slice(0, -1), i);
-  if (!Array.isArray(parent) && !isObject(parent)) throw failed(i, `'${show(path.slice(0, -1))}' is neither an object nor a list`);
+/** Which pointer of an operation a failure is about. */
+type Role = 'path' | 'from';
+
+function parentOf(document: Record<string, unknown>, path: Pointer, at: Step, role: Role): Container {
+  const parent = valueAt(document, path.slice(0, -1), at, role);
+  if (!Array.isArray(parent) && !isObject(parent)) throw absent(at, role, path, path.length - 1, parent);
   return parent;
 }
 
-function itemIndex(list: unknown[], path: Pointer, i: number): number {
+function itemIndex(list: unknown[], path: Pointer, at: Step, role: Role): number {
   const key = path[path.length - 1];
-  if (!INDEX.test(key) || Number(key) >= list.length) throw failed(i, `'${show(path)}' is not an item of the list`);
+  if (!INDEX.test(key) || Number(key) >= list.length) throw absent(at, role, path, path.length - 1, list);
   return Number(key);
 }
 
 /** The value a pointer names, following own members only. */
-function valueAt(document: unknown, path: Pointer, i: number): unknown {
+function valueAt(document: unknown, path: Pointer, at: Step, role: Role): unknown {
   let value = document;
   for (const [depth, token] of path.entries()) {
     const next = Array.isArray(value)
       ? INDEX.test(token) && Number(token) < value.length ? value[Number(token)] : undefined
       : isObject(value) && Object.hasOwn(value, token) ? value[token] : undefined;
     // JSON has no undefined: undefined is absence.
-    if (next === undefined) throw failed(i, `'${show(path.slice(0, depth + 1))}' does not exist`);
+    if (next === undefined) throw absent(at, role, path, depth, value);
     value = next;
   }
   return value;
+}
+
+/** The pointer stops at `path[step]`: says which of its steps is missing, in `container`, and why. */
+function absent(at: Step, role: Role, path: Pointer, step: number, container: unknown): FhirError {
+  const token = path[step];
+  const above = where(path.slice(0, step));
+  const why = Array.isArray(container)
+    ? `${above} has ${items(container.length)}, and no item '${token}'`
+    : isObject(container)
+      ? `${above} has no member '${token}'`
+      : `${above} is ${container === null ? 'null' : `a ${typeof container}`}, with no members`;
+  return failed(at, `${role === 'path' ? 'the path' : "'from'"} does not exist: ${why}`);
 }
 
 /** JSON equality (RFC 6902 4.6): same type; lists item by item; objects member by member, in any order. */
@@ -243,10 +262,28 @@ function show(path: Pointer): string {
   return text.length > 100 ? `${text.slice(0, 100)}...` : text;
 }
 
-function invalid(i: number, reason: string): FhirError {
-  return fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} ${reason}` });
+/** `where` a pointer leads, in words: the resource itself, or the pointer. */
+function where(path: Pointer): string {
+  return path.length === 0 ? 'the resource' : show(path);
 }
 
-function failed(i: number, reason: string): FhirError {
-  return fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} ${reason}` });
+function items(n: number): string {
+  return n === 1 ? '1 item' : `${n} items`;
+}
+
+/**
+ * Operations are numbered from 0, as the items of the JSON array that holds them (and as a JSON
+ * Pointer into the patch would number them); the label says so, since a reader may count from 1.
+ */
+function labelOf(index: number, operation: Operation): string {
+  const from = operation.from ? ` from ${show(operation.from) || "''"}` : '';
+  return `operation ${index} (numbered from 0: ${operation.op} ${show(operation.path) || "''"}${from})`;
+}
+
+function invalid(i: number, reason: string): FhirError {
+  return fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} (numbered from 0) ${reason}` });
+}
+
+function failed(at: Step, reason: string): FhirError {
+  return fhirError('ERR_PATCH_FAILED', { reason: `${at.label}: ${reason}` });
 }

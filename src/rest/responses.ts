@@ -29,6 +29,9 @@ export function versionUrl(ctx: RequestContext, version: StoredVersion): string 
 export function versionResponse(ctx: RequestContext, version: StoredVersion, status: number, options: { write?: boolean } = {}): FhirResponse {
   const headers = versionHeaders(version);
   if (status === 201) headers.location = versionUrl(ctx, version);
+  // An update names the version it made too, as Content-Location (HTTP's name for the URL of the
+  // representation returned); a Bundle entry carries it as response.location (R4's transaction-response example).
+  else if (options.write) headers['content-location'] = versionUrl(ctx, version);
   if (options.write && ctx.prefer.return === 'minimal') return { status, headers };
   if (options.write && ctx.prefer.return === 'OperationOutcome') {
     const text = status === 201 ? `Created ${version.type}/${version.id} at version ${version.versionId}` : `Updated ${version.type}/${version.id} to version ${version.versionId}`;
@@ -57,7 +60,7 @@ export function historyEntry(ctx: RequestContext, version: StoredVersion, create
   return {
     fullUrl: fullUrl(ctx, version.type, version.id),
     resource: version.resource,
-    request: method === 'POST' ? { method: 'POST', url: version.type } : { method: 'PUT', url },
+    request: method === 'POST' ? { method: 'POST', url: version.type } : { method, url },
     response: { ...response, status: created ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
   };
 }

@@ -9,7 +9,7 @@ import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';
 import { applyPatch } from './patch';
 import type { PatchBounds } from './patch-bounds';
-import { versionResponse } from './responses';
+import { versionHeaders, versionResponse } from './responses';
 import { isLimited, type AccessGuard } from '../auth/guard';
 
 /**
@@ -150,7 +150,7 @@ export async function conditionalDelete(w: Writes, type: string, criteria: strin
 
 function deletedResponse(deleted: StoredVersion | undefined): FhirResponse {
   const headers: Record<string, string> = {};
-  if (deleted) headers.etag = `W/"${deleted.versionId}"`;
+  if (deleted) Object.assign(headers, versionHeaders(deleted));
   return { status: 204, headers };
 }
 
@@ -204,7 +204,7 @@ async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse
   await permit(w, 'update', type, patched, id);
   await check(w, type, patched);
   // The version patched must still be current when the result is written.
-  const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId });
+  const { version } = await w.tx.update(type, id, patched, { ifMatch: current.versionId, method: 'PATCH' });
   return versionResponse(w.ctx, version, 200, { write: true });
 }
 

@@ -14,7 +14,7 @@ export function subset(resource: Resource, model: ElementModel, options: { summa
   const { summary, elements } = options;
   let keep: ((key: string) => boolean) | undefined;
   if (elements && elements.length > 0) {
-    const wanted = new Set(elements.map((e) => e.split('.')[0]));
+    const wanted = elementsWanted(resource.resourceType, model, elements);
     keep = (key) => ALWAYS.has(key) || wanted.has(baseName(key)) || choiceInSummary(wanted, key);
   } else if (summary === 'true') {
     const inSummary = new Set(model.topLevel(resource.resourceType).filter(([, info]) => info.summary).map(([name]) => name));
@@ -34,10 +34,28 @@ export function subset(resource: Resource, model: ElementModel, options: { summa
   return out as unknown as Resource;
 }
 
-/** Bulk Data `_elements`: the named top-level elements plus the mandatory ones (min 1), marked SUBSETTED. */
+/** Bulk Data `_elements`: as search's, the named top-level elements plus the mandatory ones, marked SUBSETTED. */
 export function subsetWithMandatory(resource: Resource, model: ElementModel, names: string[]): Resource {
-  const mandatory = model.topLevel(resource.resourceType).filter(([, info]) => info.required).map(([name]) => name);
-  return subset(resource, model, { elements: [...names, ...mandatory] });
+  return subset(resource, model, { elements: names });
+}
+
+/**
+ * The top-level elements `_elements` keeps: those named (a choice element by its base name too,
+ * `effective` for `effective[x]`, as the definition names it) and those the base definition makes
+ * mandatory (min 1), which R4 search.html says a server SHOULD return, so the subset is still a
+ * valid resource.
+ */
+function elementsWanted(type: string, model: ElementModel, elements: string[]): Set<string> {
+  const top = model.topLevel(type);
+  const choices = new Set(top.map(([name]) => name).filter((name) => name.endsWith('[x]')));
+  const wanted = new Set<string>();
+  for (const element of elements) {
+    const name = element.split('.')[0];
+    wanted.add(name);
+    if (choices.has(`${name}[x]`)) wanted.add(`${name}[x]`);
+  }
+  for (const [name, info] of top) if (info.required) wanted.add(name);
+  return wanted;
 }
 
 /** `_birthDate` (a primitive's extensions) travels with `birthDate`. */

@@ -16,6 +16,8 @@ import { versionFromRow, type CurrentState, type ResourceStore, type StoredVersi
 export interface WriteOptions {
   /** The version the client says it is changing (If-Match); a different current version is 412. */
   ifMatch?: number;
+  /** How the client asked for the update, recorded for history: PUT unless said (a PATCH says so). */
+  method?: 'PUT' | 'PATCH';
 }
 
 export interface Written {
@@ -227,7 +229,7 @@ export class ProjectRepository {
       },
       update: async (type, id, resource, options = {}) => {
         const stamped = this.stamp(type, id, resource);
-        const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch, method: 'PUT' });
+        const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch, method: options.method ?? 'PUT' });
         if (result.status !== 'ok') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return { version: result.version, created: isAbsent(result.previous) };
       },

@@ -39,13 +39,17 @@ export interface StoredVersion {
   resource: Resource | null;
   /**
    * How a client asked for this version, for history's `request`: POST (a create, server-assigned
-   * id) or PUT (an update, or a create at the client's id). Absent for a deletion, and for versions
-   * written before it was recorded (history then takes version 1 for a POST).
+   * id), PUT (an update, or a create at the client's id) or PATCH. Absent for a deletion, and for
+   * versions written before it was recorded (history then takes version 1 for a POST, others for PUT).
    */
   method?: WriteMethod;
 }
 
-export type WriteMethod = 'POST' | 'PUT';
+export type WriteMethod = 'POST' | 'PUT' | 'PATCH';
+
+function isWriteMethod(text: string | null | undefined): text is WriteMethod {
+  return text === 'POST' || text === 'PUT' || text === 'PATCH';
+}
 
 /** The method a write records with its version (none for a deletion). */
 export function methodOf(op: WriteOp): WriteMethod | null {
@@ -196,7 +200,7 @@ export function versionFromRow(row: VersionRow): StoredVersion {
     versionId: Number(row.version),
     lastUpdated: typeof row.last_updated === 'string' ? row.last_updated : row.last_updated.toISOString(),
     resource: row.content === null ? null : (JSON.parse(row.content) as Resource),
-    ...(row.method === 'POST' || row.method === 'PUT' ? { method: row.method } : {}),
+    ...(isWriteMethod(row.method) ? { method: row.method } : {}),
   };
 }
 

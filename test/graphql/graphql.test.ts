@@ -135,6 +135,34 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(spread.body.data).toEqual({ given: ['Peter', 'James', 'Jim', 'Peter', 'James'] });
     });
 
+    test.each([
+      ['@skip(if: $flag), $flag true', 'skip', true, ['id']],
+      ['@skip(if: $flag), $flag false', 'skip', false, ['id', 'gender']],
+      ['@include(if: $flag), $flag true', 'include', true, ['id', 'gender']],
+      ['@include(if: $flag), $flag false', 'include', false, ['id']],
+    ])('%s, with $flag declared Boolean (as the FHIR GraphQL test cases write it)', async (_name, directive, flag, keys) => {
+      const query = `query ($flag: Boolean) { id gender @${directive}(if: $flag) }`;
+      const res = await post(query, '/fhir/R4/Patient/example/$graphql', { flag });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(Object.keys(res.body.data ?? {})).toEqual(keys);
+      // A variable used elsewhere too still fits there: a non-null value fits a nullable argument.
+      const spread = await post(`query ($flag: Boolean) { ...on Patient { id gender @${directive}(if: $flag) } }`, '/fhir/R4/Patient/example/$graphql', { flag });
+      expect(Object.keys(spread.body.data ?? {})).toEqual(keys);
+    });
+
+    test('a Boolean condition variable that is null or not given is refused (GraphQL refuses them for Boolean!); one with a default takes it', async () => {
+      const query = 'query ($flag: Boolean) { id gender @skip(if: $flag) }';
+      const absent = await post(query, '/fhir/R4/Patient/example/$graphql');
+      expect(absent.status).toBe(400);
+      expect(absent.body.errors?.[0].message).toBe('the variable $flag decides @skip or @include, so it must be true or false; it is not given');
+      const nulled = await post(query, '/fhir/R4/Patient/example/$graphql', { flag: null });
+      expect(nulled.status).toBe(400);
+      expect(nulled.body.errors?.[0].message).toContain('it is null');
+      const defaulted = await post('query ($flag: Boolean = true) { id gender @skip(if: $flag) }', '/fhir/R4/Patient/example/$graphql');
+      expect(defaulted.status, JSON.stringify(defaulted.body)).toBe(200);
+      expect(Object.keys(defaulted.body.data ?? {})).toEqual(['id']);
+    });
+
     test('mutations go through the REST core; never by GET (405)', async () => {
       const created = await post('mutation { PatientCreate(res: { resourceType: "Patient", gender: "female" }) { id gender } }');
       expect(created.body.errors).toBeUndefined();

@@ -1,4 +1,4 @@
-import type { Patient } from 'fhir/r4';
+import type { Bundle, Patient } from 'fhir/r4';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { FHIR_JSON, onBothBackends, putResource } from '../helpers/server-app';
@@ -46,7 +46,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const res = await inject('PATCH', 'Patient/grow', patch, JSON_PATCH);
       expect(res.statusCode, res.body).toBe(422);
       expect(res.json().issue[0].code).toBe('too-costly');
-      expect(res.json().issue[0].details.text).toMatch(/operation 1\d would make the resource larger than 10485760 bytes/);
+      expect(res.json().issue[0].details.text).toMatch(/operation 1\d \(numbered from 0\) would make the resource larger than 10485760 bytes/);
       await refused(res, 'Patient/grow', '1');
     });
 
@@ -96,6 +96,35 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(res.statusCode, res.body).toBe(status);
       await refused(res, 'Patient/target', before);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    });
+
+    test.each([
+      [
+        'a replace past the end of a list, third in the patch',
+        [{ op: 'test', path: '/name/0/family', value: 'Doe' }, { op: 'add', path: '/active', value: true }, { op: 'replace', path: '/name/5/family', value: 'X' }],
+        "operation 2 (numbered from 0: replace /name/5/family): the path does not exist: /name has 1 item, and no item '5'",
+      ],
+      ['a remove of an absent member', [{ op: 'remove', path: '/gender' }], "operation 0 (numbered from 0: remove /gender): the path does not exist: the resource has no member 'gender'"],
+      [
+        'a copy from an absent member',
+        [{ op: 'add', path: '/active', value: true }, { op: 'copy', from: '/telecom/0', path: '/telecom/-' }],
+        "operation 1 (numbered from 0: copy /telecom/- from /telecom/0): 'from' does not exist: the resource has no member 'telecom'",
+      ],
+      ['a path through a string', [{ op: 'replace', path: '/name/0/family/x', value: 'X' }], 'operation 0 (numbered from 0: replace /name/0/family/x): the path does not exist: /name/0/family is a string, with no members'],
+      ['an add past the end of a list', [{ op: 'add', path: '/name/3', value: {} }], 'operation 0 (numbered from 0: add /name/3): the path does not exist: /name has 1 item, so an item is added at 0 to 1, or at -'],
+      ['a failed test', [{ op: 'add', path: '/active', value: true }, { op: 'test', path: '/name/0/family', value: 'Roe' }], 'operation 1 (numbered from 0: test /name/0/family): the value at the path is not the one the test names'],
+    ])('JSON Patch that does not fit the resource says which operation and why in a sentence: %s', async (_what, patch, text) => {
+      await putResource(server.app, { resourceType: 'Patient', id: 'says-why', name: [{ family: 'Doe' }] } as Patient);
+      const res = await inject('PATCH', 'Patient/says-why', patch, JSON_PATCH);
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.json().issue[0].details.text).toBe(`The patch cannot be applied: ${text}`);
+    });
+
+    test('a malformed JSON Patch operation is named from 0 too', async () => {
+      await putResource(server.app, { resourceType: 'Patient', id: 'says-why' } as Patient);
+      const res = await inject('PATCH', 'Patient/says-why', [{ op: 'add', path: '/active', value: true }, { op: 'replace', path: '/gender' }], JSON_PATCH);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().issue[0].details.text).toBe("The patch cannot be applied: operation 1 (numbered from 0) has op 'replace' but no value");
     });
 
     test.each([
@@ -149,6 +178,25 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const stale = await inject('PATCH', 'Patient/race', [{ op: 'add', path: '/active', value: true }], { ...JSON_PATCH, 'if-match': 'W/"20"' });
       expect(stale.statusCode).toBe(412);
       expect(await versionOf('Patient/race')).toBe('21');
+    });
+
+    test('history says PATCH for a version a PATCH made: JSON Patch, FHIRPath Patch, and a PATCH entry of a transaction', async () => {
+      await putResource(server.app, { resourceType: 'Patient', id: 'patched-history' } as Patient);
+      expect((await inject('PATCH', 'Patient/patched-history', [{ op: 'add', path: '/active', value: true }], JSON_PATCH)).statusCode).toBe(200);
+      const fhirPath = { resourceType: 'Parameters', parameter: [fhirPathOp('add', 'Patient', [{ name: 'name', valueString: 'gender' }, { name: 'value', valueCode: 'other' }])] };
+      expect((await inject('PATCH', 'Patient/patched-history', fhirPath)).statusCode).toBe(200);
+      const binary = { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(JSON.stringify([{ op: 'add', path: '/birthDate', value: '2000-01-01' }])).toString('base64') };
+      const tx = await inject('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: binary, request: { method: 'PATCH', url: 'Patient/patched-history' } }] });
+      expect(tx.statusCode, tx.body).toBe(200);
+      await inject('PUT', 'Patient/patched-history', { resourceType: 'Patient', id: 'patched-history' });
+      const history = (await inject('GET', 'Patient/patched-history/_history')).json() as Bundle;
+      expect(history.entry?.map((e) => [e.request?.method, e.request?.url, e.response?.status])).toEqual([
+        ['PUT', 'Patient/patched-history', '200'],
+        ['PATCH', 'Patient/patched-history', '200'],
+        ['PATCH', 'Patient/patched-history', '200'],
+        ['PATCH', 'Patient/patched-history', '200'],
+        ['PUT', 'Patient/patched-history', '201'],
+      ]);
     });
 
     test('20 concurrent JSON Patches without If-Match, each adding one element to a list: all 200, version 21', async () => {

@@ -174,6 +174,39 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((answer.entry?.[2].resource as Resource).id).toBe('batch-a');
     });
 
+    test.each(['transaction', 'batch'])('a %s-response names the version every write made: location, etag and lastModified', async (type) => {
+      const id = `where-${type}`;
+      await putResource(server.app, { resourceType: 'Patient', id });
+      await putResource(server.app, { resourceType: 'Patient', id: `${id}-patched` });
+      await putResource(server.app, { resourceType: 'Patient', id: `${id}-gone` });
+      const patch = { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(JSON.stringify([{ op: 'add', path: '/active', value: true }])).toString('base64') };
+      const res = await post(
+        {
+          resourceType: 'Bundle',
+          type,
+          entry: [
+            { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
+            { resource: { resourceType: 'Patient', id, gender: 'other' }, request: { method: 'PUT', url: `Patient/${id}` } },
+            { resource: { resourceType: 'Patient', id: `${id}-new` }, request: { method: 'PUT', url: `Patient/${id}-new` } },
+            { resource: patch, request: { method: 'PATCH', url: `Patient/${id}-patched` } },
+            { request: { method: 'DELETE', url: `Patient/${id}-gone` } },
+          ],
+        },
+        { prefer: 'return=minimal' },
+      );
+      expect(res.statusCode, res.body).toBe(200);
+      const responses = (res.json() as Bundle).entry?.map((e) => e.response);
+      expect(responses?.map((r) => r?.status.split(' ')[0])).toEqual(['201', '200', '201', '200', '204']);
+      // As R4's transaction-response example answers an update: "Patient/123/_history/4".
+      expect(responses?.[0]?.location).toMatch(/^Patient\/[A-Za-z0-9-]+\/_history\/1$/);
+      expect(responses?.[1]?.location).toBe(`Patient/${id}/_history/2`);
+      expect(responses?.[2]?.location).toBe(`Patient/${id}-new/_history/1`);
+      expect(responses?.[3]?.location).toBe(`Patient/${id}-patched/_history/2`);
+      expect(responses?.[4]?.location).toBeUndefined();
+      expect(responses?.map((r) => r?.etag)).toEqual(['W/"1"', 'W/"2"', 'W/"1"', 'W/"2"', 'W/"2"']);
+      for (const r of responses ?? []) expect(Date.parse(r?.lastModified ?? ''), JSON.stringify(r)).toBeGreaterThan(Date.now() - 60_000);
+    });
+
     test('Prefer: return=minimal leaves the resources out of a transaction-response', async () => {
       const res = await post(
         { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }] },
