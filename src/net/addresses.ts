@@ -62,7 +62,9 @@ function v6Kind(g: readonly number[]): AddressKind {
   if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return v4Kind(low32); // ::ffff:0:a.b.c.d, translated (SIIT)
   if (zeros(0, 6)) return v4Kind(low32); // ::a.b.c.d, compatible (deprecated, still routed by some stacks)
   if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return v4Kind(low32); // 64:ff9b::/96, NAT64
-  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'private'; // 64:ff9b:1::/48, local-use NAT64: any embedding
+  // 64:ff9b:1::/48, local-use NAT64 (RFC 8215): where the IPv4 address sits depends on the prefix
+  // length the network chose, so it is private, and metadata if any layout carries a metadata address.
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return localNat64Embeddings(g).some((a) => v4Kind(a) === 'metadata') ? 'metadata' : 'private';
   if (g[0] === 0x2002) return v4Kind(((g[1] << 16) | g[2]) >>> 0); // 2002::/16, 6to4
   if (g[0] === 0xfd00 && g[1] === 0x0ec2 && zeros(2, 7) && g[7] === 0x254) return 'metadata'; // AWS over IPv6
   if (g[0] === 0x2001 && g[1] === 0x0db8) return 'never'; // documentation
@@ -72,6 +74,18 @@ function v6Kind(g: readonly number[]): AddressKind {
   if ((g[0] & 0xffc0) === 0xfe80 || (g[0] & 0xffc0) === 0xfec0) return 'private'; // link-local, site-local
   if ((g[0] & 0xff00) === 0xff00) return 'never'; // multicast
   return 'public';
+}
+
+/** The IPv4 addresses a local-use NAT64 address may carry: one per RFC 6052 prefix length of /48 or longer (bits 64-71 are the zero u-octet). */
+function localNat64Embeddings(g: readonly number[]): number[] {
+  const whole = g.reduce((n, x) => (n << 16n) | BigInt(x), 0n);
+  const bits = (from: number, count: number) => Number((whole >> BigInt(128 - from - count)) & ((1n << BigInt(count)) - 1n));
+  return [
+    ((bits(48, 16) << 16) | bits(72, 16)) >>> 0, // /48
+    ((bits(56, 8) << 24) | bits(72, 24)) >>> 0, // /56
+    bits(72, 32) >>> 0, // /64
+    bits(96, 32) >>> 0, // /96
+  ];
 }
 
 function v4(text: string): number {

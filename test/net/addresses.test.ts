@@ -43,6 +43,9 @@ describe('addressKind', () => {
     ['0:0:0:0:0:ffff:a9fe:a9fe', 'metadata'],
     ['::a9fe:a9fe', 'metadata'],
     ['64:ff9b::a9fe:a9fe', 'metadata'],
+    ['64:ff9b:1::a9fe:a9fe', 'metadata'], // local-use NAT64, /96 layout
+    ['64:ff9b:1:a9fe:a9:fea9:fe00:0', 'metadata'], // local-use NAT64, /48 layout (u-octet skipped)
+    ['64:ff9b:1:0:a9:fea9:fe00:0', 'metadata'], // local-use NAT64, /64 layout
     ['2002:a9fe:a9fe::', 'metadata'],
     ['fd00:ec2::254', 'metadata'],
     ['100.100.100.200', 'metadata'],
