@@ -1,15 +1,28 @@
 import cluster from 'node:cluster';
-import type { Config } from '../config';
 import type { ResourceStore } from './store';
 import type { FreshnessCheck } from './change-watch';
+
+/**
+ * What opening the store reads of the configuration (the server's Config is one), declared here so
+ * that storage imports nothing above it.
+ */
+export interface StoreOptions {
+  /** DATA_DIR: the SQLite file's folder. */
+  dataDir: string;
+  /** DATABASE_URL: PostgreSQL instead of SQLite when set. */
+  databaseUrl?: string;
+  /** DATABASE_STATEMENT_TIMEOUT_MS (PostgreSQL). */
+  databaseStatementTimeoutMs?: number;
+  /** SQLITE_MAX_SIZE_MB. */
+  sqliteMaxSizeMb?: number;
+  freshnessCheck?: FreshnessCheck;
+}
 
 /**
  * PostgreSQL when DATABASE_URL is set, the embedded SQLite file under DATA_DIR otherwise; migrated.
  * Only the backend in use is loaded (start-up time).
  */
-export async function openStore(
-  config: Pick<Config, 'databaseUrl' | 'dataDir'> & Partial<Pick<Config, 'databaseStatementTimeoutMs' | 'sqliteMaxSizeMb'>> & { freshnessCheck?: FreshnessCheck },
-): Promise<ResourceStore> {
+export async function openStore(config: StoreOptions): Promise<ResourceStore> {
   const freshness = config.freshnessCheck;
   const store: ResourceStore = config.databaseUrl
     ? new (await import('./postgres/postgres-store')).PostgresStore(config.databaseUrl, { freshness, statementTimeoutMs: config.databaseStatementTimeoutMs })
