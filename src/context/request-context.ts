@@ -1,5 +1,5 @@
 import { operatorIn, type Principal } from '../auth/principal';
-import { DEFAULT_PROJECT } from '../storage/store';
+import { DEFAULT_PROJECT } from './projects';
 /**
  * What every service call below the HTTP layer is given about the request it serves: who asks
  * (room for the tenant and principal of the projects issue), where to log, how long the work may

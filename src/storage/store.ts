@@ -13,13 +13,8 @@ import { fhirError, type FhirError } from '../fhir/errors';
  * decisions lives above them in `repository.ts`, written once.
  */
 
-/**
- * The scope every stored resource belongs to: a project (tenant). Each project's resources, versions,
- * index rows and change marks are its own; ids are unique within a project.
- */
-export const SYSTEM_PROJECT = 'system';
-/** Data from before projects existed, and the project static-token callers act in. */
-export const DEFAULT_PROJECT = 'default';
+// The project ids live with the request context, the ground every layer stands on; storage scopes by them.
+export { DEFAULT_PROJECT, SYSTEM_PROJECT } from '../context/projects';
 
 /**
  * Definitions, never data: of these types, what the system scope holds (imported packages) is
