@@ -5,8 +5,7 @@
  * spent, await `pause()`, which lets pending I/O (other requests, signals) run before going on.
  */
 
-/** How long engine work may hold the event loop at a stretch. */
-export const SLICE_MS = 4;
+import { nextTurn, SLICE_MS } from '../context/budget';
 
 export class Pacer {
   private sliceEnd = Date.now() + SLICE_MS;
@@ -21,7 +20,7 @@ export class Pacer {
 
   /** Gives the event loop back once, then starts a new slice. */
   async pause(): Promise<void> {
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
     this.sliceEnd = Date.now() + SLICE_MS;
     this.checkBudget();
   }
