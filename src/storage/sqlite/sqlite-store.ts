@@ -562,8 +562,9 @@ export class SqliteStore implements ResourceStore {
       try {
         this.writer.exec('PRAGMA optimize');
       } catch (err) {
-        // A full disk must not keep the store from closing; the statistics wait.
-        if ((err as { code?: string }).code !== 'SQLITE_FULL') throw err;
+        // PRAGMA optimize is only statistics: a full disk, or another process holding the write
+        // lock (the writer waits for no lock inside SQLite), must not make the shutdown fail.
+        if (!OPTIONAL_WORK_SKIPPED_ON.has((err as { code?: string }).code ?? '')) throw err;
       }
     });
     if (this.reader?.open) this.reader.close();
@@ -571,6 +572,9 @@ export class SqliteStore implements ResourceStore {
     if (this.temporaryDir) rmSync(this.temporaryDir, { recursive: true, force: true });
   }
 }
+
+/** SQLite errors on which close() leaves its statistics for the next start. */
+const OPTIONAL_WORK_SKIPPED_ON: ReadonlySet<string> = new Set(['SQLITE_FULL', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
 
 function open(file: string, durable: boolean): Database.Database {
   const db = new Database(file);
