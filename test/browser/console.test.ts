@@ -1,7 +1,9 @@
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { SignJWT } from 'jose';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
@@ -62,8 +64,16 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('No token');
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Token set');
-    expect(errors).toEqual([]);
+    // The header says who the token is (asked of /auth/me), not only that one is set.
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in as operator (project default)');
+    await page.fill('#token', 'not-a-token-of-this-server');
+    await page.click('#session button[type=submit]');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toMatch(/^Token not accepted/);
+    await page.fill('#token', TOKEN);
+    await page.click('#session button[type=submit]');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in as operator (project default)');
+    expect(errors.filter((e) => !e.includes('401'))).toEqual([]);
+    errors.length = 0;
   });
 
   test('signing in with email and password (PKCE) gives the page a token of the project', async () => {
@@ -81,7 +91,7 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await expect.poll(() => page.textContent('#signin-problem'), PATIENT).toContain('not right');
     await page.fill('#signin input[name=password]', 'console password');
     await page.click('#signin button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toMatch(/^Signed in as .*console@example\.org.*project Console, administrator\)$/);
     const token = (await page.evaluate("sessionStorage.getItem('fhir-console-token')")) as string;
     const me = await server.app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } });
     expect(me.json().admin).toBe(true);
@@ -89,7 +99,7 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     // Back to the operator's token for the rest (the console@ project is empty).
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Token set');
+    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in as operator (project default)');
     expect(errors).toEqual([]);
   });
 
@@ -106,6 +116,13 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
   });
 
   test('validate-code round trip: male is valid, an unknown code is not and the issues are shown', async () => {
+    // Empty fields show examples, which are not values: submitting them asks for the value instead of sending a 400.
+    // (Picking a value set above filled its URL in; empty it as a newcomer's first visit has it.)
+    await page.fill('#validate input[name=url]', '');
+    expect(await page.getAttribute('#validate input[name=url]', 'placeholder')).toMatch(/^e\.g\. /);
+    await page.click('#validate button[type=submit]');
+    expect(await page.$eval('#validate input[name=url]', (el) => (el as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing)).toBe(true);
+    expect(await page.textContent('#validate-result')).toBe('');
     await page.fill('#validate input[name=url]', GENDER);
     await page.fill('#validate input[name=system]', 'http://hl7.org/fhir/administrative-gender');
     await page.fill('#validate input[name=code]', 'male');
@@ -128,6 +145,8 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.click('#resource-search button[type=submit]');
     const link = page.locator('#resource-results a.pick', { hasText: 'Patient/console-p1' });
     await link.waitFor();
+    // The list says what each resource is, not only its id.
+    expect(await page.textContent('#resource-results')).toContain('Peter Chalmers');
     await link.click();
     await expect.poll(() => page.textContent('#resource-json'), PATIENT).toContain('Chalmers');
     await page.click('#resource-history');
@@ -149,6 +168,45 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     expect(await page.textContent('#admin-jobs')).toContain('done');
     await expect.poll(() => page.textContent('#admin-me'), PATIENT).toContain('operator');
     await page.screenshot({ path: join(ARTIFACTS, 'console-admin.png'), fullPage: true });
+    expect(errors).toEqual([]);
+  });
+
+  test('the Admin tab registers a backend service from its public key, and that service gets a token with its private key', async () => {
+    const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-384' });
+    const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'console-service-1', alg: 'ES384', use: 'sig' };
+    await page.click('.tab[data-tab=admin]');
+    await page.fill('#service-form input[name=name]', 'console service');
+    // A private key is refused before anything is sent.
+    await page.fill('#service-form textarea[name=keys]', JSON.stringify({ ...privateKey.export({ format: 'jwk' }), kid: 'k' }));
+    await page.fill('#service-form input[name=scopes]', 'system/Patient.rs');
+    await page.click('#service-form button[type=submit]');
+    await expect.poll(() => page.textContent('#service-result'), PATIENT).toContain('private key');
+    await page.fill('#service-form textarea[name=keys]', JSON.stringify(jwk));
+    await page.click('#service-form button[type=submit]');
+    await expect.poll(() => page.textContent('#service-result'), PATIENT).toMatch(/Registered: ClientApplication\//);
+    const id = ((await page.textContent('#service-client')) ?? '').split('/').pop() as string;
+    expect(await page.textContent('#service-result')).toContain(`iss and sub "${id}"`);
+    await page.locator('#admin-clients td', { hasText: 'key (private_key_jwt)' }).first().waitFor();
+    await page.screenshot({ path: join(ARTIFACTS, 'console-backend-service.png'), fullPage: true });
+    // The service signs an assertion (aud: the server's own token URL at its configured port) and reads within its scope.
+    const assertion = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES384', kid: 'console-service-1', typ: 'JWT' })
+      .setIssuer(id)
+      .setSubject(id)
+      .setAudience('http://localhost:8080/oauth2/token')
+      .setExpirationTime(Math.floor(Date.now() / 1000) + 120)
+      .setJti(randomUUID())
+      .sign(privateKey);
+    const token = await server.app.inject({
+      method: 'POST',
+      url: '/oauth2/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: new URLSearchParams({ grant_type: 'client_credentials', client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: assertion }).toString(),
+    });
+    expect(token.statusCode, token.body).toBe(200);
+    expect(token.json().scope).toBe('system/Patient.rs');
+    const read = await server.app.inject({ method: 'GET', url: '/fhir/R4/Patient/console-p1', headers: { authorization: `Bearer ${token.json().access_token}` } });
+    expect(read.statusCode, read.body).toBe(200);
     expect(errors).toEqual([]);
   });
 

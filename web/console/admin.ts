@@ -2,17 +2,8 @@ import type { Bundle, Resource } from 'fhir/r4';
 import type { JobSummary } from '../../src/jobs/job-summary';
 import { fhir, json } from './api';
 import { byId, failure, h, show } from './dom';
-
-/** `/auth/me` (Medplum's shape: the project, membership, user and profile as resources; src/auth/me.ts). */
-interface Me {
-  project?: { id?: string };
-  user?: { id?: string };
-  client?: { reference?: string };
-  profile?: { resourceType?: string; id?: string };
-  admin?: boolean;
-  operator?: boolean;
-  scope?: string;
-}
+import { backendServiceForm } from './services';
+import type { Me } from './session';
 
 /**
  * For a project's administrators (and operators): who the token is, the project's client
@@ -30,8 +21,10 @@ export function adminViews(): void {
     });
     void load('admin-clients', async (out) => {
       const bundle = await fhir<Bundle>('ClientApplication?_count=100');
-      const rows = resources<Resource & { name?: string; redirectUri?: string }>(bundle).map((c) => [`ClientApplication/${c.id}`, c.name ?? '', c.redirectUri ?? '']);
-      show(out, table(['client', 'name', 'redirect URI'], rows));
+      type Client = Resource & { name?: string; redirectUri?: string; jwksUri?: string; secret?: string; defaultScope?: string[] };
+      const signIn = (c: Client) => (c.jwksUri ? 'key (private_key_jwt)' : c.secret ? 'secret' : c.redirectUri ? 'browser (redirect)' : '');
+      const rows = resources<Client>(bundle).map((c) => [`ClientApplication/${c.id}`, c.name ?? '', signIn(c), (c.defaultScope ?? []).join(' '), c.redirectUri ?? '']);
+      show(out, table(['client', 'name', 'signs in with', 'scopes', 'redirect URI'], rows));
     });
     void load('admin-members', async (out) => {
       const bundle = await fhir<Bundle>('ProjectMembership?_count=100');
@@ -46,6 +39,7 @@ export function adminViews(): void {
     });
   };
   byId('admin-refresh').addEventListener('click', refresh);
+  backendServiceForm(refresh);
   document.querySelector<HTMLButtonElement>('.tab[data-tab="admin"]')?.addEventListener('click', refresh);
 }
 

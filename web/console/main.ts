@@ -1,6 +1,7 @@
 import { adminViews } from './admin';
 import { resourceBrowser } from './resources';
-import { currentToken, signIn, smartConfiguration, useToken } from './session';
+import { json } from './api';
+import { currentToken, describeSession, signIn, smartConfiguration, useToken, type Me } from './session';
 import { terminologyBrowser } from './terminology';
 import { byId } from './dom';
 
@@ -8,8 +9,23 @@ import { byId } from './dom';
 function main(): void {
   const state = byId('session-state');
   const tokenInput = byId<HTMLInputElement>('token');
+  // Who the page acts as, asked of the server each time the token changes (a pasted token may be refused).
+  let asked = 0;
   const showState = () => {
-    state.textContent = currentToken() ? 'Token set' : 'No token';
+    const turn = ++asked;
+    if (!currentToken()) {
+      state.textContent = 'No token';
+      return;
+    }
+    state.textContent = 'Checking the token...';
+    json<Me>('/auth/me').then(
+      (me) => {
+        if (turn === asked) state.textContent = `Signed in as ${describeSession(me)}`;
+      },
+      (err: unknown) => {
+        if (turn === asked) state.textContent = `Token not accepted (${(err as Error).message})`;
+      },
+    );
   };
   byId<HTMLFormElement>('session').addEventListener('submit', (event) => {
     event.preventDefault();
@@ -39,7 +55,7 @@ function main(): void {
         () => {
           form.reset();
           form.hidden = true;
-          state.textContent = 'Signed in';
+          showState();
         },
         (err: unknown) => {
           problem.textContent = (err as Error).message;

@@ -1,6 +1,7 @@
 import type { Bundle, CapabilityStatement, Resource } from 'fhir/r4';
 import { fhir } from './api';
 import { byId, failure, h, onSubmit, show } from './dom';
+import { labelOf } from './labels';
 
 /** The resource browser: search a type with parameters, view a resource's JSON and its history. */
 export function resourceBrowser(): void {
@@ -21,13 +22,14 @@ function showBundle(target: HTMLElement, bundle: Bundle, caption: string): void 
   show(target,
     h('p', { class: 'hint', id: target.id === 'resource-results' ? 'resource-count' : '' }, caption),
     h('table', {},
-      h('tr', {}, h('th', {}, 'resource'), h('th', {}, 'version'), h('th', {}, 'updated')),
+      h('tr', {}, h('th', {}, 'resource'), h('th', {}, 'what'), h('th', {}, 'version'), h('th', {}, 'updated')),
       ...entries.map((e) => {
         const r = e.resource;
-        if (!r) return h('tr', {}, h('td', {}, e.request?.url ?? e.fullUrl ?? '(deleted)'), h('td', {}, e.response?.status ?? ''), h('td', {}, ''));
+        if (!r) return h('tr', {}, h('td', {}, e.request?.url ?? e.fullUrl ?? '(deleted)'), h('td', {}, ''), h('td', {}, e.response?.status ?? ''), h('td', {}, ''));
         const link = h('a', { class: 'pick' }, `${r.resourceType}/${r.id}`);
         link.addEventListener('click', () => view(r));
-        return h('tr', {}, h('td', {}, link), h('td', {}, r.meta?.versionId ?? ''), h('td', {}, r.meta?.lastUpdated ?? ''));
+        const updated = r.meta?.lastUpdated?.replace('T', ' ').slice(0, 19) ?? '';
+        return h('tr', {}, h('td', { class: 'id' }, link), h('td', { class: 'what' }, labelOf(r)), h('td', {}, r.meta?.versionId ?? ''), h('td', { class: 'nowrap' }, updated));
       })));
 }
 

@@ -59,3 +59,24 @@ function base64url(bytes: Uint8Array): string {
   for (const byte of bytes) text += String.fromCharCode(byte);
   return btoa(text).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
+
+/** `/auth/me` (Medplum's shape: the project, membership, user and profile as resources; src/auth/me.ts). */
+export interface Me {
+  project?: { id?: string; name?: string };
+  user?: { id?: string; email?: string };
+  client?: { reference?: string };
+  profile?: { resourceType?: string; id?: string; name?: { text?: string; given?: string[]; family?: string }[] | string };
+  admin?: boolean;
+  operator?: boolean;
+  scope?: string;
+}
+
+/** Who the session's token is, in words: "operator", or the person (name, email) or client, with the project. */
+export function describeSession(me: Me): string {
+  const project = `project ${me.project?.name ?? me.project?.id ?? '?'}`;
+  if (me.operator) return `operator (${project})`;
+  const profile = me.profile?.name;
+  const name = typeof profile === 'string' ? profile : profile?.[0]?.text ?? [...(profile?.[0]?.given ?? []), profile?.[0]?.family].filter((p) => p).join(' ');
+  const who = [name, me.user?.email && (name ? `(${me.user.email})` : me.user.email), !me.user && me.client?.reference].filter((p) => p).join(' ');
+  return `${who || 'a token'} (${project}${me.admin ? ', administrator' : ''})`;
+}
