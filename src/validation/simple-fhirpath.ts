@@ -1,7 +1,6 @@
-import { createRequire } from 'node:module';
 import { RE2JS } from 're2js';
+import { fhirpathModel } from '../fhir/fhirpath/load';
 
-const require = createRequire(import.meta.url);
 
 /**
  * A small evaluator for the FHIRPath that most invariants are written in: paths of element names
@@ -545,7 +544,7 @@ let choiceNames: Set<string> | undefined;
  */
 function isChoiceName(name: string): boolean {
   if (!choiceNames) {
-    const model = require('fhirpath/fhir-context/r4') as { choiceTypePaths: Record<string, unknown> };
+    const model = fhirpathModel();
     choiceNames = new Set(Object.keys(model.choiceTypePaths).map((path) => path.slice(path.lastIndexOf('.') + 1)));
   }
   return choiceNames.has(name);
