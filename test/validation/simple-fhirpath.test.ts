@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { fhirpathEngine } from '../../src/fhir/fhirpath/load';
-import { compileSimple, withoutOptionalTail } from '../../src/validation/simple-fhirpath';
+import { withoutOptionalTail } from '../../src/validation/fhirpath-subset/parser';
+import { compileSimple } from '../../src/validation/simple-fhirpath';
 import { ResourceValidator } from '../../src/validation/validator';
 import { clinicalExamples, readExample } from './corpus';
 
