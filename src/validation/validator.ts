@@ -9,7 +9,8 @@ import { ProfileLibrary, type ProfileSession, type StoredDefinitions } from './l
 import type { CompiledProfile } from './model';
 import type { TerminologyPort } from './terminology-port';
 import type { PendingBinding } from './walk/constraints';
-import { isObject, Walk, type WalkOptions } from './walker';
+import { isObject } from './resource-rules';
+import { Walk } from './walker';
 
 /**
  * The validation engine: a resource against the R4 definitions, the profiles it claims and the

@@ -308,9 +308,6 @@ export class Walk implements Report {
   }
 }
 
-export type { Scope };
-export { isObject };
-
 function isEmpty(value: Record<string, unknown>): boolean {
   for (const _key in value) return false;
   return true;
