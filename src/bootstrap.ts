@@ -13,7 +13,7 @@ import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
 import { JobQueue } from './jobs/queue';
 import { BulkExports, decorateBulkData } from './bulk/export';
-import { r4Model } from './search/model/model';
+import { r4Model } from './fhir/model/model';
 import { memoryFilter } from './search/memory-filter';
 import { subsetWithMandatory } from './search/summary';
 import type { ResourceStore } from './storage/store';

@@ -10,7 +10,7 @@ import { PATCH_LIMITS } from './rest/patch-bounds';
 import { engineCodeMatcher } from './search/engine-codes';
 import { IndexExtractor } from './search/extract';
 import { SearchIndexer } from './search/indexer';
-import { r4Model } from './search/model/model';
+import { r4Model } from './fhir/model/model';
 import { loadR4SearchParameters, SearchParameterRegistry } from './search/registry';
 import { SearchService } from './search/search-service';
 import type { CodeMatcher } from './search/terminology';

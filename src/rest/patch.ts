@@ -1,6 +1,6 @@
 import type { Parameters, ParametersParameter, Resource } from 'fhir/r4';
 import { fhirError } from '../fhir/errors';
-import type { ElementModel } from '../search/model/model';
+import type { ElementModel } from '../fhir/model/model';
 import { applyJsonPatch } from './json-patch';
 import { byteSize, refuseTooMany, SizeBound, type PatchBounds } from './patch-bounds';
 

@@ -5,7 +5,7 @@ import { builtInVersion, type SearchHandler } from '../search/search-service';
 import { ID_PATTERN, type Repository } from '../storage/repository';
 import { SHARED_TYPES, SYSTEM_PROJECT, type StoredVersion } from '../storage/store';
 import { parsePath, type FhirRequest, type FhirResponse, type Target } from './fhir-request';
-import type { ElementModel } from '../search/model/model';
+import type { ElementModel } from '../fhir/model/model';
 import { processBundle, type BundleDeps } from './bundle';
 import { history } from './history';
 import { bundleResponse, versionResponse } from './responses';

@@ -3,7 +3,7 @@ import type { RequestContext } from '../context/request-context';
 import { Budget } from '../context/budget';
 import { fhirError, isFhirError } from '../fhir/errors';
 import { queryOfString } from '../fhir/query';
-import type { ElementModel } from '../search/model/model';
+import type { ElementModel } from '../fhir/model/model';
 import type { RepositoryTx } from '../storage/repository';
 import type { StoredVersion, StoreReader } from '../storage/store';
 import type { FhirResponse } from './fhir-request';

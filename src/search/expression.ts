@@ -1,5 +1,5 @@
 import { compileExpression } from '../fhir/fhirpath/engine';
-import type { ElementModel } from './model/model';
+import type { ElementModel } from '../fhir/model/model';
 
 /**
  * SearchParameter expressions, compiled once into path walkers over the JSON. Nearly every R4

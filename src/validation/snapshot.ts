@@ -59,7 +59,10 @@ function ensure(elements: ElementDefinition[], id: string, ctx: EnsureContext, d
   const dot = id.lastIndexOf('.');
   const last = id.slice(dot + 1);
   const colon = last.indexOf(':');
-  if (colon >= 0) return addSlice(elements, id, `${id.slice(0, dot + 1)}${last.slice(0, colon)}`, last.slice(colon + 1), ctx, depth);
+  if (colon >= 0) {
+    const slice = { id, slicedId: `${id.slice(0, dot + 1)}${last.slice(0, colon)}`, sliceName: last.slice(colon + 1) };
+    return addSlice(elements, slice, ctx, depth);
+  }
   if (dot < 0) throw new ProfileError(ctx.url, `the element '${id}' is not in the base`);
   const parent = ensure(elements, id.slice(0, dot), ctx, depth + 1);
   const lookup = (): ElementDefinition | undefined =>
@@ -99,7 +102,15 @@ function descendantsEnd(elements: ElementDefinition[], index: number): number {
   return end;
 }
 
-function addSlice(elements: ElementDefinition[], id: string, slicedId: string, sliceName: string, ctx: EnsureContext, depth: number): ElementDefinition {
+/** A slice to add: its element id (`Observation.code.coding:loinc`), the sliced element's id and the slice's name. */
+interface SliceToAdd {
+  id: string;
+  slicedId: string;
+  sliceName: string;
+}
+
+function addSlice(elements: ElementDefinition[], slice: SliceToAdd, ctx: EnsureContext, depth: number): ElementDefinition {
+  const { id, slicedId, sliceName } = slice;
   const sliced = ensure(elements, slicedId, ctx, depth + 1);
   const index = elements.indexOf(sliced);
   const end = descendantsEnd(elements, index);

@@ -3,7 +3,7 @@ import { invariantVars } from '../fhir/fhirpath/engine';
 import type { FhirPathPool } from '../fhir/fhirpath/pool';
 import type { FhirPathJob } from '../fhir/fhirpath/protocol';
 import type { InvariantResult } from './invariants';
-import type { PendingInvariant } from './walker';
+import type { PendingInvariant } from './walk/constraints';
 
 /**
  * The invariants of stored profiles (users wrote them) met in one validation, evaluated in one

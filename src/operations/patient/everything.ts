@@ -3,7 +3,7 @@ import { Budget } from '../../context/budget';
 import type { RequestContext } from '../../context/request-context';
 import { fhirError, FhirError } from '../../fhir/errors';
 import { SUPPORTING_TYPES } from '../../fhir/patient-record';
-import { r4Model } from '../../search/model/model';
+import { r4Model } from '../../fhir/model/model';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
 

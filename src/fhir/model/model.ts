@@ -6,9 +6,9 @@ import type { ElementInfo, R4Model } from './generate';
 export type { ElementInfo, R4Model };
 
 /**
- * The R4 element model search navigates by (generated from the pinned StructureDefinitions; see
- * generate.ts): what type each element has, which repeat, which are choices, which are in the
- * summary view. Read once, on first use.
+ * The R4 element model search, GraphQL and patch navigate by (generated from the pinned
+ * StructureDefinitions; see generate.ts): what type each element has, which repeat, which are
+ * choices, which are in the summary view. Read once, on first use.
  */
 export class ElementModel {
   constructor(private readonly model: R4Model) {}
