@@ -11,7 +11,7 @@ import { versionMethod } from './010-version-method';
 import { changeMarksNotify } from './011-change-marks-notify';
 import type { Migration } from './dialect';
 
-export { POSTGRES, SQLITE, type Dialect, type Migration } from './dialect';
+export { POSTGRES, SQLITE } from './dialect';
 export { runMigrations, type MigrationTarget, type MigrationSession } from './runner';
 
 /**

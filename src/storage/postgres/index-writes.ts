@@ -4,7 +4,7 @@ import { INDEX_KINDS, INDEX_TABLES, type IndexRows, type IndexTable } from '../i
 const ARRAY_TYPE = { text: 'text[]', int: 'bigint[]', real: 'double precision[]' } as const;
 
 /** Index rows of several resources, each row with the resource's type and row id. */
-export interface IndexBatch {
+interface IndexBatch {
   /** Resources whose old rows are removed first. */
   replace: number[];
   rows: { project: string; type: string; rid: number; rows: IndexRows | null }[];

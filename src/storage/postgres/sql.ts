@@ -16,7 +16,7 @@ export function longQuery(text: string, values: unknown[] = []): pg.QueryConfig 
 export const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
   FROM resources r JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version`;
 
-export type Run = <R extends object>(sql: string, params: readonly unknown[]) => Promise<R[]>;
+type Run = <R extends object>(sql: string, params: readonly unknown[]) => Promise<R[]>;
 
 export function readerOf(run: Run): StoreReader {
   return {

@@ -52,7 +52,7 @@ export function transactionOn(db: Database.Database, statements: { writes: Write
 }
 
 /** The index rows of one resource, to write in place of its old ones (`replace`) or as its first. */
-export interface IndexEntry {
+interface IndexEntry {
   project: string;
   type: string;
   rid: number;
