@@ -47,14 +47,6 @@ export interface BulkStore {
   removeFiles(job: string): Promise<void>;
 }
 
-export function bulkDdl(dialect: 'sqlite' | 'postgres'): string {
-  const text = dialect === 'postgres' ? 'TEXT COLLATE "C"' : 'TEXT';
-  return `CREATE TABLE bulk_files (
-     job_id ${text} NOT NULL, file ${text} NOT NULL, part INTEGER NOT NULL, count INTEGER NOT NULL, content TEXT NOT NULL,
-     PRIMARY KEY (job_id, file, part)
-   );`;
-}
-
 export class SqlBulkStore implements BulkStore {
   constructor(
     private readonly write: Run,

@@ -22,11 +22,6 @@ export interface EphemeralStore {
 /** Entries that never expire (a password hash): the end of the representable instants. */
 export const NEVER = 8_640_000_000_000_000;
 
-export const EPHEMERAL_DDL = `CREATE TABLE ephemeral (
-  kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, expires_at BIGINT NOT NULL,
-  PRIMARY KEY (kind, key)
-)`;
-
 type Run = (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
 
 /** How many writes between purges of expired entries. */

@@ -61,7 +61,10 @@ export function indexRowCount(rows: IndexRows): number {
   return n;
 }
 
-/** The index tables as migration 2 made them (`lookups` as migration 4 rebuilt them; migration 9 dropped some). */
+/**
+ * The index tables as migration 2 made them (`lookups` as migration 4 rebuilt them; migration 9 dropped
+ * some): migrations/002-search-index.ts and 004-projects.ts read these, so they never change.
+ */
 export const INDEX_TABLES: { [K in IndexKind]: IndexTable<Exclude<keyof IndexRows[K][number], 'param' | 'grp'> & string> } = {
   string: { name: 'search_string', columns: [{ name: 'norm', kind: 'text' }, { name: 'exact', kind: 'text' }], lookups: [['norm'], ['exact']] },
   token: {
@@ -89,59 +92,6 @@ export const INDEX_TABLES: { [K in IndexKind]: IndexTable<Exclude<keyof IndexRow
 };
 
 export const INDEX_KINDS = Object.keys(INDEX_TABLES) as IndexKind[];
-
-function columnType(dialect: 'sqlite' | 'postgres', kind: ColumnKind): string {
-  if (dialect === 'sqlite') return kind === 'text' ? 'TEXT' : kind === 'int' ? 'INTEGER' : 'REAL';
-  return kind === 'text' ? 'TEXT COLLATE "C"' : kind === 'int' ? 'BIGINT' : 'DOUBLE PRECISION';
-}
-
-/**
- * The DDL of the index tables as migration 2 created them (before projects); never changed, since
- * migrations that ran must mean the same on a new database. Text columns compare byte-wise on both
- * backends (PostgreSQL's COLLATE "C"), so a prefix search can be a range over an index.
- */
-export function indexTableDdl(dialect: 'sqlite' | 'postgres'): string {
-  const type = (kind: ColumnKind) => columnType(dialect, kind);
-  const statements: string[] = [];
-  for (const kind of INDEX_KINDS) {
-    const table = INDEX_TABLES[kind] as IndexTable;
-    const columns = table.columns.map((c) => `${c.name} ${type(c.kind)}`).join(', ');
-    statements.push(
-      `CREATE TABLE ${table.name} (type ${type('text')} NOT NULL, param ${type('text')} NOT NULL, rid ${type('int')} NOT NULL, grp INTEGER NOT NULL, ${columns})`,
-    );
-    statements.push(`CREATE INDEX ${table.name}_rid ON ${table.name} (rid, param)`);
-    table.lookups.forEach((cols, i) => statements.push(`CREATE INDEX ${table.name}_l${i} ON ${table.name} (type, param, ${cols.join(', ')})`));
-  }
-  return statements.map((s) => `${s};`).join('\n');
-}
-
-/**
- * Migration 4: every index row belongs to the project of its resource (rows of before are the
- * default project's), and lookups lead with the project, so one project's search reads only its
- * own rows and a reference `Patient/x` is matched within the project it was written in.
- */
-export function projectIndexMigration(dialect: 'sqlite' | 'postgres'): string {
-  const statements: string[] = [];
-  for (const kind of INDEX_KINDS) {
-    const table = INDEX_TABLES[kind] as IndexTable;
-    statements.push(`ALTER TABLE ${table.name} ADD COLUMN project ${columnType(dialect, 'text')} NOT NULL DEFAULT 'default'`);
-    table.lookups.forEach((cols, i) => {
-      statements.push(`DROP INDEX ${table.name}_l${i}`);
-      statements.push(`CREATE INDEX ${table.name}_p${i} ON ${table.name} (project, type, param, ${cols.join(', ')})`);
-    });
-  }
-  return statements.map((s) => `${s};`).join('\n');
-}
-
-/**
- * Migration 9: lookups that cost a B-tree insert per row and served almost nothing. The token
- * `system` lookup (for `system|` without a code, which reads the code lookup's range of the
- * parameter instead) and a reference `url` lookup over rows that nearly all have no url (now only
- * over those that have one; `url = ?` implies that on both backends).
- */
-export const LEANER_LOOKUPS_MIGRATION = `DROP INDEX search_token_p1;
-   DROP INDEX search_reference_p1;
-   CREATE INDEX search_reference_p1 ON search_reference (project, type, param, url) WHERE url IS NOT NULL;`;
 
 /** The INSERT of one row into a table, with `?` placeholders: project, type, param, rid, grp, then the values. */
 export function indexInsertSql(kind: IndexKind): string {

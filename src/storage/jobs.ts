@@ -75,18 +75,6 @@ export interface JobStore {
   list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]>;
 }
 
-export function jobsDdl(dialect: 'sqlite' | 'postgres'): string {
-  const text = dialect === 'postgres' ? 'TEXT COLLATE "C"' : 'TEXT';
-  return `CREATE TABLE jobs (
-     id ${text} PRIMARY KEY, kind ${text} NOT NULL, project ${text} NOT NULL, principal TEXT NOT NULL, input TEXT NOT NULL,
-     state ${text} NOT NULL, attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL, run_at BIGINT NOT NULL,
-     lease_until BIGINT, worker TEXT, progress TEXT, result TEXT, last_error TEXT,
-     created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, finished_at BIGINT
-   );
-   CREATE INDEX jobs_ready ON jobs (state, run_at);
-   CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;`;
-}
-
 export type Run = (sql: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
 
 /** The INSERT of a job, for a store's transaction to run on its own connection (the outbox). */

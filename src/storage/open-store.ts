@@ -22,13 +22,13 @@ export interface StoreOptions {
  * PostgreSQL when DATABASE_URL is set, the embedded SQLite file under DATA_DIR otherwise; migrated.
  * Only the backend in use is loaded (start-up time).
  */
-export async function openStore(config: StoreOptions): Promise<ResourceStore> {
-  const freshness = config.freshnessCheck;
-  const store: ResourceStore = config.databaseUrl
-    ? new (await import('./postgres/postgres-store')).PostgresStore(config.databaseUrl, { freshness, statementTimeoutMs: config.databaseStatementTimeoutMs })
-    : new (await import('./sqlite/sqlite-store')).SqliteStore(config.dataDir, {
+export async function openStore(options: StoreOptions): Promise<ResourceStore> {
+  const freshness = options.freshnessCheck;
+  const store: ResourceStore = options.databaseUrl
+    ? new (await import('./postgres/postgres-store')).PostgresStore(options.databaseUrl, { freshness, statementTimeoutMs: options.databaseStatementTimeoutMs })
+    : new (await import('./sqlite/sqlite-store')).SqliteStore(options.dataDir, {
         freshness,
-        maxSizeBytes: config.sqliteMaxSizeMb === undefined ? undefined : config.sqliteMaxSizeMb * 1024 * 1024,
+        maxSizeBytes: options.sqliteMaxSizeMb === undefined ? undefined : options.sqliteMaxSizeMb * 1024 * 1024,
         // A worker of several (WORKERS > 1): notices go through the primary to the others.
         notices: cluster.isWorker ? new (await import('./cluster-notices')).ClusterNotices() : undefined,
       });

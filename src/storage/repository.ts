@@ -195,7 +195,8 @@ export class ProjectRepository {
     return result;
   }
 
-  private txOf(tx: StoreTx, writes: StoredVersion[]): RepositoryTx {
+  /** The transaction's writes, told to the observers in it (the index, the outbox); one version at a time is noted in `writes`. */
+  private observedWrites(tx: StoreTx, writes: StoredVersion[]) {
     const observe = async (events: WriteEvent[]) => {
       for (const observer of this.parts.observers) await observer.written(tx, this.project, events);
     };
@@ -214,6 +215,11 @@ export class ProjectRepository {
       }
       return results;
     };
+    return { write, writeMany };
+  }
+
+  private txOf(tx: StoreTx, writes: StoredVersion[]): RepositoryTx {
+    const { write, writeMany } = this.observedWrites(tx, writes);
     return {
       store: tx,
       project: this.project,

@@ -2,34 +2,18 @@ import { LocalNotices, type Notices } from '../notices';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { INDEX_KINDS, INDEX_TABLES, indexInsertSql, indexTableDdl, LEANER_LOOKUPS_MIGRATION, projectIndexMigration, type IndexRows } from '../index-schema';
+import type Database from 'better-sqlite3';
 import { yieldIfHeld } from '../../context/budget';
 import { Mutex } from '../mutex';
 import { ChangeMarksCache, CHANGES_NOTICE_CHANNEL, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
-import { EPHEMERAL_DDL, SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
-import { insertJob, jobsDdl, SqlJobStore, type JobStore } from '../jobs';
-import { bulkDdl, SqlBulkStore, type BulkStore } from '../bulk';
-import {
-  changeFromRow,
-  ifMatchHolds,
-  optionalVersion,
-  stampVersion,
-  versionFromRow,
-  type Change,
-  type CurrentState,
-  type ResourceStore,
-  type StoredVersion,
-  type StoreReader,
-  type StoreTx,
-  writtenVersion,
-  methodOf,
-  StorageFullError,
-  StorageUnavailableError,
-  type VersionRow,
-  type WriteOp,
-  type WriteResult,
-} from '../store';
+import { SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
+import { SqlJobStore, type JobStore } from '../jobs';
+import { SqlBulkStore, type BulkStore } from '../bulk';
+import { MIGRATIONS, LATEST_VERSION, runMigrations } from '../migrations';
+import { changeFromRow, StorageFullError, type Change, type ResourceStore, type StoredVersion, type StoreTx, type VersionRow, type WriteOp, type WriteResult } from '../store';
+import { beginImmediate, migrationTarget, open, writeFailure } from './connection';
+import { cachedStatement, CURRENT, readerOf, readStatements, runOn, writeStatements, type ReadStatements, type WriteStatements } from './statements';
+import { transactionOn, writeVersion, type TxState } from './writes';
 
 /**
  * The embedded default: one SQLite file under DATA_DIR, in WAL mode with synchronous=FULL so a
@@ -37,7 +21,7 @@ import {
  * at a time, and one reader, which sees only committed state (WAL gives it a snapshot per
  * statement), so a transaction that awaits between its statements is never seen half-done.
  * `:memory:` (tests) is a private temporary file, removed on close. All of this backend's SQL
- * is in this file and in index-schema.ts.
+ * is in this folder, src/storage/migrations and index-schema.ts.
  *
  * better-sqlite3 answers synchronously, so a request that awaits this store never lets another
  * in by itself: a Bundle of 10,000 writes, or a measure reading 3,000 patients, held the event loop
@@ -46,92 +30,8 @@ import {
  * use the reader connection and see only what is committed.
  */
 
-const MIGRATIONS: string[] = [
-  `CREATE TABLE resource_versions (
-     type TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
-     last_updated TEXT NOT NULL, content TEXT,
-     PRIMARY KEY (type, id, version)
-   ) WITHOUT ROWID;
-   CREATE TABLE resources (
-     type TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, deleted INTEGER NOT NULL,
-     url TEXT, canonical_version TEXT, seq INTEGER NOT NULL,
-     PRIMARY KEY (type, id)
-   ) WITHOUT ROWID;
-   CREATE INDEX resources_by_url ON resources (type, url) WHERE url IS NOT NULL;
-   CREATE INDEX resources_by_seq ON resources (type, seq);
-   CREATE TABLE change_marks (type TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;`,
-  // Search: every resource gets an integer row id that its index rows are keyed by.
-  `ALTER TABLE resources ADD COLUMN rid INTEGER;
-   CREATE TEMP TABLE rid_map AS SELECT type, id FROM resources ORDER BY seq;
-   CREATE UNIQUE INDEX temp.rid_map_key ON rid_map (type, id);
-   UPDATE resources SET rid = (SELECT m.rowid FROM rid_map m WHERE m.type = resources.type AND m.id = resources.id);
-   DROP TABLE temp.rid_map;
-   CREATE UNIQUE INDEX resources_by_rid ON resources (rid);
-   CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-   ${indexTableDdl('sqlite')}`,
-  // History: type- and system-level history read versions by time.
-  `CREATE INDEX resource_versions_by_time ON resource_versions (last_updated);
-   CREATE INDEX resource_versions_by_type_time ON resource_versions (type, last_updated);`,
-  // Projects: every row belongs to one (the rows of before to the default project), and a resource's
-  // key is (project, type, id). The two WITHOUT ROWID tables are rebuilt with their new keys.
-  `CREATE TABLE resources_p (
-     project TEXT NOT NULL, type TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, deleted INTEGER NOT NULL,
-     url TEXT, canonical_version TEXT, seq INTEGER NOT NULL, rid INTEGER,
-     PRIMARY KEY (project, type, id)
-   ) WITHOUT ROWID;
-   INSERT INTO resources_p SELECT 'default', type, id, version, deleted, url, canonical_version, seq, rid FROM resources;
-   DROP TABLE resources;
-   ALTER TABLE resources_p RENAME TO resources;
-   CREATE UNIQUE INDEX resources_by_rid ON resources (rid);
-   CREATE INDEX resources_by_url ON resources (project, type, url) WHERE url IS NOT NULL;
-   CREATE INDEX resources_by_seq ON resources (project, type, seq);
-   CREATE TABLE resource_versions_p (
-     project TEXT NOT NULL, type TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
-     last_updated TEXT NOT NULL, content TEXT,
-     PRIMARY KEY (project, type, id, version)
-   ) WITHOUT ROWID;
-   INSERT INTO resource_versions_p SELECT 'default', type, id, version, last_updated, content FROM resource_versions;
-   DROP TABLE resource_versions;
-   ALTER TABLE resource_versions_p RENAME TO resource_versions;
-   CREATE INDEX resource_versions_by_time ON resource_versions (project, last_updated);
-   CREATE INDEX resource_versions_by_type_time ON resource_versions (project, type, last_updated);
-   CREATE TABLE change_marks_p (project TEXT NOT NULL, type TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (project, type)) WITHOUT ROWID;
-   INSERT INTO change_marks_p SELECT 'default', type, seq FROM change_marks;
-   DROP TABLE change_marks;
-   ALTER TABLE change_marks_p RENAME TO change_marks;
-   ${projectIndexMigration('sqlite')}`,
-  // Short-lived shared state (authorization codes, replay marks, signing keys, password hashes).
-  `${EPHEMERAL_DDL} WITHOUT ROWID;
-   CREATE INDEX ephemeral_by_expiry ON ephemeral (expires_at);`,
-  // The durable job queue (src/storage/jobs.ts) and bulk export's files (src/storage/bulk.ts).
-  `${jobsDdl('sqlite')}
-   ${bulkDdl('sqlite')}`,
-  // The admin view lists a project's newest jobs.
-  `CREATE INDEX jobs_by_project ON jobs (project, created_at)`,
-  // (PostgreSQL's migration 8 notifies other processes of new jobs; one SQLite process wakes its own.)
-  `SELECT 1`,
-  // Fewer index lookups to keep up on every write (see src/storage/index-schema.ts).
-  LEANER_LOOKUPS_MIGRATION,
-  // How a client asked for each version (history's request.method); null for versions before.
-  `ALTER TABLE resource_versions ADD COLUMN method TEXT`,
-  // (PostgreSQL's migration 11 notifies other processes of moved change marks; over one SQLite file
-  // they are found by PRAGMA data_version: see `changes`.)
-  `SELECT 1`,
-];
-
-const CURRENT = `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content
-  FROM resources r JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version`;
-
-type Statements = ReturnType<typeof readStatements>;
-
-/** WAL pages (4 KiB) between two automatic checkpoints. */
-const WAL_CHECKPOINT_PAGES = 20_000;
-
 /** How often another process's commits to the file are looked for (FRESHNESS_CHECK=notify). */
 export const POLL_MS = 50;
-
-/** How long a write waits for another process's write lock before it fails (503). */
-const WRITE_LOCK_WAIT_MS = 30_000;
 
 /** SQLite's own most pages of a database (no cap). */
 const UNLIMITED_PAGES = 4_294_967_294;
@@ -142,38 +42,6 @@ const SPACE_PROBE_BYTES = 65_536;
 /** How many written resources between two `PRAGMA optimize`. */
 const OPTIMIZE_EVERY = 2000;
 
-function readStatements(db: Database.Database) {
-  return {
-    read: db.prepare(`${CURRENT} WHERE r.project = ? AND r.type = ? AND r.id = ?`),
-    readVersion: db.prepare('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?'),
-    history: db.prepare('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC'),
-  };
-}
-
-function writeStatements(db: Database.Database) {
-  return {
-    current: db.prepare('SELECT rid, version, deleted FROM resources WHERE project = ? AND type = ? AND id = ?'),
-    nextRid: db.prepare('SELECT COALESCE(MAX(rid), 0) + 1 AS rid FROM resources'),
-    insertVersion: db.prepare('INSERT INTO resource_versions (project, type, id, version, last_updated, content, method) VALUES (?, ?, ?, ?, ?, ?, ?)'),
-    bumpMark: db.prepare(
-      `INSERT INTO change_marks (project, type, seq) VALUES (?, ?, 1)
-       ON CONFLICT (project, type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
-    ),
-    upsertCurrent: db.prepare(
-      `INSERT INTO resources (project, type, id, version, deleted, url, canonical_version, seq, rid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (project, type, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted,
-         url = excluded.url, canonical_version = excluded.canonical_version, seq = excluded.seq`,
-    ),
-    deleteIndex: INDEX_KINDS.map((kind) => db.prepare(`DELETE FROM ${INDEX_TABLES[kind].name} WHERE rid = ?`)),
-    insertIndex: Object.fromEntries(INDEX_KINDS.map((kind) => [kind, db.prepare(indexInsertSql(kind))])) as Record<
-      keyof IndexRows,
-      Database.Statement
-    >,
-    getSetting: db.prepare('SELECT value FROM settings WHERE key = ?'),
-    setSetting: db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
-  };
-}
-
 export class SqliteStore implements ResourceStore {
   readonly kind = 'sqlite' as const;
   private readonly writer: Database.Database;
@@ -181,9 +49,9 @@ export class SqliteStore implements ResourceStore {
   private readonly file: string;
   private readonly temporaryDir?: string;
   private readonly mutex = new Mutex();
-  private reads?: Statements;
-  private txReads?: Statements;
-  private writes?: ReturnType<typeof writeStatements>;
+  private reads?: ReadStatements;
+  private txReads?: ReadStatements;
+  private writes?: WriteStatements;
   /** Writes on the writer connection, in turn with the store's other writes; reads on the reader. */
   readonly ephemeral: EphemeralStore = new SqlEphemeralStore(
     (sql, params) => this.locked(() => runOn(this.writer, sql, params)),
@@ -266,38 +134,22 @@ export class SqliteStore implements ResourceStore {
   }
 
   /**
-   * What a failed write is reported as: a full disk (SQLITE_FULL, remembered until a write commits),
-   * an I/O error (SQLITE_IOERR_*: the disk failing, or out of space where SQLite cannot tell) as
-   * storage unavailable; anything else as it is.
+   * What a failed write is reported as (see writeFailure); a full disk is remembered until a write commits.
    */
   private failure(err: unknown): unknown {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'SQLITE_FULL') {
-      this.full = true;
-      return new StorageFullError((err as Error).message);
-    }
-    if (typeof code === 'string' && code.startsWith('SQLITE_IOERR')) return new StorageUnavailableError((err as Error).message);
-    return err;
+    const failure = writeFailure(err);
+    if (failure instanceof StorageFullError) this.full = true;
+    return failure;
   }
 
   async migrate(options: { upTo?: number } = {}): Promise<void> {
     const db = this.writer;
-    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
-    const apply = db.transaction(() => {
-      const row = db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number };
-      MIGRATIONS.forEach((sql, index) => {
-        const version = index + 1;
-        if (version <= row.v || version > (options.upTo ?? Infinity)) return;
-        db.exec(sql);
-        db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, new Date().toISOString());
-      });
-    });
-    apply.immediate();
+    await runMigrations(migrationTarget(db), MIGRATIONS, options);
     // A store left at an older schema (a test of a migration) is only closed again.
-    if (options.upTo !== undefined && options.upTo < MIGRATIONS.length) return;
+    if (options.upTo !== undefined && options.upTo < LATEST_VERSION) return;
     // Statistics for tables that have none or grew a lot since (SQLite decides; cheap otherwise).
     db.exec('PRAGMA optimize=0x10002');
-    // From here on the writer waits for another process's write lock in begin(), not in SQLite.
+    // From here on the writer waits for another process's write lock in beginImmediate(), not in SQLite.
     db.pragma('busy_timeout = 0');
     this.reader = open(this.file, this.temporaryDir === undefined);
     this.reads = readStatements(this.reader);
@@ -341,7 +193,7 @@ export class SqliteStore implements ResourceStore {
 
   async write(op: WriteOp): Promise<WriteResult> {
     await yieldIfHeld();
-    const result = await this.locked(() => this.writeInTransaction(op));
+    const result = await this.locked(() => writeVersion(this.sql.writes, op));
     this.committed();
     this.noteWrites(1);
     return result;
@@ -355,7 +207,7 @@ export class SqliteStore implements ResourceStore {
     await yieldIfHeld();
     return this.mutex.run(async () => {
       const db = this.writer;
-      await this.begin();
+      await beginImmediate(db);
       try {
         const result = work();
         db.exec('COMMIT');
@@ -368,115 +220,27 @@ export class SqliteStore implements ResourceStore {
     });
   }
 
-  /**
-   * BEGIN IMMEDIATE (the database's write lock), waiting for another process that holds it (WORKERS,
-   * or a tool over the same file) without holding up this process: the connection's busy timeout
-   * is 0 once migrated, so SQLite answers SQLITE_BUSY at once and the wait is a timer here, while
-   * this process goes on answering reads. SQLite's own wait would block the event loop for as long.
-   * Past WRITE_LOCK_WAIT_MS the write fails as storage unavailable (503, Retry-After).
-   */
-  private async begin(): Promise<void> {
-    const deadline = Date.now() + WRITE_LOCK_WAIT_MS;
-    for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
-      try {
-        this.writer.exec('BEGIN IMMEDIATE');
-        return;
-      } catch (err) {
-        if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
-        if (Date.now() >= deadline) throw new StorageUnavailableError(`another process held the database's write lock for ${WRITE_LOCK_WAIT_MS / 1000} s`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, pause));
-    }
-  }
-
   async transaction<T>(work: (tx: StoreTx) => Promise<T>): Promise<T> {
     await yieldIfHeld();
     return this.mutex.run(async () => {
       const db = this.writer;
-      await this.begin();
-      let active = true;
-      let writes = 0;
-      const reads = readerOf(this.sql.txReads, db);
-      const tx: StoreTx = {
-        ...reads,
-        write: async (op) => {
-          if (!active) throw new Error('transaction already ended');
-          writes++;
-          await yieldIfHeld();
-          return this.writeInTransaction(op);
-        },
-        writeMany: async (ops) => {
-          if (!active) throw new Error('transaction already ended');
-          writes += ops.length;
-          const results: WriteResult[] = [];
-          for (const op of ops) {
-            await yieldIfHeld();
-            results.push(this.writeInTransaction(op));
-          }
-          return results;
-        },
-        replaceIndex: async (entries) => {
-          if (!active) throw new Error('transaction already ended');
-          writes += entries.length;
-          for (const { project, type, rid, rows } of entries) {
-            await yieldIfHeld();
-            this.writeIndex(project, type, rid, rows, true);
-          }
-        },
-        lock: async () => undefined,
-        enqueue: async (job) => {
-          if (!active) throw new Error('transaction already ended');
-          return insertJob(async (sql, params) => runOn(db, sql, params), job);
-        },
-      };
+      await beginImmediate(db);
+      const state: TxState = { active: true, writes: 0 };
+      const tx = transactionOn(db, { writes: this.sql.writes, reads: this.sql.txReads }, state);
       try {
         const result = await work(tx);
-        active = false;
+        state.active = false;
         db.exec('COMMIT');
         this.full = false;
-        if (writes > 0) this.committed();
-        this.noteWrites(writes);
+        if (state.writes > 0) this.committed();
+        this.noteWrites(state.writes);
         return result;
       } catch (err) {
-        active = false;
+        state.active = false;
         if (db.inTransaction) db.exec('ROLLBACK');
         throw this.failure(err);
       }
     });
-  }
-
-  /** The body of a write; runs inside an immediate transaction on the writer connection. */
-  private writeInTransaction(op: WriteOp): WriteResult {
-    const { writes } = this.sql;
-    const row = writes.current.get(op.project, op.type, op.id) as { rid: number; version: number; deleted: number } | undefined;
-    const current: CurrentState | undefined = row ? { versionId: row.version, deleted: row.deleted === 1 } : undefined;
-    if (op.ifMatch !== undefined && !ifMatchHolds(op.ifMatch, current)) return { status: 'conflict', current };
-    if (op.resource === null && (!current || current.deleted)) return { status: 'unchanged', current };
-    const versionId = (current?.versionId ?? 0) + 1;
-    const content = op.resource === null ? null : stampVersion(op.resource, versionId);
-    writes.insertVersion.run(op.project, op.type, op.id, versionId, op.lastUpdated, content, methodOf(op));
-    const { seq } = writes.bumpMark.get(op.project, op.type) as { seq: number };
-    const rid = row?.rid ?? (writes.nextRid.get() as { rid: number }).rid;
-    writes.upsertCurrent.run(op.project, op.type, op.id, versionId, op.resource === null ? 1 : 0, op.url ?? null, op.version ?? null, seq, rid);
-    this.writeIndex(op.project, op.type, rid, op.index, row !== undefined);
-    return { status: 'ok', version: writtenVersion(op, versionId), previous: current };
-  }
-
-  private writeIndex(project: string, type: string, rid: number, rows: IndexRows | null, replace: boolean): void {
-    const { writes } = this.sql;
-    if (replace) for (const statement of writes.deleteIndex) statement.run(rid);
-    if (!rows) return;
-    // Values bound in each table's column order (indexInsertSql): no array per row, ~600,000 rows for Synthea.
-    const insert = writes.insertIndex;
-    for (const r of rows.string) insert.string.run(project, type, r.param, rid, r.grp, r.norm, r.exact);
-    for (const r of rows.token) insert.token.run(project, type, r.param, rid, r.grp, r.system ?? null, r.code ?? null, r.text ?? null);
-    for (const r of rows.date) insert.date.run(project, type, r.param, rid, r.grp, r.low, r.high);
-    for (const r of rows.number) insert.number.run(project, type, r.param, rid, r.grp, r.low, r.high);
-    for (const r of rows.quantity) {
-      insert.quantity.run(project, type, r.param, rid, r.grp, r.system ?? null, r.code ?? null, r.unit ?? null, r.low, r.high, r.canon_code ?? null, r.canon_low ?? null, r.canon_high ?? null);
-    }
-    for (const r of rows.reference) insert.reference.run(project, type, r.param, rid, r.grp, r.target_type ?? null, r.target_id ?? null, r.url ?? null, r.version ?? null);
-    for (const r of rows.uri) insert.uri.run(project, type, r.param, rid, r.grp, r.value);
   }
 
   /**
@@ -575,66 +339,3 @@ export class SqliteStore implements ResourceStore {
 
 /** SQLite errors on which close() leaves its statistics for the next start. */
 const OPTIONAL_WORK_SKIPPED_ON: ReadonlySet<string> = new Set(['SQLITE_FULL', 'SQLITE_BUSY', 'SQLITE_LOCKED']);
-
-function open(file: string, durable: boolean): Database.Database {
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  // A temporary test database needs no durability; a real one is on disk before a 2xx leaves.
-  db.pragma(`synchronous = ${durable ? 'FULL' : 'OFF'}`);
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
-  // Checkpoint (copy the WAL into the database) every ~80 MB of WAL instead of SQLite's 4 MB: a
-  // Bundle of a few hundred resources writes more than 4 MB, so each commit paid a checkpoint of its
-  // own, and pages that consecutive commits both touch are now copied once. Loading the Synthea set
-  // went from ~2,600 to ~3,900 resources/s (with a bigger WAL, not none: without checkpoints reads
-  // through an ever longer WAL slowed it to ~3,200). The file is cut back to 128 MB after a checkpoint.
-  db.pragma(`wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
-  db.pragma('journal_size_limit = 134217728');
-  return db;
-}
-
-function readerOf(statements: Statements, db: Database.Database): StoreReader {
-  return {
-    read: async (project, type, id) => {
-      await yieldIfHeld();
-      return optionalVersion(statements.read.get(project, type, id) as VersionRow | undefined);
-    },
-    readVersion: async (project, type, id, versionId) => {
-      await yieldIfHeld();
-      return optionalVersion(statements.readVersion.get(project, type, id, versionId) as VersionRow | undefined);
-    },
-    history: async (project, type, id) => {
-      await yieldIfHeld();
-      return (statements.history.all(project, type, id) as VersionRow[]).map((row) => versionFromRow(row));
-    },
-    query: async <R extends object>(sql: string, params: readonly unknown[]) => {
-      await yieldIfHeld();
-      return cachedStatement(db, sql).all(...params) as R[];
-    },
-  };
-}
-
-/** Statements the search layer builds repeat in shape; preparing each text once saves the parse. */
-const statementCache = new WeakMap<Database.Database, Map<string, Database.Statement>>();
-const STATEMENT_CACHE_SIZE = 500;
-
-/** Runs one statement on a connection: its rows when it answers any (a SELECT, a RETURNING). */
-const runOn = (db: Database.Database, sql: string, params: unknown[]): Record<string, unknown>[] => {
-  const statement = cachedStatement(db, sql);
-  return statement.reader ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
-};
-
-function cachedStatement(db: Database.Database, sql: string): Database.Statement {
-  let cache = statementCache.get(db);
-  if (!cache) {
-    cache = new Map();
-    statementCache.set(db, cache);
-  }
-  let statement = cache.get(sql);
-  if (!statement) {
-    statement = db.prepare(sql);
-    if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value as string);
-    cache.set(sql, statement);
-  }
-  return statement;
-}
