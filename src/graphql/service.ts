@@ -19,7 +19,8 @@ import type { ElementModel } from '../search/model/model';
 import { applyDirectives, conditionVariables, prepareDirectives } from './directives';
 import { checkDocument, type DocumentLimits } from './document-limits';
 import { expandResourceShorthand } from './resource-shorthand';
-import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
+import { remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './request-state';
+import { fieldResolvers, referenceLoader } from './resolvers';
 import { buildSchema, type FhirSchemas } from './schema';
 
 /**
