@@ -2,7 +2,7 @@ import { fhirError } from '../../fhir/errors';
 import { parseReference } from '../extract';
 import type { SearchParam } from '../registry';
 import { canonicalQuantity, dateRange, decimalRange, UCUM } from '../values';
-import type { Prefix, QuantityValue, ScalarType, TypedValue } from './criteria';
+import type { Prefix, QuantityValue, ReferenceValue, ScalarType, TypedValue } from './criteria';
 import { splitEscaped, unescapeValue } from './split';
 
 /**
@@ -20,7 +20,7 @@ interface ValueSite {
 }
 
 export function parseValue(type: ScalarType, raw: string, site: ValueSite): TypedValue {
-  const { name, modifier, param, localBases } = site;
+  const { name, modifier } = site;
   const bad = () => fhirError('ERR_SEARCH_PARAM', { name, value: clip(raw) });
   switch (type) {
     case 'string':
@@ -57,28 +57,34 @@ export function parseValue(type: ScalarType, raw: string, site: ValueSite): Type
       }
       return { type, value };
     }
-    case 'reference': {
-      raw = unescapeValue(raw);
-      if (raw === '') throw bad();
-      const targetType = modifier !== undefined && /^[A-Z]/.test(modifier) ? modifier : undefined;
-      if (/^[A-Za-z0-9\-.]{1,64}$/.test(raw)) {
-        const types = targetType ? [targetType] : param.target;
-        return { type, value: { type: types.length === 1 ? types[0] : undefined, id: raw } };
-      }
-      const parsed = parseReference(raw, localBases);
-      if (!parsed) throw bad();
-      if (parsed.target_id !== null) {
-        if (targetType && parsed.target_type !== targetType) throw bad();
-        return { type, value: { type: parsed.target_type ?? undefined, id: parsed.target_id } };
-      }
-      return { type, value: { url: parsed.url ?? undefined, version: parsed.version ?? undefined } };
-    }
+    case 'reference':
+      // Unescaped first: an error names the value as unescaped.
+      return { type, value: referenceValue(unescapeValue(raw), site) };
     case 'uri':
       if (raw === '') throw bad();
       return { type, value: { value: unescapeValue(raw) } };
     default:
       throw bad();
   }
+}
+
+/** A reference value: an id (of the modifier's type, or of the parameter's one target), `Type/id`, or a canonical url. */
+function referenceValue(raw: string, site: ValueSite): ReferenceValue {
+  const { name, modifier, param, localBases } = site;
+  const bad = () => fhirError('ERR_SEARCH_PARAM', { name, value: clip(raw) });
+  if (raw === '') throw bad();
+  const targetType = modifier !== undefined && /^[A-Z]/.test(modifier) ? modifier : undefined;
+  if (/^[A-Za-z0-9\-.]{1,64}$/.test(raw)) {
+    const types = targetType ? [targetType] : param.target;
+    return { type: types.length === 1 ? types[0] : undefined, id: raw };
+  }
+  const parsed = parseReference(raw, localBases);
+  if (!parsed) throw bad();
+  if (parsed.target_id !== null) {
+    if (targetType && parsed.target_type !== targetType) throw bad();
+    return { type: parsed.target_type ?? undefined, id: parsed.target_id };
+  }
+  return { url: parsed.url ?? undefined, version: parsed.version ?? undefined };
 }
 
 /** `system|code`, `|code` (no system), `system|` (any code), `code` (any system). */
