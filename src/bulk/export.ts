@@ -44,13 +44,13 @@ export interface ExportJobInput {
   refused: string[];
 }
 
-export interface ExportFile {
+interface ExportFile {
   file: string;
   type: string;
   count: number;
 }
 
-export interface ExportJobResult {
+interface ExportJobResult {
   output: ExportFile[];
   deleted?: ExportFile;
   error?: ExportFile;
@@ -66,7 +66,7 @@ export interface ExportManifest {
 }
 
 /** Done: the manifest, and when its files are deleted (epoch ms). */
-export type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
+type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
 
 export interface BulkExportDeps {
   jobs: JobQueue;

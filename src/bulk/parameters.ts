@@ -9,7 +9,7 @@ import { fhirError } from '../fhir/errors';
 
 export type ExportLevel = 'system' | 'patient' | 'group';
 
-export interface ExportParameters {
+interface ExportParameters {
   types?: string[];
   since?: string;
   patients?: string[];

@@ -27,7 +27,7 @@ import { IdScalar, JsonScalar, TokenScalar } from './scalars';
 type FieldMap = GraphQLFieldConfigMap<unknown, GraphQLRequestState>;
 
 /** What the types are made from (src/graphql/schema.ts's SchemaSources without the root's needs). */
-export interface TypeSources {
+interface TypeSources {
   model: ElementModel;
   /** Every resource type, sorted. */
   resourceTypes: readonly string[];

@@ -11,7 +11,7 @@ import { argName } from './schema';
  */
 
 /** A connection's page: what the search asked, where the page starts, and the `fhirpath` that filters it. */
-export interface ConnectionPage {
+interface ConnectionPage {
   type: string;
   query: Record<string, string[]>;
   offset: number;

@@ -25,7 +25,7 @@ export interface PagePosition {
   offset?: number;
 }
 
-export interface PageItem {
+interface PageItem {
   version: StoredVersion;
   rid: number;
   keys: unknown[];

@@ -11,7 +11,7 @@ import { canonicalQuantity, clipText, dateRange, decimalRange, MAX_INSTANT, MIN_
  * The same function serves the index (at write time) and in-memory matching, so both agree.
  */
 
-export interface ExtractOptions {
+interface ExtractOptions {
   /** The code system of a required binding's value set, so a bare `code` element has a system. */
   bindingSystem?: (valueSet: string) => string | undefined;
   /** The server's own base URL(s), so an absolute reference to this server counts as local. */

@@ -26,7 +26,7 @@ export { builtInVersion } from './built-ins';
  * among the resources that were there when the search started.
  */
 
-export interface SearchServiceDeps {
+interface SearchServiceDeps {
   store: StoreReader;
   registry: SearchParameterRegistry;
   model: ElementModel;

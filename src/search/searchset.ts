@@ -97,7 +97,7 @@ function pagingParams(raw: Record<string, string[]>): [string, string][] {
 }
 
 /** What a page's entries are built from. */
-export interface EntrySource {
+interface EntrySource {
   base: string;
   project: string;
   query: SearchQuery;

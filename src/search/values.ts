@@ -12,7 +12,7 @@ export function normalizeText(text: string): string {
 }
 
 /** Index rows keep at most this many characters of a string (a narrative can be megabytes). */
-export const MAX_INDEXED_TEXT = 2000;
+const MAX_INDEXED_TEXT = 2000;
 
 export function clipText(text: string): string {
   return text.length > MAX_INDEXED_TEXT ? text.slice(0, MAX_INDEXED_TEXT) : text;

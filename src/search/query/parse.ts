@@ -32,7 +32,7 @@ const MODIFIERS: Record<ScalarType | 'composite', string[]> = {
   composite: ['missing'],
 };
 
-export interface ParseOptions {
+interface ParseOptions {
   strict: boolean;
   /** Absolute bases that mean this server (a reference to one of them is local). */
   localBases: string[];
