@@ -8,6 +8,7 @@ import { SUPPORTING_TYPES } from '../fhir/patient-record';
 import type { Job, JobControl, JobHandler, JobQueue } from '../jobs/queue';
 import type { BulkStore } from '../storage/bulk';
 import { readExportParameters, type ExportLevel } from './parameters';
+import { ExportScope } from './scope';
 
 /**
  * Bulk Data 2.0.0 `$export` without HTTP: a kick-off becomes a job (with the project and
@@ -23,7 +24,7 @@ const PART = 1000;
 /** Seconds a client is asked to wait between status polls; polling sooner is 429. */
 export const RETRY_AFTER_SECONDS = 1;
 /** Seconds a client refused a kick-off (too many exports of its project active) is asked to wait. */
-export const BUSY_RETRY_AFTER_SECONDS = 30;
+const BUSY_RETRY_AFTER_SECONDS = 30;
 /** Most polls remembered (one per running export polled); beyond it the oldest are forgotten. */
 const MAX_POLLS = 10_000;
 
@@ -43,13 +44,13 @@ export interface ExportJobInput {
   refused: string[];
 }
 
-export interface ExportFile {
+interface ExportFile {
   file: string;
   type: string;
   count: number;
 }
 
-export interface ExportJobResult {
+interface ExportJobResult {
   output: ExportFile[];
   deleted?: ExportFile;
   error?: ExportFile;
@@ -65,7 +66,7 @@ export interface ExportManifest {
 }
 
 /** Done: the manifest, and when its files are deleted (epoch ms). */
-export type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
+type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
 
 export interface BulkExportDeps {
   jobs: JobQueue;
@@ -219,60 +220,15 @@ export class BulkExports {
   private async run(job: Job<ExportJobInput>, control: JobControl): Promise<ExportJobResult> {
     const { input } = job;
     await this.deps.store.removeFiles(job.id);
-    const patients = input.patients ? new Set(input.patients) : undefined;
-    const isSupporting = (type: string) => input.level !== 'system' && !this.compartmentTypes.includes(type);
-    /** Per supporting type, the ids the exported compartments refer to. */
-    const referenced = new Map<string, Set<string>>(input.types.filter(isSupporting).map((type) => [type, new Set<string>()]));
-    /** Whether the resource is exported; a compartment resource that is notes what it refers to. */
-    const inScope = (resource: Resource): boolean => {
-      if (input.level === 'system') return true;
-      if (isSupporting(resource.resourceType)) return referenced.get(resource.resourceType)?.has(resource.id as string) === true;
-      const references = this.deps.referencesOf(resource);
-      let taken: boolean;
-      if (resource.resourceType === 'Patient') {
-        taken = patients ? patients.has(resource.id as string) : true;
-      } else {
-        const params = this.deps.compartmentParams[resource.resourceType] ?? [];
-        const of = references.filter((r) => r.type === 'Patient' && params.includes(r.param)).map((r) => r.id);
-        taken = patients ? of.some((p) => patients.has(p)) : of.length > 0;
-      }
-      if (taken) for (const target of references) referenced.get(target.type)?.add(target.id);
-      return taken;
-    };
-    const output: ExportFile[] = [];
+    const scope = new ExportScope(input, this.compartmentTypes, this.deps);
     const writerOf = (file: string, type: string) => new FileWriter({ store: this.deps.store, job: job.id, file, type, signal: control.signal });
     const deleted = writerOf('deleted.ndjson', 'Bundle');
-    const order = [...input.types.filter((type) => !isSupporting(type)), ...input.types.filter(isSupporting)];
-    for (const type of order) {
-      if (referenced.get(type)?.size === 0) continue;
+    const output: ExportFile[] = [];
+    for (const type of scope.order()) {
+      if (scope.nothingReferenced(type)) continue;
       const grant = this.grant(job.principal, type);
       if (!grant) continue;
-      const writer = writerOf(`${type}.ndjson`, type);
-      const filters = (input.typeFilters?.[type] ?? []).map((query) => this.deps.typeFilter(type, query));
-      const filtered = (resource: Resource) => filters.length === 0 || filters.some((f) => f(resource));
-      const elements = input.elements && elementsOf(input.elements, type);
-      let after = '';
-      for (;;) {
-        if (control.signal.aborted) throw control.signal.reason;
-        const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
-        for (const row of page.rows) {
-          if (row.content === null) {
-            // A deleted supporting resource cannot be told to have been referred to: left out.
-            if (input.since !== undefined && !isSupporting(type)) await deleted.add(JSON.stringify(deletion(type, row.id)));
-            continue;
-          }
-          const resource = JSON.parse(row.content) as Resource;
-          resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
-          if (!this.deps.guard.covers(grant, resource) || !filtered(resource) || !inScope(resource)) continue;
-          await writer.add(JSON.stringify(elements ? this.deps.subset(resource, elements) : resource));
-        }
-        if (page.next === undefined) break;
-        after = page.next;
-        await control.progress(`${type}: ${writer.count} resources`);
-        // SQLite answers synchronously: between pages the process answers its requests.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      const file = await writer.finish();
+      const file = await this.exportType({ job, control, scope, deleted, writer: writerOf(`${type}.ndjson`, type) }, type, grant);
       if (file) output.push(file);
     }
     const result: ExportJobResult = { output };
@@ -284,6 +240,37 @@ export class BulkExports {
       result.error = (await errors.finish()) ?? undefined;
     }
     return result;
+  }
+
+  /** One type's file: its snapshot page by page, each resource the grant covers, its filters pass and the scope takes. */
+  private async exportType(run: TypeExport, type: string, grant: Grant): Promise<ExportFile | undefined> {
+    const { job, control, scope, deleted, writer } = run;
+    const { input } = job;
+    const filters = (input.typeFilters?.[type] ?? []).map((query) => this.deps.typeFilter(type, query));
+    const filtered = (resource: Resource) => filters.length === 0 || filters.some((f) => f(resource));
+    const elements = input.elements && elementsOf(input.elements, type);
+    let after = '';
+    for (;;) {
+      if (control.signal.aborted) throw control.signal.reason;
+      const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
+      for (const row of page.rows) {
+        if (row.content === null) {
+          // A deleted supporting resource cannot be told to have been referred to: left out.
+          if (input.since !== undefined && !scope.isSupporting(type)) await deleted.add(JSON.stringify(deletion(type, row.id)));
+          continue;
+        }
+        const resource = JSON.parse(row.content) as Resource;
+        resource.meta = { ...(resource.meta ?? {}), versionId: String(row.version), lastUpdated: row.lastUpdated };
+        if (!this.deps.guard.covers(grant, resource) || !filtered(resource) || !scope.inScope(resource)) continue;
+        await writer.add(JSON.stringify(elements ? this.deps.subset(resource, elements) : resource));
+      }
+      if (page.next === undefined) break;
+      after = page.next;
+      await control.progress(`${type}: ${writer.count} resources`);
+      // SQLite answers synchronously: between pages the process answers its requests.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return writer.finish();
   }
 
   private allowed(principal: Principal, type: string): boolean {
@@ -307,6 +294,16 @@ export class BulkExports {
     if (!same) throw fhirError('ERR_BULK_NOT_FOUND', {});
     return job;
   }
+}
+
+/** One type's export within a job: the job, its control, its scope, and the files it writes to. */
+interface TypeExport {
+  job: Job<ExportJobInput>;
+  control: JobControl;
+  scope: ExportScope;
+  /** `deleted.ndjson`, shared by every type. */
+  deleted: FileWriter;
+  writer: FileWriter;
 }
 
 /** Appends NDJSON lines to a file in parts of PART lines. */

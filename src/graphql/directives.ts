@@ -67,7 +67,7 @@ export function conditionVariables(document: DocumentNode): { document: Document
 
 type Variables = Record<string, unknown> | undefined;
 
-export interface DirectivesInput {
+interface DirectivesInput {
   /** The operation's selection set, which the data answers. */
   set: SelectionSetNode;
   fragments: Map<string, FragmentDefinitionNode>;

@@ -19,13 +19,13 @@ export interface DocumentLimits {
   maxPairs: number;
 }
 
-export interface DocumentRefusal {
+interface DocumentRefusal {
   code: 'too-costly' | 'invalid';
   text: string;
 }
 
 /** How many items a list is counted as when the query does not say (`_count`). */
-export const ASSUMED_LIST_SIZE = 20;
+const ASSUMED_LIST_SIZE = 20;
 
 /**
  * Selection sets (fields' and inline fragments') nested in the text: the walks below recurse,

@@ -10,6 +10,7 @@ import {
   type OperationDefinitionNode,
   type ValidationContext,
   type ASTVisitor,
+  type GraphQLSchema,
 } from 'graphql';
 import type { OperationOutcome, Resource } from 'fhir/r4';
 import { Budget } from '../context/budget';
@@ -19,7 +20,8 @@ import type { ElementModel } from '../fhir/model/model';
 import { applyDirectives, conditionVariables, prepareDirectives } from './directives';
 import { checkDocument, type DocumentLimits } from './document-limits';
 import { expandResourceShorthand } from './resource-shorthand';
-import { fieldResolvers, referenceLoader, remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './resolvers';
+import { remember, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './request-state';
+import { fieldResolvers, referenceLoader } from './resolvers';
 import { buildSchema, type FhirSchemas } from './schema';
 
 /**
@@ -41,14 +43,14 @@ export interface GraphQLAnswer {
   body: { data?: unknown; errors?: unknown[] };
 }
 
-export interface GraphQLOptions extends DocumentLimits {
+interface GraphQLOptions extends DocumentLimits {
   /** Steps of the work on the document before it runs (expanding, measuring): about one per selection. */
   maxDocumentSteps: number;
   limits: GraphQLLimits;
   introspection: boolean;
 }
 
-export const DEFAULT_GRAPHQL_OPTIONS: GraphQLOptions = {
+const DEFAULT_GRAPHQL_OPTIONS: GraphQLOptions = {
   maxDepth: 12,
   maxCost: 100_000,
   // About 100 ms of graphql-js's validation at its slowest (fields of one name, each with fields).
@@ -89,32 +91,13 @@ export class GraphQLService {
   }
 
   async run(request: GraphQLRequest, ctx: RequestContext, options: { method: 'GET' | 'POST'; target?: Resource }): Promise<GraphQLAnswer> {
-    if (typeof request.query !== 'string' || request.query.trim() === '') return refused('invalid', 'query is required (a GraphQL document)');
-    const variables = request.variables ?? undefined;
-    if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
-    if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
+    const malformed = malformedRequest(request);
+    if (malformed) return malformed;
+    const variables = (request.variables ?? undefined) as Record<string, unknown> | undefined;
     const schema = options.target ? this.schemas().instance(options.target.resourceType) : this.schemas().system;
-    // The document is measured before graphql-js validates it: validation is quadratic (and worse,
-    // through fragments) in repeated fields, and holds the event loop while it runs.
-    const budget = Budget.of(ctx, 'the GraphQL query', this.options.maxDocumentSteps);
-    let document: DocumentNode;
-    let conditions = new Set<string>();
-    try {
-      // The event loop is given back between the steps: each is linear, but a large document takes a while.
-      // 20,000 tokens is some 5,000 fields: validating that many already takes a few hundred ms.
-      const parsed = parse(request.query, { maxTokens: 20_000 });
-      await budget.pause();
-      ({ document, names: conditions } = conditionVariables(prepareDirectives(expandResourceShorthand(parsed, schema, budget))));
-      await budget.pause();
-      const refusal = checkDocument(document, this.options, budget);
-      if (refusal) return refused(refusal.code, refusal.text);
-      await budget.pause();
-    } catch (err) {
-      if (isFhirError(err)) return refused('too-costly', err.message);
-      // graphql-js parses by recursive descent: a document nested thousands deep runs out of stack there.
-      if (err instanceof RangeError) return refused('too-costly', 'The document is nested too deeply');
-      return refusedWith([err as GraphQLError], 'invalid');
-    }
+    const prepared = await this.prepare(request.query as string, schema, ctx);
+    if ('status' in prepared) return prepared;
+    const { document, conditions } = prepared;
     const rules = [...specifiedRules, ...(this.options.introspection ? [] : [noIntrospection])];
     const errors = validate(schema, document, rules, { maxErrors: 20 });
     if (errors.length > 0) return refusedWith(errors, 'invalid');
@@ -122,26 +105,50 @@ export class GraphQLService {
     if (!operation) return refused('invalid', request.operationName ? `the document has no operation named '${String(request.operationName)}'` : 'the document has several operations; name one (operationName)');
     if (operation.operation === 'mutation' && options.method === 'GET') return { status: 405, body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] } };
     if (operation.operation === 'subscription') return refused('not-supported', 'subscriptions are not supported over $graphql');
-    const unset = unsetCondition(operation, conditions, variables as Record<string, unknown> | undefined);
+    const unset = unsetCondition(operation, conditions, variables);
     if (unset) return refused('invalid', unset);
+    return this.execute({ schema, document, operation, operationName: request.operationName as string | undefined, variables, target: options.target }, ctx);
+  }
 
+  /**
+   * The document parsed, its resource shorthand expanded and its directives prepared, then measured.
+   * The document is measured before graphql-js validates it: validation is quadratic (and worse,
+   * through fragments) in repeated fields, and holds the event loop while it runs.
+   */
+  private async prepare(query: string, schema: GraphQLSchema, ctx: RequestContext): Promise<GraphQLAnswer | { document: DocumentNode; conditions: Set<string> }> {
+    const budget = Budget.of(ctx, 'the GraphQL query', this.options.maxDocumentSteps);
+    try {
+      // The event loop is given back between the steps: each is linear, but a large document takes a while.
+      // 20,000 tokens is some 5,000 fields: validating that many already takes a few hundred ms.
+      const parsed = parse(query, { maxTokens: 20_000 });
+      await budget.pause();
+      const { document, names: conditions } = conditionVariables(prepareDirectives(expandResourceShorthand(parsed, schema, budget)));
+      await budget.pause();
+      const refusal = checkDocument(document, this.options, budget);
+      if (refusal) return refused(refusal.code, refusal.text);
+      await budget.pause();
+      return { document, conditions };
+    } catch (err) {
+      if (isFhirError(err)) return refused('too-costly', err.message);
+      // graphql-js parses by recursive descent: a document nested thousands deep runs out of stack there.
+      if (err instanceof RangeError) return refused('too-costly', 'The document is nested too deeply');
+      return refusedWith([err as GraphQLError], 'invalid');
+    }
+  }
+
+  /** Runs a valid operation, then shapes its data by the FHIR directives. */
+  private async execute(run: Runnable, ctx: RequestContext): Promise<GraphQLAnswer> {
+    const { schema, document, operation, operationName, variables, target } = run;
     // Execution's size is bounded by the cost above; it is bounded in time, and paced, by its own budget.
     const running = Budget.of(ctx, 'the GraphQL query');
     const state: GraphQLRequestState = { ctx, searches: 0, budget: running, overrun: false, containers: new WeakMap(), references: undefined as unknown as GraphQLRequestState['references'] };
     state.references = referenceLoader(this.deps, () => state, this.options.limits);
-    if (options.target) remember(state, options.target);
-    const result = await execute({
-      schema,
-      document,
-      rootValue: options.target ?? {},
-      contextValue: state,
-      variableValues: variables as Record<string, unknown> | undefined,
-      operationName: request.operationName as string | undefined,
-    });
+    if (target) remember(state, target);
+    const result = await execute({ schema, document, rootValue: target ?? {}, contextValue: state, variableValues: variables, operationName });
     if (state.overrun) return outOfTime();
     let shaped: Awaited<ReturnType<typeof applyDirectives>> | undefined;
     try {
-      shaped = result.data ? await applyDirectives(result.data as Record<string, unknown>, { set: operation.selectionSet, fragments: fragmentsOf(document), variables: variables as Record<string, unknown> | undefined, budget: running }) : undefined;
+      shaped = result.data ? await applyDirectives(result.data as Record<string, unknown>, { set: operation.selectionSet, fragments: fragmentsOf(document), variables, budget: running }) : undefined;
     } catch (err) {
       if (isFhirError(err)) return outOfTime();
       throw err;
@@ -151,6 +158,26 @@ export class GraphQLService {
     if (answerErrors.length) body.errors = answerErrors;
     return { status: 200, body };
   }
+}
+
+/** A valid operation ready to run: its schema and document, the variables, and the resource at the root (instance level). */
+interface Runnable {
+  schema: GraphQLSchema;
+  document: DocumentNode;
+  operation: OperationDefinitionNode;
+  /** As the request gave it: graphql-js chooses the operation again by it. */
+  operationName: string | undefined;
+  variables: Record<string, unknown> | undefined;
+  target: Resource | undefined;
+}
+
+/** The request's own shape: a query, variables as an object, operationName as a string. */
+function malformedRequest(request: GraphQLRequest): GraphQLAnswer | undefined {
+  if (typeof request.query !== 'string' || request.query.trim() === '') return refused('invalid', 'query is required (a GraphQL document)');
+  const variables = request.variables ?? undefined;
+  if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
+  if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
+  return undefined;
 }
 
 /**

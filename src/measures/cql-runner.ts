@@ -12,7 +12,7 @@ import type { LibraryClosure, LoadedLibrary } from './library-closure';
  */
 
 /** The CQL parameter every published measure declares for the period asked for. */
-export const MEASUREMENT_PERIOD = 'Measurement Period';
+const MEASUREMENT_PERIOD = 'Measurement Period';
 
 interface ExpressionDef {
   context?: string;

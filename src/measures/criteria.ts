@@ -43,7 +43,7 @@ export interface SubjectScope {
   touched: Map<string, Resource>;
 }
 
-export interface CriteriaDeps {
+interface CriteriaDeps {
   runner?: CqlRunner;
   search: SearchService;
   ctx: RequestContext;

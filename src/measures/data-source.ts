@@ -22,7 +22,7 @@ export function fhirWrapper(): FHIRWrapper {
   return wrapper;
 }
 
-export interface PatientData {
+interface PatientData {
   /** The patient as cql-execution sees it: its elements, and its records by type. */
   patient: PatientObject;
   /** Every resource read for the patient, by `Type/id`. */
@@ -30,7 +30,7 @@ export interface PatientData {
 }
 
 /** `{http://hl7.org/fhir}Encounter` or `FHIR.Encounter` -> `Encounter`. */
-export function resourceTypeOf(datatype: string): string {
+function resourceTypeOf(datatype: string): string {
   return datatype.replace(/^\{[^}]*\}/, '').replace(/^FHIR\./, '');
 }
 

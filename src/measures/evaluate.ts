@@ -41,7 +41,7 @@ export interface EvaluateOptions {
   subjects: AsyncIterable<EvaluationSubject>;
 }
 
-export interface EvaluateDeps {
+interface EvaluateDeps {
   search: SearchService;
   terminology: TerminologyService;
   findLibrary: LibraryFinder;

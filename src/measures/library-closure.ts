@@ -8,7 +8,7 @@ import { fhirError } from '../fhir/errors';
  */
 
 /** The parts of ELM JSON this server reads itself (cql-execution reads the rest). */
-export interface ElmJson {
+interface ElmJson {
   library: {
     identifier: { id: string; system?: string; version?: string };
     includes?: { def?: { localIdentifier: string; path: string; version?: string }[] };
@@ -81,7 +81,7 @@ export function splitCanonical(ref: string): [string, string | undefined] {
 }
 
 /** The ELM JSON of a Library: its `application/elm+json` attachment, decoded and checked for the parts every run needs. */
-export function readElm(library: Library, name: string): ElmJson {
+function readElm(library: Library, name: string): ElmJson {
   const attachment = library.content?.find((c) => c.contentType?.split(';')[0].trim() === ELM_JSON);
   if (!attachment) throw fhirError('ERR_MEASURE_NO_ELM', { library: name });
   if (attachment.data === undefined) throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: 'the application/elm+json content has no data (a url is not followed)' });

@@ -13,14 +13,14 @@ import { AGGREGATE_METHODS, POPULATION_CODES, type AggregateMethod, type Populat
 const CQFM = 'http://hl7.org/fhir/us/cqfmeasures/StructureDefinition/';
 const SCORINGS: readonly Scoring[] = ['proportion', 'ratio', 'continuous-variable', 'cohort'];
 
-export interface PopulationPlan {
+interface PopulationPlan {
   id?: string;
   code: PopulationCode;
   concept: CodeableConcept;
   criteria: Expression;
 }
 
-export interface StratifierPlan {
+interface StratifierPlan {
   id?: string;
   code?: CodeableConcept;
   /** One criterion, or the components' (code and criterion each). */

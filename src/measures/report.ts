@@ -23,7 +23,7 @@ export type ReportType = 'subject' | 'subject-list' | 'population';
 
 const REPORT_TYPES: Record<ReportType, MeasureReport['type']> = { subject: 'individual', 'subject-list': 'subject-list', population: 'summary' };
 
-export interface ReportInput {
+interface ReportInput {
   plan: MeasurePlan;
   reportType: ReportType;
   period: Period;

@@ -95,7 +95,7 @@ export function score(scoring: Scoring, members: Members, observations: number[]
   return undefined;
 }
 
-export function aggregateOf(method: AggregateMethod, values: number[]): number | undefined {
+function aggregateOf(method: AggregateMethod, values: number[]): number | undefined {
   if (method === 'count') return values.length;
   if (values.length === 0) return undefined;
   switch (method) {

@@ -14,13 +14,13 @@ import type { EvaluationSubject } from './evaluate';
  * subject: it is evaluated as having no data (every population 0).
  */
 
-export interface SubjectRequest {
+interface SubjectRequest {
   /** `Patient/<id>`, `Group/<id>` or a bare Patient id. */
   subject?: string;
   practitioner?: string;
 }
 
-export interface SubjectDeps {
+interface SubjectDeps {
   rest: RestService;
   search: SearchService;
   ctx: RequestContext;

@@ -3,7 +3,7 @@ import { addInto, type Members } from './scoring';
 
 /** Running totals of one group over the subjects evaluated so far, overall and per stratum. */
 
-export interface Stratum {
+interface Stratum {
   /** Per stratifier part (one, or one per component): the codings of the value. */
   parts: Coding[][];
   members: Members;

@@ -151,7 +151,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** `Patient/123`, `http://x/fhir/Patient/123/_history/2` -> `Patient`; a Reference's `type` counts too. */
-export function referenceTargetType(value: unknown): string | undefined {
+function referenceTargetType(value: unknown): string | undefined {
   if (!isObject(value)) return undefined;
   const reference = typeof value.reference === 'string' ? value.reference : undefined;
   if (reference) {

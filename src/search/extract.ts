@@ -1,5 +1,5 @@
 import type { Resource } from 'fhir/r4';
-import { emptyIndexRows, type IndexRows, type TokenRow } from '../storage/index-schema';
+import { emptyIndexRows, type IndexRows, type QuantityRow, type TokenRow } from '../storage/index-schema';
 import type { ChildMemo, Node } from './expression';
 import type { CompiledParam, SearchParameterRegistry, SearchParamType } from './registry';
 import { canonicalQuantity, clipText, dateRange, decimalRange, MAX_INSTANT, MIN_INSTANT, normalizeText, UCUM } from './values';
@@ -11,7 +11,7 @@ import { canonicalQuantity, clipText, dateRange, decimalRange, MAX_INSTANT, MIN_
  * The same function serves the index (at write time) and in-memory matching, so both agree.
  */
 
-export interface ExtractOptions {
+interface ExtractOptions {
   /** The code system of a required binding's value set, so a bare `code` element has a system. */
   bindingSystem?: (valueSet: string) => string | undefined;
   /** The server's own base URL(s), so an absolute reference to this server counts as local. */
@@ -228,7 +228,7 @@ function quantityRows(rows: IndexRows, param: string, grp: number, node: Node): 
     if (!unitOf) return;
     const lo = numberOf(low?.value);
     const hi = numberOf(high?.value);
-    pushQuantity(rows, param, grp, unitOf, lo ?? -Infinity, hi ?? Infinity);
+    rows.quantity.push({ param, grp, ...quantityRow(unitOf, lo ?? -Infinity, hi ?? Infinity) });
     return;
   }
   const v = numberOf(value.value);
@@ -237,10 +237,11 @@ function quantityRows(rows: IndexRows, param: string, grp: number, node: Node): 
     rows.quantity.push({ param, grp, system: 'urn:iso:std:iso:4217', code: str(value.currency), unit: str(value.currency), low: v, high: v, canon_code: null, canon_low: null, canon_high: null });
     return;
   }
-  pushQuantity(rows, param, grp, value, v, v);
+  rows.quantity.push({ param, grp, ...quantityRow(value, v, v) });
 }
 
-function pushQuantity(rows: IndexRows, param: string, grp: number, unitOf: Record<string, unknown>, low: number, high: number): void {
+/** A quantity's row from the element that holds its unit and the [low, high] it spans (open ends at the largest magnitudes). */
+function quantityRow(unitOf: Record<string, unknown>, low: number, high: number): Omit<QuantityRow, 'param' | 'grp'> {
   const system = str(unitOf.system);
   const code = str(unitOf.code);
   const finite = (n: number) => (Number.isFinite(n) ? n : n > 0 ? Number.MAX_VALUE : -Number.MAX_VALUE);
@@ -250,9 +251,7 @@ function pushQuantity(rows: IndexRows, param: string, grp: number, unitOf: Recor
     const hi = canonicalQuantity(finite(high), code);
     if (lo && hi) canon = { code: lo.code, low: lo.value, high: hi.value };
   }
-  rows.quantity.push({
-    param,
-    grp,
+  return {
     system,
     code,
     unit: str(unitOf.unit),
@@ -261,7 +260,7 @@ function pushQuantity(rows: IndexRows, param: string, grp: number, unitOf: Recor
     canon_code: canon?.code ?? null,
     canon_low: canon?.low ?? null,
     canon_high: canon?.high ?? null,
-  });
+  };
 }
 
 function coding(c: Record<string, unknown>): Omit<TokenRow, 'param' | 'grp'> {

@@ -11,7 +11,7 @@ import type { Criterion } from './query/criteria';
  * those the principal may search, and is refused when that leaves none.
  */
 
-export interface Reach {
+interface Reach {
   /** The grant to search a type; throws (403) when the principal may not. */
   allow(type: string): Grant;
   /** The criteria that keep rows of the type within its grant (none when it is not limited). */

@@ -11,7 +11,7 @@ import type { SearchParameterRegistry } from './registry';
 
 const MAX_ITERATIONS = 4;
 
-export interface IncludeRequest {
+interface IncludeRequest {
   project: string;
   store: StoreReader;
   registry: SearchParameterRegistry;
@@ -84,7 +84,7 @@ async function reverse(project: string, store: StoreReader, targets: StoredVersi
 }
 
 /** The current, live versions of the resources named (type, id). */
-export async function readCurrent(project: string, store: StoreReader, keys: [string, string][]): Promise<StoredVersion[]> {
+async function readCurrent(project: string, store: StoreReader, keys: [string, string][]): Promise<StoredVersion[]> {
   if (keys.length === 0) return [];
   const b = new SqlBuilder(project);
   const pairs = keys.map(([type, id]) => `(${b.bind(type)}, ${b.bind(id)})`).join(', ');

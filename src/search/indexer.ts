@@ -11,7 +11,7 @@ import type { IndexExtractor } from './extract';
  */
 
 /** Bump when extraction changes what rows a resource gets. */
-export const INDEX_VERSION = '3';
+const INDEX_VERSION = '3';
 const SETTING = 'search.index.version';
 const BATCH = 500;
 

@@ -110,7 +110,7 @@ function quantityMatches(row: AnyRow, v: QuantityValue): boolean {
 }
 
 /** The prefixes over ranges, exactly as the SQL states them (see SqlBuilder.range). */
-export function inRange(low: number, high: number, v: DateValue | NumberValue, kind: 'date' | 'number'): boolean {
+function inRange(low: number, high: number, v: DateValue | NumberValue, kind: 'date' | 'number'): boolean {
   const vl = v.range.low;
   const vh = v.range.high;
   switch (v.prefix) {

@@ -73,7 +73,7 @@ export function loadR4SearchParameters(): SearchParameter[] {
   return [...read('search-parameters.json'), ...admin];
 }
 
-export function toSearchParam(resource: SearchParameter): SearchParam {
+function toSearchParam(resource: SearchParameter): SearchParam {
   return {
     code: resource.code,
     url: resource.url,

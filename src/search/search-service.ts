@@ -1,31 +1,32 @@
-import type { Bundle, BundleEntry, BundleLink, OperationOutcome, Resource } from 'fhir/r4';
+import type { Bundle } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';
 import type { StoreReader, StoredVersion } from '../storage/store';
-import { versionFromRow, type VersionRow } from '../storage/store';
-import type { IndexRows } from '../storage/index-schema';
-import type { IndexExtractor } from './extract';
-import { includeEntries } from './includes';
-import { matches, sortValue } from './memory-match';
-import type { ElementModel } from '../fhir/model/model';
-import type { Criterion, SearchQuery } from './query/criteria';
-import { decodeCursor, encodeCursor, type Cursor } from './query/cursor';
-import { parseSearch, splitValues, unescapeValue } from './query/parse';
-import { isTextSort, restrictsType, SqlBuilder, type ResolvedCodes } from './query/sql';
-import type { SearchParameterRegistry } from './registry';
-import { subset } from './summary';
-import type { CodeMatcher } from './terminology';
 import { isLimited, type AccessGuard, type Grant } from '../auth/guard';
+import { BuiltInMatcher, type BuiltInContent, type BuiltInEntry } from './built-ins';
+import { assemblePage, countMatches, whereClause, type SearchPlan } from './execute';
+import type { IndexExtractor } from './extract';
 import { guardCriteria } from './guarded-criteria';
+import type { ElementModel } from '../fhir/model/model';
+import type { Criterion } from './query/criteria';
+import { parseSearch } from './query/parse';
+import { splitValues, unescapeValue } from './query/split';
+import { SqlBuilder, type ResolvedCodes } from './query/sql';
+import type { SearchParameterRegistry } from './registry';
+import { pageEntries, pagePosition, SearchLinks, type SearchTarget } from './searchset';
+import type { CodeMatcher } from './terminology';
+
+export { builtInVersion } from './built-ins';
 
 /**
- * FHIR search over the index: a query string becomes criteria, the criteria SQL, and the rows a
- * page of a searchset Bundle with its links. Pages follow a keyset cursor (the last row's sort
+ * FHIR search over the index: a query string becomes criteria (with the principal's limits), the
+ * criteria SQL (src/search/execute.ts runs it), and the rows a page of a searchset Bundle with its
+ * links (src/search/searchset.ts). Pages follow a keyset cursor (the last row's sort
  * values and row id), so paging stays exact while others write: nothing is skipped or repeated
  * among the resources that were there when the search started.
  */
 
-export interface SearchServiceDeps {
+interface SearchServiceDeps {
   store: StoreReader;
   registry: SearchParameterRegistry;
   model: ElementModel;
@@ -43,48 +44,47 @@ export interface SearchServiceDeps {
 /** An id no resource can have (ids have no spaces): a criterion that matches nothing. */
 const NO_ID = ' ';
 
-/** How many resources `_include`/`_revinclude` add to one page at most; beyond it an outcome says so. */
-export const MAX_INCLUDED = 1000;
-
 export interface SearchHandler {
   /** Answers a search (type, system or compartment level) with a searchset Bundle. */
   search(target: SearchTarget, query: Record<string, string[]>, ctx: RequestContext): Promise<Bundle>;
 }
 
-export type SearchTarget =
-  | { level: 'type'; type: string }
-  | { level: 'system' }
-  | { level: 'compartment'; compartment: string; id: string; type: string };
-
-/** Resources the server holds without storing them (the bundled R4 definitions), by type. */
-export interface BuiltInContent {
-  of(type: string): readonly Resource[];
-}
-
-interface BuiltInEntry {
-  resource: Resource;
-  rows: IndexRows;
-}
-
-interface PageItem {
-  version: StoredVersion;
-  rid: number;
-  keys: unknown[];
-}
-
-interface PageRow {
-  rid: number;
-  project: string;
-  type: string;
-  id: string;
-  version: number;
-  keys: unknown[];
-}
-
 export class SearchService implements SearchHandler {
-  constructor(private readonly deps: SearchServiceDeps) {}
+  private readonly builtIns: BuiltInMatcher;
+
+  constructor(private readonly deps: SearchServiceDeps) {
+    this.builtIns = new BuiltInMatcher(deps.builtIn, deps.extractor);
+  }
 
   async search(target: SearchTarget, query: Record<string, string[]>, ctx: RequestContext): Promise<Bundle> {
+    const { plan, builtIns } = await this.prepare(target, query, ctx);
+    const parsed = plan.query;
+    const position = pagePosition(query, parsed.sort.length);
+    const bundle: Bundle = { resourceType: 'Bundle', type: 'searchset' };
+    const counted = async () => builtIns.length + (await countMatches(plan));
+    if (parsed.summary === 'count' || parsed.total === 'accurate' || parsed.total === 'estimate') bundle.total = await counted();
+    const links = new SearchLinks(ctx.baseUrl, target, parsed, query);
+    if (parsed.summary === 'count' || parsed.count === 0) {
+      bundle.total ??= await counted();
+      bundle.link = [links.self(position)];
+      return bundle;
+    }
+    const page = await assemblePage(plan, builtIns, position);
+    bundle.link = links.ofPage(page, position);
+    if (bundle.total === undefined && !page.hasNext && position.cursor === undefined && !position.offset) bundle.total = page.items.length;
+    const { store, registry, model } = this.deps;
+    const versions = page.items.map((item) => item.version);
+    const source = { base: ctx.baseUrl, project: plan.project, query: parsed, store, registry, model, visible: (v: StoredVersion) => this.visible(v, ctx) };
+    const entries = await pageEntries(versions, source);
+    if (entries.length > 0) bundle.entry = entries;
+    return bundle;
+  }
+
+  /**
+   * The search as a plan to run: its criteria with the principal's limits and the compartment's
+   * added, terminology resolved to codes; and the built-in resources that match (type level only).
+   */
+  private async prepare(target: SearchTarget, query: Record<string, string[]>, ctx: RequestContext): Promise<{ plan: SearchPlan; builtIns: StoredVersion[] }> {
     const types = this.typesOf(target, query);
     const parsed = parseSearch(types, query, this.deps.registry, {
       strict: ctx.prefer.handling === 'strict',
@@ -95,141 +95,13 @@ export class SearchService implements SearchHandler {
     if (target.level === 'compartment') parsed.criteria.push(this.compartmentCriterion(target, types));
     const grants = this.grants(target, types, ctx);
     parsed.criteria.push(...grantCriteria(grants, this.deps.model));
-    const builtInCandidates = target.level === 'type' ? this.builtInEntries(target.type) : [];
+    const candidates = target.level === 'type' ? this.builtIns.entries(target.type) : [];
     const project = ctx.project;
-    const resolved = await this.resolveTerminology(project, parsed.criteria, types, builtInCandidates);
-    const builtIns = await this.builtInMatches(project, target, parsed, resolved, builtInCandidates);
-    const cursor = query._cursor?.[0] !== undefined ? decodeCursor(query._cursor[0], parsed.sort.length) : undefined;
-    const offsetText = query._offset?.[0];
-    if (offsetText !== undefined && !/^\d{1,9}$/.test(offsetText)) throw fhirError('ERR_SEARCH_PARAM', { name: '_offset', value: offsetText.slice(0, 20) });
-    const offset = offsetText === undefined ? undefined : Number(offsetText);
-
-    const bundle: Bundle = { resourceType: 'Bundle', type: 'searchset' };
-    const counted = async () => builtIns.length + (await this.count(project, parsed, types, resolved));
-    if (parsed.summary === 'count' || parsed.total === 'accurate' || parsed.total === 'estimate') bundle.total = await counted();
-    const links: BundleLink[] = [];
-    const self = selfParams(parsed, query);
-    const url = (params: [string, string][]) => linkUrl(ctx.baseUrl, target, params);
-    links.push({ relation: 'self', url: url(cursor || offset ? [...self, ...pagingParams(query)] : self) });
-    if (parsed.summary === 'count' || parsed.count === 0) {
-      bundle.total ??= await counted();
-      bundle.link = links;
-      return bundle;
-    }
-
-    const page = await this.assemble(project, parsed, types, resolved, builtIns, cursor, offset);
-    if (page.items.length > 0 && page.hasNext) {
-      const last = page.items[page.items.length - 1];
-      const next: [string, string][] =
-        offset !== undefined ? [['_offset', String(offset + parsed.count)]] : [['_cursor', encodeCursor({ keys: last.keys, rid: last.rid, direction: 'next' })]];
-      links.push({ relation: 'next', url: url([...self, ...next]) });
-    }
-    if (page.items.length > 0 && page.hasPrevious) {
-      const first = page.items[0];
-      const previous: [string, string][] =
-        offset !== undefined ? [['_offset', String(Math.max(0, offset - parsed.count))]] : [['_cursor', encodeCursor({ keys: first.keys, rid: first.rid, direction: 'previous' })]];
-      links.push({ relation: 'previous', url: url([...self, ...previous]) });
-    }
-    if (cursor !== undefined || (offset ?? 0) > 0) links.push({ relation: 'first', url: url(self) });
-    bundle.link = links;
-    if (bundle.total === undefined && !page.hasNext && cursor === undefined && !offset) bundle.total = page.items.length;
-
-    const versions = page.items.map((item) => item.version);
-    const entries: BundleEntry[] = versions.map((v) => this.entry(ctx, v, parsed, 'match'));
-    if (parsed.include.length > 0 || parsed.revinclude.length > 0) {
-      const included = await includeEntries({ project, store: this.deps.store, registry: this.deps.registry, matches: versions, query: parsed, limit: MAX_INCLUDED });
-      for (const v of included.versions) if (this.visible(v, ctx)) entries.push(this.entry(ctx, v, parsed, 'include'));
-      if (included.truncated) {
-        const outcome: OperationOutcome = {
-          resourceType: 'OperationOutcome',
-          issue: [{ severity: 'warning', code: 'too-costly', details: { text: `_include and _revinclude were stopped at ${MAX_INCLUDED} resources for this page` } }],
-        };
-        entries.push({ resource: outcome, search: { mode: 'outcome' } });
-      }
-    }
-    if (entries.length > 0) bundle.entry = entries;
-    return bundle;
+    const resolved = await this.resolveTerminology(project, parsed.criteria, types, candidates);
+    const plan: SearchPlan = { store: this.deps.store, project, query: parsed, types, resolved };
+    const builtIns = target.level === 'type' ? await this.builtIns.matches(plan, target.type, candidates) : [];
+    return { plan, builtIns };
   }
-
-  /**
-   * One page in the search's order: built-in resources first (in their own sort order), then the
-   * stored ones. A cursor into the built-in part carries a negative position; one into the
-   * stored part is a keyset over the index.
-   */
-  private async assemble(
-    project: string,
-    query: SearchQuery,
-    types: string[],
-    resolved: Map<Criterion, ResolvedCodes>,
-    builtIns: StoredVersion[],
-    cursor: Cursor | undefined,
-    offset: number | undefined,
-  ): Promise<{ items: PageItem[]; hasNext: boolean; hasPrevious: boolean }> {
-    const n = builtIns.length;
-    const placeholder = query.sort.map(() => 0);
-    const inStored = cursor !== undefined && cursor.rid > 0;
-    const items: PageItem[] = [];
-    let start = 0;
-    if (!inStored && n > 0) {
-      if (cursor) start = cursor.direction === 'next' ? -cursor.rid : Math.max(0, -cursor.rid - 1 - query.count);
-      else if (offset !== undefined) start = Math.min(offset, n);
-      builtIns.slice(start, start + query.count).forEach((version, i) => items.push({ version, rid: -(start + i + 1), keys: placeholder }));
-    }
-    const room = query.count - items.length;
-    if (room === 0) {
-      const more = start + items.length < n || (await this.page(project, query, types, resolved, undefined, undefined, 0)).hasMore;
-      return { items, hasNext: more, hasPrevious: start > 0 };
-    }
-    const storedOffset = offset !== undefined ? Math.max(0, offset - n) : undefined;
-    const { rows, hasMore } = await this.page(project, query, types, resolved, inStored ? cursor : undefined, inStored ? undefined : storedOffset, room);
-    const versions = await this.contents(project, rows);
-    rows.forEach((row, i) => {
-      if (versions[i]) items.push({ version: versions[i], rid: row.rid, keys: row.keys });
-    });
-    const backwards = cursor?.direction === 'previous' && inStored;
-    return {
-      items,
-      hasNext: backwards ? true : hasMore,
-      hasPrevious: backwards ? hasMore || n > 0 : start > 0 || inStored || (offset ?? 0) > 0,
-    };
-  }
-
-  /** Built-in resources of the type searched that meet every criterion, in sort order; those a stored one replaces are left out. */
-  private async builtInMatches(project: string, target: SearchTarget, query: SearchQuery, resolved: Map<Criterion, ResolvedCodes>, candidates: BuiltInEntry[]): Promise<StoredVersion[]> {
-    if (target.level !== 'type' || candidates.length === 0) return [];
-    const found = candidates.filter(({ resource, rows }) => query.criteria.every((c) => matches(resource, rows, c, resolved) === true));
-    if (found.length === 0) return [];
-    const b = new SqlBuilder(project);
-    const ids = found.map((f) => b.bind(f.resource.id));
-    const shadowed = new Set(
-      (await b.run<{ id: string }>(this.deps.store, `SELECT id FROM resources r WHERE ${b.scoped('r', [target.type])} AND deleted = FALSE AND id IN (${ids.join(', ')})`)).map((r) => r.id),
-    );
-    const visible = found.filter((f) => !shadowed.has(f.resource.id as string));
-    const keyed = visible.map((f) => ({ f, keys: query.sort.map((key) => sortValue(f.resource, f.rows, key)) }));
-    keyed.sort((a, b) => {
-      for (let i = 0; i < query.sort.length; i++) {
-        if (a.keys[i] === b.keys[i]) continue;
-        const before = a.keys[i] < b.keys[i];
-        return (before ? -1 : 1) * (query.sort[i].descending ? -1 : 1);
-      }
-      return (a.f.resource.id as string) < (b.f.resource.id as string) ? -1 : 1;
-    });
-    return keyed.map(({ f }) => builtInVersion(f.resource, project));
-  }
-
-  /** The built-in resources of a type with their index rows (extracted once: the content never changes). */
-  private builtInEntries(type: string): BuiltInEntry[] {
-    const { builtIn, extractor } = this.deps;
-    if (!builtIn || !extractor) return [];
-    let entries = this.builtInCache.get(type);
-    if (!entries) {
-      entries = builtIn.of(type).map((resource) => ({ resource, rows: extractor.extract(resource) }));
-      this.builtInCache.set(type, entries);
-    }
-    return entries;
-  }
-
-  private readonly builtInCache = new Map<string, BuiltInEntry[]>();
 
   /**
    * The resources a conditional interaction's criteria match (at most `limit`), read through
@@ -244,7 +116,7 @@ export class SearchService implements SearchHandler {
     const resolved = await this.resolveTerminology(ctx.project, parsed.criteria, [type], []);
     // Conditional writes change the project's own resources only.
     const b = new SqlBuilder(ctx.project, resolved, true);
-    const rows = await b.run<{ id: string; rid: number | string }>(reader, `SELECT r.id, r.rid FROM resources r WHERE ${this.where(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`);
+    const rows = await b.run<{ id: string; rid: number | string }>(reader, `SELECT r.id, r.rid FROM resources r WHERE ${whereClause(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`);
     return rows.map((row) => ({ id: row.id, rid: Number(row.rid) }));
   }
 
@@ -277,11 +149,6 @@ export class SearchService implements SearchHandler {
   /** Whether `type` has a search parameter with this code. */
   hasParam(type: string, code: string): boolean {
     return this.deps.registry.forType(type).has(code);
-  }
-
-  private entry(ctx: RequestContext, version: StoredVersion, query: SearchQuery, mode: 'match' | 'include'): BundleEntry {
-    const resource = subset(version.resource as Resource, this.deps.model, { summary: query.summary, elements: query.elements });
-    return { fullUrl: `${ctx.baseUrl}/${version.type}/${version.id}`, resource, search: { mode } };
   }
 
   /**
@@ -385,65 +252,6 @@ export class SearchService implements SearchHandler {
     for (const c of criteria) await visit(c, types);
     return resolved;
   }
-
-  private where(b: SqlBuilder, query: SearchQuery, types: string[]): string {
-    // A criterion whose index rows are of the types searched already restricts the type; stating it
-    // again on `resources` would make the planner scan every resource of the type instead of
-    // looking up the few row ids the criterion names.
-    const typed = query.criteria.some(restrictsType);
-    const conditions = typed ? [] : [b.scoped('r', types)];
-    return [...conditions, 'r.deleted = FALSE', ...query.criteria.map((c) => b.criterion(c, 'r', types))].join('\n  AND ');
-  }
-
-  private async count(project: string, query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>): Promise<number> {
-    const b = new SqlBuilder(project, resolved);
-    const sql = `SELECT COUNT(*) AS n FROM resources r WHERE ${this.where(b, query, types)}`;
-    const [row] = await b.run<{ n: number | string }>(this.deps.store, sql);
-    return Number(row?.n ?? 0);
-  }
-
-  /** One page of matching rows in sort order, and whether more lie beyond it. */
-  private async page(project: string, query: SearchQuery, types: string[], resolved: Map<Criterion, ResolvedCodes>, cursor: Cursor | undefined, offset: number | undefined, count: number) {
-    const b = new SqlBuilder(project, resolved);
-    const keys = query.sort.map((key, i) => `${b.sortExpression(key, 'r')} AS k${i}`);
-    const inner = `SELECT r.rid, r.project, r.type, r.id, r.version${keys.map((k) => `, ${k}`).join('')} FROM resources r WHERE ${this.where(b, query, types)}`;
-    const backwards = cursor?.direction === 'previous';
-    const ascending = query.sort.map((key) => key.descending === backwards);
-    let keyset = '';
-    if (cursor) {
-      const terms: string[] = [];
-      for (let i = 0; i <= query.sort.length; i++) {
-        const equal = query.sort.slice(0, i).map((_, j) => `q.k${j} = ${b.bind(cursor.keys[j])}`);
-        const after = i < query.sort.length ? `q.k${i} ${ascending[i] ? '>' : '<'} ${b.bind(cursor.keys[i])}` : `q.rid ${backwards ? '<' : '>'} ${b.bind(cursor.rid)}`;
-        terms.push(`(${[...equal, after].join(' AND ')})`);
-      }
-      keyset = `WHERE ${terms.join(' OR ')}`;
-    }
-    const order = [...query.sort.map((_, i) => `q.k${i} ${ascending[i] ? 'ASC' : 'DESC'}`), `q.rid ${backwards ? 'DESC' : 'ASC'}`].join(', ');
-    const sql = `SELECT q.* FROM (${inner}) q ${keyset} ORDER BY ${order} LIMIT ${b.bind(count + 1)}${offset ? ` OFFSET ${b.bind(offset)}` : ''}`;
-    const raw = await b.run<Record<string, unknown>>(this.deps.store, sql);
-    const hasMore = raw.length > count;
-    const rows: PageRow[] = raw.slice(0, count).map((row) => ({
-      rid: Number(row.rid),
-      project: String(row.project),
-      type: String(row.type),
-      id: String(row.id),
-      version: Number(row.version),
-      keys: query.sort.map((key, i) => (isTextSort(key) ? row[`k${i}`] : Number(row[`k${i}`]))),
-    }));
-    if (backwards) rows.reverse();
-    return { rows, hasMore };
-  }
-
-  /** The stored versions of a page's rows, in the page's order. */
-  private async contents(project: string, rows: PageRow[]): Promise<(StoredVersion | undefined)[]> {
-    if (rows.length === 0) return [];
-    const b = new SqlBuilder(project);
-    const keys = rows.map((row) => `(${b.bind(row.project)}, ${b.bind(row.type)}, ${b.bind(row.id)}, CAST(${b.bind(row.version)} AS INTEGER))`).join(', ');
-    const found = await b.run<VersionRow>(this.deps.store, `SELECT project, type, id, version, last_updated, content FROM resource_versions WHERE (project, type, id, version) IN (VALUES ${keys})`);
-    const byKey = new Map(found.map((row) => [`${row.project}/${row.type}/${row.id}`, versionFromRow(row)]));
-    return rows.map((row) => byKey.get(`${row.project}/${row.type}/${row.id}`) as StoredVersion);
-  }
 }
 
 /** The criteria that keep a search within each type's grant (all types searched have the same limit kind). */
@@ -459,39 +267,3 @@ function grantCriteria(grants: Map<string, Grant>, model: ElementModel): Criteri
   for (const grant of grants.values()) if (grant.ids !== undefined) criteria.push({ kind: 'id', ids: grant.ids, not: false });
   return criteria;
 }
-
-/** The parameters of the self link: the criteria understood, then the result parameters asked for. */
-function selfParams(query: SearchQuery, raw: Record<string, string[]>): [string, string][] {
-  const params: [string, string][] = [...query.understood];
-  for (const name of ['_type', '_sort', '_include', '_include:iterate', '_revinclude', '_revinclude:iterate', '_total', '_summary', '_elements']) {
-    for (const value of raw[name] ?? []) params.push([name, value]);
-  }
-  params.push(['_count', String(query.count)]);
-  return params;
-}
-
-function pagingParams(raw: Record<string, string[]>): [string, string][] {
-  const out: [string, string][] = [];
-  for (const name of ['_cursor', '_offset']) for (const value of raw[name] ?? []) out.push([name, value]);
-  return out;
-}
-
-function linkUrl(base: string, target: SearchTarget, params: [string, string][]): string {
-  const path = target.level === 'type' ? `/${target.type}` : target.level === 'compartment' ? `/${target.compartment}/${target.id}/${target.type}` : '';
-  const query = new URLSearchParams(params).toString();
-  return `${base}${path}${query ? `?${query}` : ''}`;
-}
-
-/** A built-in resource as a version (what the server holds is its version 1, as published). */
-export function builtInVersion(resource: Resource, project: string): StoredVersion {
-  const meta = resource.meta;
-  return {
-    project,
-    type: resource.resourceType,
-    id: resource.id as string,
-    versionId: Number(meta?.versionId ?? 1) || 1,
-    lastUpdated: meta?.lastUpdated ?? '2019-11-01T00:00:00.000Z',
-    resource,
-  };
-}
-

@@ -12,7 +12,7 @@ export function normalizeText(text: string): string {
 }
 
 /** Index rows keep at most this many characters of a string (a narrative can be megabytes). */
-export const MAX_INDEXED_TEXT = 2000;
+const MAX_INDEXED_TEXT = 2000;
 
 export function clipText(text: string): string {
   return text.length > MAX_INDEXED_TEXT ? text.slice(0, MAX_INDEXED_TEXT) : text;
@@ -47,19 +47,14 @@ export function dateRange(text: string): Range | undefined {
   if (month > 11 || day < 1 || day > 31) return undefined;
   if (h !== undefined && (Number(h) > 23 || Number(mi) > 59 || (s !== undefined && Number(s) > 59))) return undefined;
   const offset = zone === undefined || zone === 'Z' ? 0 : (zone.startsWith('-') ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6))) * 60_000;
-  const utc = (yy: number, mm: number, dd: number, hh = 0, mn = 0, ss = 0, ms = 0) => {
-    const date = new Date(Date.UTC(2000, mm, dd, hh, mn, ss, ms));
-    date.setUTCFullYear(yy);
-    return date.getTime();
-  };
-  if (mo === undefined) return { low: utc(year, 0, 1), high: utc(year + 1, 0, 1) - 1 };
-  if (d === undefined) return { low: utc(year, month, 1), high: utc(year, month + 1, 1) - 1 };
+  if (mo === undefined) return { low: utcDay(year, 0, 1), high: utcDay(year + 1, 0, 1) - 1 };
+  if (d === undefined) return { low: utcDay(year, month, 1), high: utcDay(year, month + 1, 1) - 1 };
   if (h === undefined) {
-    const low = utc(year, month, day);
+    const low = utcDay(year, month, day);
     if (new Date(low).getUTCDate() !== day) return undefined;
-    return { low, high: utc(year, month, day + 1) - 1 };
+    return { low, high: utcDay(year, month, day + 1) - 1 };
   }
-  const base = utc(year, month, day, Number(h), Number(mi)) - offset;
+  const base = utcDay(year, month, day) + (Number(h) * 60 + Number(mi)) * 60_000 - offset;
   if (s === undefined) return { low: base, high: base + 60_000 - 1 };
   const seconds = base + Number(s) * 1000;
   if (frac === undefined) return { low: seconds, high: seconds + 999 };
@@ -67,6 +62,16 @@ export function dateRange(text: string): Range | undefined {
   const ms = Number(`0.${digits}`) * 1000;
   const step = digits.length >= 3 ? 1 : 10 ** (3 - digits.length);
   return { low: seconds + Math.floor(ms), high: seconds + Math.floor(ms) + step - 1 };
+}
+
+/**
+ * Midnight UTC of a day, in milliseconds. The year is set apart so that years 0-99 stay
+ * themselves (Date.UTC reads them as 1900-1999); months and days past their end roll over.
+ */
+function utcDay(year: number, month: number, day: number): number {
+  const date = new Date(Date.UTC(2000, month, day));
+  date.setUTCFullYear(year);
+  return date.getTime();
 }
 
 // ---------------------------------------------------------------------------------------------

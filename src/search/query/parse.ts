@@ -1,9 +1,9 @@
 import { fhirError } from '../../fhir/errors';
-import { parseReference } from '../extract';
 import type { SearchParam, SearchParameterRegistry } from '../registry';
 import { UNSUPPORTED_PARAMS } from '../registry';
-import { canonicalQuantity, dateRange, decimalRange, UCUM } from '../values';
-import type { Criterion, Include, Prefix, QuantityValue, ScalarType, SearchQuery, SortKey, SummaryMode, TotalMode, TypedValue } from './criteria';
+import type { Criterion, Include, ScalarType, SearchQuery, SortKey, SummaryMode, TotalMode, TypedValue } from './criteria';
+import { clip, parseToken, parseValue } from './parse-value';
+import { splitEscaped, splitOn, splitValues, unescapeValue } from './split';
 
 /**
  * The query string of a search, read against the parameters of the types searched (R4
@@ -14,8 +14,8 @@ import type { Criterion, Include, Prefix, QuantityValue, ScalarType, SearchQuery
  * silently ignored.
  */
 
-export const DEFAULT_COUNT = 20;
-export const MAX_COUNT = 1000;
+const DEFAULT_COUNT = 20;
+const MAX_COUNT = 1000;
 const MAX_CHAIN_DEPTH = 3;
 
 /** Parameters about the result rather than the match (and HTTP's own). */
@@ -32,7 +32,7 @@ const MODIFIERS: Record<ScalarType | 'composite', string[]> = {
   composite: ['missing'],
 };
 
-export interface ParseOptions {
+interface ParseOptions {
   strict: boolean;
   /** Absolute bases that mean this server (a reference to one of them is local). */
   localBases: string[];
@@ -66,6 +66,13 @@ export function parseSearch(types: string[], query: Record<string, string[]>, re
   return result;
 }
 
+/** A chained name `code:Type.rest` read up to its first dot: the whole name, the type modifier and what follows. */
+interface ChainHead {
+  name: string;
+  modifier: string | undefined;
+  rest: string;
+}
+
 class Parser {
   constructor(
     private readonly registry: SearchParameterRegistry,
@@ -88,7 +95,7 @@ class Parser {
     }
     const param = this.param(types, code, name);
     if (!param) return undefined;
-    if (dot >= 0) return this.chain(types, name, param, modifier, name.slice(dot + 1), raw, depth);
+    if (dot >= 0) return this.chain(types, param, { name, modifier, rest: name.slice(dot + 1) }, raw, depth);
     const union = this.unionOf(types, param);
     if (!union) return this.valueCriterion(param, name, modifier, raw);
     const of = union.map((q) => this.valueCriterion(q, name, modifier, raw));
@@ -158,7 +165,7 @@ class Parser {
       });
       return { kind: 'value', index: `${param.code}:of-type`, paramType: 'token', values };
     }
-    const values = splitValues(raw).map((v) => parseValue(type, v, name, modifier, param, this.options.localBases));
+    const values = splitValues(raw).map((v) => parseValue(type, v, { name, modifier, param, localBases: this.options.localBases }));
     return { kind: 'value', index: param.code, paramType: type, modifier, values };
   }
 
@@ -169,14 +176,15 @@ class Parser {
     const values = splitValues(raw).map((v) => {
       const parts = splitOn(v, '$');
       if (parts.length !== types.length) throw fhirError('ERR_SEARCH_PARAM', { name, value: clip(v) });
-      return parts.map((part, i) => parseValue(types[i], part, name, undefined, components[i] as SearchParam, this.options.localBases));
+      return parts.map((part, i) => parseValue(types[i], part, { name, modifier: undefined, param: components[i] as SearchParam, localBases: this.options.localBases }));
     });
     const { indexes, tied } = this.registry.compositeLayout(param);
     return { kind: 'composite', index: param.code, indexes, tied, components: types, values };
   }
 
   /** `subject:Patient.name=x`, `subject.name=x`: the reference's targets must meet the rest. */
-  private chain(types: string[], name: string, param: SearchParam, modifier: string | undefined, rest: string, raw: string, depth: number): Criterion | undefined {
+  private chain(types: string[], param: SearchParam, head: ChainHead, raw: string, depth: number): Criterion | undefined {
+    const { name, modifier, rest } = head;
     if (depth >= MAX_CHAIN_DEPTH) throw fhirError('ERR_SEARCH_CHAIN_DEPTH', { name, limit: MAX_CHAIN_DEPTH });
     if (param.type !== 'reference') throw fhirError('ERR_SEARCH_PARAM', { name, value: clip(raw) });
     const nextCode = rest.split(/[.:]/)[0];
@@ -266,126 +274,6 @@ class Parser {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Values
-
-function parseValue(type: ScalarType, raw: string, name: string, modifier: string | undefined, param: SearchParam, localBases: string[]): TypedValue {
-  const bad = () => fhirError('ERR_SEARCH_PARAM', { name, value: clip(raw) });
-  switch (type) {
-    case 'string':
-      if (raw === '') throw bad();
-      return { type, value: { text: unescapeValue(raw) } };
-    case 'token': {
-      const token = parseToken(raw);
-      if (modifier !== 'text' && token.code === undefined && token.system === undefined) throw bad();
-      return { type, value: modifier === 'text' ? { code: unescapeValue(raw) } : token };
-    }
-    case 'date': {
-      const { prefix, rest } = prefixOf(raw);
-      const range = dateRange(unescapeValue(rest));
-      if (!range) throw bad();
-      return { type, value: { prefix, range } };
-    }
-    case 'number': {
-      const { prefix, rest } = prefixOf(raw);
-      const range = decimalRange(rest);
-      if (!range) throw bad();
-      return { type, value: { prefix, value: Number(rest), range } };
-    }
-    case 'quantity': {
-      const { prefix, rest } = prefixOf(raw);
-      const parts = splitEscaped(rest, '|');
-      const range = decimalRange(parts[0]);
-      if (!range || parts.length === 2 || parts.length > 3) throw bad();
-      const value: QuantityValue = { prefix, value: Number(parts[0]), range, system: parts[1] || undefined, code: parts[2] || undefined };
-      if (value.system === UCUM && value.code) {
-        const low = canonicalQuantity(range.low, value.code);
-        const high = canonicalQuantity(range.high, value.code);
-        const point = canonicalQuantity(value.value, value.code);
-        if (low && high && point) value.canonical = { code: point.code, value: point.value, range: { low: low.value, high: high.value } };
-      }
-      return { type, value };
-    }
-    case 'reference': {
-      raw = unescapeValue(raw);
-      if (raw === '') throw bad();
-      const targetType = modifier !== undefined && /^[A-Z]/.test(modifier) ? modifier : undefined;
-      if (/^[A-Za-z0-9\-.]{1,64}$/.test(raw)) {
-        const types = targetType ? [targetType] : param.target;
-        return { type, value: { type: types.length === 1 ? types[0] : undefined, id: raw } };
-      }
-      const parsed = parseReference(raw, localBases);
-      if (!parsed) throw bad();
-      if (parsed.target_id !== null) {
-        if (targetType && parsed.target_type !== targetType) throw bad();
-        return { type, value: { type: parsed.target_type ?? undefined, id: parsed.target_id } };
-      }
-      return { type, value: { url: parsed.url ?? undefined, version: parsed.version ?? undefined } };
-    }
-    case 'uri':
-      if (raw === '') throw bad();
-      return { type, value: { value: unescapeValue(raw) } };
-    default:
-      throw bad();
-  }
-}
-
-/** `system|code`, `|code` (no system), `system|` (any code), `code` (any system). */
-function parseToken(raw: string): { system?: string | null; code?: string } {
-  const parts = splitEscaped(raw, '|');
-  if (parts.length === 1) return parts[0] === '' ? {} : { code: parts[0] };
-  const [system, code] = [parts[0], parts.slice(1).join('|')];
-  return { system: system === '' ? null : system, code: code === '' ? undefined : code };
-}
-
-const PREFIXES: Prefix[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'];
-
-function prefixOf(raw: string): { prefix: Prefix; rest: string } {
-  const two = raw.slice(0, 2) as Prefix;
-  if (PREFIXES.includes(two) && raw.length > 2 && !/^[a-z]/.test(raw.slice(2))) return { prefix: two, rest: raw.slice(2) };
-  return { prefix: 'eq', rest: raw };
-}
-
-/** Values of one parameter occurrence: split on commas that are not escaped (other escapes stay). */
-export function splitValues(raw: string): string[] {
-  return splitOn(raw, ',');
-}
-
-/** Splits on `separator` where it is not escaped with `\`; escapes are kept in the parts. */
-function splitOn(raw: string, separator: string): string[] {
-  const parts: string[] = [];
-  let current = '';
-  for (let i = 0; i < raw.length; i++) {
-    const ch = raw[i];
-    if (ch === '\\' && i + 1 < raw.length) {
-      current += ch + raw[i + 1];
-      i++;
-    } else if (ch === separator) {
-      parts.push(current);
-      current = '';
-    } else {
-      current += ch;
-    }
-  }
-  parts.push(current);
-  return parts;
-}
-
-/** Splits on `separator` where it is not escaped, and removes the escapes of , | $ and \ from the parts. */
-export function splitEscaped(raw: string, separator: string): string[] {
-  return splitOn(raw, separator).map(unescapeValue);
-}
-
-export function unescapeValue(text: string): string {
-  return text.replace(/\\([,|$\\])/g, '$1');
-}
-
 function badModifier(name: string, modifier: string) {
   return fhirError('ERR_SEARCH_MODIFIER', { name, modifier: clip(modifier) });
 }
-
-function clip(text: string): string {
-  return text.length > 100 ? `${text.slice(0, 100)}...` : text;
-}
-
-export { RESULT_PARAMS };

@@ -14,6 +14,8 @@ export interface ResolvedCodes {
   pairs: { system: string | null; code: string }[];
 }
 
+type CriterionOf<K extends Criterion['kind']> = Extract<Criterion, { kind: K }>;
+
 const TABLE_OF: Record<ScalarType, IndexKind> = {
   string: 'string',
   token: 'token',
@@ -100,73 +102,91 @@ export class SqlBuilder {
     switch (c.kind) {
       case 'id':
         return `${r}.id ${c.not ? 'NOT ' : ''}IN (${c.ids.map((id) => this.bind(id)).join(', ')})`;
-      case 'value': {
-        const table = TABLE_OF[c.paramType];
-        const x = this.alias('x');
-        const negate = c.modifier === 'not';
-        const matches = c.values.map((v) => this.value(x, v, c.modifier)).join(' OR ');
-        return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
-      }
+      case 'value':
+        return this.valueCriterion(c, r, types);
       case 'missing': {
         const table = c.paramType === 'composite' ? undefined : TABLE_OF[c.paramType];
         if (!table) return '1 = 1';
         const x = this.alias('x');
         return `${r}.rid ${c.missing ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)})`;
       }
-      case 'terminology': {
-        const codes = this.resolved.get(c);
-        const negate = c.modifier === 'not-in';
-        if (!codes || codes.pairs.length === 0) return negate ? '1 = 1' : '1 = 0';
-        const x = this.alias('x');
-        const bySystem = new Map<string | null, string[]>();
-        for (const p of codes.pairs) bySystem.set(p.system, [...(bySystem.get(p.system) ?? []), p.code]);
-        const matches = [...bySystem]
-          .map(([system, list]) => `(${system === null ? `${x}.system IS NULL` : `${x}.system = ${this.bind(system)}`} AND ${x}.code IN (${list.map((code) => this.bind(code)).join(', ')}))`)
-          .join(' OR ');
-        return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM search_token ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
-      }
-      case 'composite': {
-        const tuples = c.values.map((tuple) => {
-          const aliases = tuple.map(() => this.alias('c'));
-          const tables = c.components.map((t, i) => `${INDEX_TABLES[TABLE_OF[t]].name} ${aliases[i]}`);
-          const joins = aliases.slice(1).map((a) => `${a}.rid = ${aliases[0]}.rid${c.tied ? ` AND ${a}.grp = ${aliases[0]}.grp` : ''}`);
-          const conditions = tuple.map((v, i) => `${aliases[i]}.param = ${this.bind(c.indexes[i])} AND (${this.value(aliases[i], v, undefined)})`);
-          return `SELECT ${aliases[0]}.rid FROM ${tables.join(', ')} WHERE ${this.scoped(aliases[0], types)} AND ${[...joins, ...conditions].join(' AND ')}`;
-        });
-        return `${r}.rid IN (${tuples.join(' UNION ')})`;
-      }
-      case 'chain': {
-        const x = this.alias('x');
-        const t = this.alias('t');
-        const inner = this.criterion(c.next, t, c.targetTypes);
-        // Index rows exist only for live resources, so a criterion with index rows needs no deleted check.
-        const targets = restrictsType(c.next) ? `${t}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(t, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
-        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)}
-          AND (${x}.target_type, ${x}.target_id) IN (SELECT ${t}.type, ${t}.id FROM resources ${t} WHERE ${targets}))`;
-      }
-      case 'has': {
-        const x = this.alias('x');
-        const o = this.alias('o');
-        const inner = c.next ? this.criterion(c.next, o, [c.type]) : '1 = 1';
-        const sources = c.next && restrictsType(c.next) ? `${o}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(o, [c.type])} AND ${o}.deleted = FALSE AND ${inner}`;
-        // With one type searched the target type is a constant, and the subquery is not correlated.
-        const targetType = types.length === 1 ? this.bind(types[0]) : `${r}.type`;
-        return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${this.scoped(x, [c.type])} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
-          AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${sources}))`;
-      }
+      case 'terminology':
+        return this.terminologyCriterion(c, r, types);
+      case 'composite':
+        return this.compositeCriterion(c, r, types);
+      case 'chain':
+        return this.chainCriterion(c, r, types);
+      case 'has':
+        return this.hasCriterion(c, r, types);
       case 'any':
       case 'all':
         return `(${c.of.map((sub) => this.criterion(sub, r, types)).join(c.kind === 'any' ? ' OR ' : ' AND ')})`;
-      case 'compartment': {
-        if (c.byType.length === 0) return '1 = 0';
-        const x = this.alias('x');
-        const byType = c.byType.map(([type, indexes]) => `(${x}.type = ${this.bind(type)} AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}))`);
-        return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${x}.project = ${this.bind(this.project)} AND (${byType.join(' OR ')})
-          AND ${x}.target_type = ${this.bind(c.targetType)} AND ${x}.target_id = ${this.bind(c.targetId)})`;
-      }
+      case 'compartment':
+        return this.compartmentCriterion(c, r);
       default:
         return '1 = 0';
     }
+  }
+
+  private valueCriterion(c: CriterionOf<'value'>, r: string, types: string[]): string {
+    const table = TABLE_OF[c.paramType];
+    const x = this.alias('x');
+    const negate = c.modifier === 'not';
+    const matches = c.values.map((v) => this.value(x, v, c.modifier)).join(' OR ');
+    return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM ${INDEX_TABLES[table].name} ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
+  }
+
+  private terminologyCriterion(c: CriterionOf<'terminology'>, r: string, types: string[]): string {
+    const codes = this.resolved.get(c);
+    const negate = c.modifier === 'not-in';
+    if (!codes || codes.pairs.length === 0) return negate ? '1 = 1' : '1 = 0';
+    const x = this.alias('x');
+    const bySystem = new Map<string | null, string[]>();
+    for (const p of codes.pairs) bySystem.set(p.system, [...(bySystem.get(p.system) ?? []), p.code]);
+    const matches = [...bySystem]
+      .map(([system, list]) => `(${system === null ? `${x}.system IS NULL` : `${x}.system = ${this.bind(system)}`} AND ${x}.code IN (${list.map((code) => this.bind(code)).join(', ')}))`)
+      .join(' OR ');
+    return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM search_token ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
+  }
+
+  private compositeCriterion(c: CriterionOf<'composite'>, r: string, types: string[]): string {
+    const tuples = c.values.map((tuple) => {
+      const aliases = tuple.map(() => this.alias('c'));
+      const tables = c.components.map((t, i) => `${INDEX_TABLES[TABLE_OF[t]].name} ${aliases[i]}`);
+      const joins = aliases.slice(1).map((a) => `${a}.rid = ${aliases[0]}.rid${c.tied ? ` AND ${a}.grp = ${aliases[0]}.grp` : ''}`);
+      const conditions = tuple.map((v, i) => `${aliases[i]}.param = ${this.bind(c.indexes[i])} AND (${this.value(aliases[i], v, undefined)})`);
+      return `SELECT ${aliases[0]}.rid FROM ${tables.join(', ')} WHERE ${this.scoped(aliases[0], types)} AND ${[...joins, ...conditions].join(' AND ')}`;
+    });
+    return `${r}.rid IN (${tuples.join(' UNION ')})`;
+  }
+
+  private chainCriterion(c: CriterionOf<'chain'>, r: string, types: string[]): string {
+    const x = this.alias('x');
+    const t = this.alias('t');
+    const inner = this.criterion(c.next, t, c.targetTypes);
+    // Index rows exist only for live resources, so a criterion with index rows needs no deleted check.
+    const targets = restrictsType(c.next) ? `${t}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(t, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
+    return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)}
+          AND (${x}.target_type, ${x}.target_id) IN (SELECT ${t}.type, ${t}.id FROM resources ${t} WHERE ${targets}))`;
+  }
+
+  private hasCriterion(c: CriterionOf<'has'>, r: string, types: string[]): string {
+    const x = this.alias('x');
+    const o = this.alias('o');
+    const inner = c.next ? this.criterion(c.next, o, [c.type]) : '1 = 1';
+    const sources = c.next && restrictsType(c.next) ? `${o}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(o, [c.type])} AND ${o}.deleted = FALSE AND ${inner}`;
+    // With one type searched the target type is a constant, and the subquery is not correlated.
+    const targetType = types.length === 1 ? this.bind(types[0]) : `${r}.type`;
+    return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${this.scoped(x, [c.type])} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
+          AND ${x}.rid IN (SELECT ${o}.rid FROM resources ${o} WHERE ${sources}))`;
+  }
+
+  private compartmentCriterion(c: CriterionOf<'compartment'>, r: string): string {
+    if (c.byType.length === 0) return '1 = 0';
+    const x = this.alias('x');
+    const byType = c.byType.map(([type, indexes]) => `(${x}.type = ${this.bind(type)} AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}))`);
+    return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${x}.project = ${this.bind(this.project)} AND (${byType.join(' OR ')})
+          AND ${x}.target_type = ${this.bind(c.targetType)} AND ${x}.target_id = ${this.bind(c.targetId)})`;
   }
 
   /** Whether the index row `x` holds a value that matches. */
