@@ -20,14 +20,13 @@ import { AnswerCache } from './http/answer-cache';
 import { registerUrlGuard } from './http/url-guard';
 import { baseUrlResolver, tokenEndpoints } from './http/base-url';
 import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
-import { registerOperationRoutes, type GraphQLOver } from './http/routes/operations';
+import { registerOperationRoutes } from './http/routes/operations';
 import { registerResourceRoutes } from './http/routes/resources';
 import { requestContext } from './http/request-context';
-import { OperationInvoker } from './operations/invoke';
+import type { OperationInvoker } from './operations/invoke';
 import type { OperationRegistry } from './operations/registry';
 import type { RestService } from './rest/rest-service';
 import type { SearchParam } from './search/registry';
-import type { AccessGuard } from './auth/guard';
 import type { AuthService } from './auth/oauth';
 import type { Principal } from './auth/principal';
 import type { SigningKeys } from './auth/signing-keys';
@@ -50,7 +49,8 @@ export interface AppParts<S> {
   searchParams?: (type: string) => SearchParam[];
   searchParamsRevision?: () => number;
   registry: OperationRegistry<S>;
-  services: S;
+  /** The operations' invoker, composed with the REST core (bootstrap.ts): the routes find, authorize and run raw operations with it. */
+  invoker: OperationInvoker<S>;
   software: MetadataOptions<S>['software'];
   decorateCapabilities?: MetadataOptions<S>['decorate'];
   metadataModes?: MetadataOptions<S>['modes'];
@@ -58,8 +58,6 @@ export interface AppParts<S> {
   readiness?: Record<string, ReadinessCheck>;
   /** Where log lines go; stdout when not given. */
   logStream?: NodeJS.WritableStream;
-  /** What each principal may do (operations are checked against it). */
-  guard: AccessGuard;
   /** OAuth 2 / SMART sign-in and the tokens it issues (absent: AUTH_TOKENS only). */
   oauth?: {
     auth: AuthService;
@@ -73,8 +71,6 @@ export interface AppParts<S> {
   subscriptionSocket?: WebsocketHub;
   /** The job queue, for the administrators' jobs view (`/admin/jobs`); absent: none. */
   jobs?: JobQueue;
-  /** Runs an operation request's `_graphql` on the operation's output (graphql.html, Operations); absent: `_graphql` is ignored. */
-  graphqlOver?: GraphQLOver;
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
@@ -156,40 +152,15 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,
   });
-  const invoker = new OperationInvoker<S>({
-    registry,
-    services: parts.services,
-    checkResource: (resource, at) => {
-      if (!parts.schema.isResourceType(resource.resourceType)) {
-        throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
-      }
-      // A Parameters given as a parameter is some operation's input: read and checked against that
-      // operation's definition when it is used (with the same tolerance as a request body).
-      if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource, { partial: true });
-    },
-    // Instance-level operations may name built-in content (ValueSet/administrative-gender).
-    readInstance: (type, id, ctx) => parts.rest.readResource(type, id, ctx),
-    authorize: (op, call, ctx) => {
-      const principal = ctx.principal;
-      if (principal.operator) return;
-      if (op.operatorsOnly || (call.level === 'system' && op.spec.affectsState)) {
-        throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `$${op.spec.code} is for the server's operators` });
-      }
-      // An operation on a type reads it, or changes it when it affects state.
-      if (call.type) parts.guard.allow(principal, op.spec.affectsState ? 'update' : 'read', call.type);
-    },
-  });
-  // Bundle entries that name an operation run it through the same invoker.
-  parts.rest.useOperations((call, ctx) => invoker.invoke({ ...call, level: call.id !== undefined ? 'instance' : call.type ? 'type' : 'system', headers: {} }, ctx));
   const contextOf = (request: FastifyRequest) => requestContext(request, baseUrlOf(request), config.operationTimeoutMs);
   registerOperationRoutes(app, {
     base: FHIR_BASE,
     registry,
-    invoker,
+    invoker: parts.invoker,
+    rest: parts.rest,
     answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     contextOf,
     bodyLimit: config.bodyLimit,
-    graphqlOver: parts.graphqlOver,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
   if (parts.jobs) registerAdminRoutes(app, { jobs: parts.jobs, contextOf });

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Resource } from 'fhir/r4';
 import { buildApp } from './app';
 import type { Config } from './config';
-import { buildCore, type Core } from './core';
+import { bindOperations, buildCore, type Core } from './core';
 import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
@@ -165,14 +165,19 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
     repository.observe(botCron);
     jobs.register(botCron.handler());
     const services: AppServices = { config, fhirpath, repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
+    const invoker = bindOperations(core, {
+      registry,
+      services,
+      schema,
+      graphqlOver: (query, output, ctx) => graphql.run({ query }, ctx, { method: 'GET', target: output }),
+    });
     const app = await buildApp({
       config,
       rest: core.rest,
       schema,
       registry,
-      services,
+      invoker,
       software: { name: pkg.name, version: pkg.version },
-      graphqlOver: (query, output, ctx) => graphql.run({ query }, ctx, { method: 'GET', target: output }),
       searchParams: (type) => [...core.params.declared(type).values()],
       searchParamsRevision: () => core.params.revision,
       decorateCapabilities: (statement) => {
@@ -197,7 +202,6 @@ export async function createServerApp(config: Config, options: { logStream?: Nod
         },
       },
       logStream: options.logStream,
-      guard: core.guard,
       bulk,
       subscriptionSocket: subscriptions.websocket,
       jobs,

@@ -238,7 +238,8 @@ export class BotService {
     };
     try {
       const answer = await this.deps.rest.handle(fhirRequest, ctx);
-      return { status: answer.status, body: answer.body };
+      if (answer.json !== undefined) return { status: answer.status, body: answer.json, headers: { ...answer.headers, 'content-type': 'application/json' } };
+      return { status: answer.status, body: answer.body, headers: answer.headers };
     } catch (err) {
       if (err instanceof FhirError) return { status: err.status, body: err.outcome, message: err.message };
       ctx.log.error({ err }, 'a bot client call failed');
@@ -265,7 +266,9 @@ export class BotService {
         return { status: err.status, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
       }
       const answer = await this.restCall({ method: request.method, path: place.path, query: place.query, body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
-      return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers: { 'content-type': FHIR_JSON } };
+      // The REST core's headers (Location, ETag) as an HTTP client would see them.
+      const headers = { 'content-type': FHIR_JSON, ...answer.headers };
+      return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers };
     }
     if (place.kind === 'server' && this.anonymous) {
       return this.anonymous({ method: request.method ?? 'GET', pathAndQuery: place.pathAndQuery, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });

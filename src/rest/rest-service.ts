@@ -14,6 +14,9 @@ import { isLimited, type AccessGuard } from '../auth/guard';
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import type { Matcher } from './writes';
 import type { PatchBounds } from './patch-bounds';
+import { operationResponse, type OperationDoor } from './operations';
+import type { OperationCall } from '../operations/invoke';
+import type { LateBound } from '../late-bound';
 
 /**
  * The FHIR RESTful API without HTTP: a FhirRequest in, a FhirResponse out. The HTTP routes only
@@ -47,20 +50,15 @@ export interface RestDeps {
   limits: { conditionalDeletes: number; bundleEntries: number; patch: Omit<PatchBounds, 'budget'> };
   /** What the request's principal may read and write. */
   guard: AccessGuard;
+  /**
+   * What runs operations, bound once they exist (their handlers use this service: a late binding);
+   * unbound or absent, every operation is unknown.
+   */
+  operations?: LateBound<OperationDoor>;
 }
 
-/** Runs an operation named in a Bundle entry (the operation routes run them for HTTP requests). */
-export type OperationRunner = (call: { code: string; type?: string; id?: string; method: 'GET' | 'POST'; query: Record<string, string[]>; body?: unknown }, ctx: RequestContext) => Promise<Resource>;
-
 export class RestService {
-  private operations?: OperationRunner;
-
   constructor(private readonly deps: RestDeps) {}
-
-  /** Lets Bundle entries run operations (wired once the operations exist: they use this service). */
-  useOperations(runner: OperationRunner): void {
-    this.operations = runner;
-  }
 
   async handle(request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
     await this.deps.beforeRequest?.();
@@ -71,7 +69,7 @@ export class RestService {
     const query = request.query;
     switch (target.kind) {
       case 'operation':
-        return this.operation(target, request, ctx);
+        return this.entryOperation(target, request, ctx);
       case 'system':
         if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'system' }, query, ctx));
         if (method === 'POST') return bundleResponse(await processBundle(request.body, ctx, this.bundleDeps()));
@@ -186,12 +184,22 @@ export class RestService {
     };
   }
 
-  /** An operation that reached the REST core: one named in a Bundle entry, or one no route takes. */
-  private async operation(target: Extract<Target, { kind: 'operation' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+  /** An operation named by a path (a Bundle entry's, a bot's): the operation interaction, without headers. */
+  private entryOperation(target: Extract<Target, { kind: 'operation' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
     const level = target.id !== undefined ? 'instance' : target.type ? 'type' : 'system';
-    if (!this.operations || (request.method !== 'GET' && request.method !== 'POST')) throw this.deps.unknownOperation(target.code, level, target.type);
-    const body = await this.operations({ code: target.code, type: target.type, id: target.id, method: request.method, query: request.query, body: request.body }, ctx);
-    return { status: 200, headers: {}, body };
+    if (request.method !== 'GET' && request.method !== 'POST') throw this.deps.unknownOperation(target.code, level, target.type);
+    const { code, type, id } = target;
+    return this.operation({ code, level, type, id, method: request.method, query: request.query, body: request.body, headers: {} }, ctx);
+  }
+
+  /**
+   * The operation interaction, whatever the door (HTTP, a Bundle entry, a bot): the same status,
+   * headers and shaping (201 with Location for a created resource, `_graphql`).
+   */
+  async operation(call: OperationCall, ctx: RequestContext): Promise<FhirResponse> {
+    const door = this.deps.operations?.peek();
+    if (!door) throw this.deps.unknownOperation(call.code, call.level, call.type);
+    return operationResponse(door, call, ctx);
   }
 
   private knownType(type: string): void {
