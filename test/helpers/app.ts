@@ -3,6 +3,7 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Resource } from 'fhir/r4';
 import { buildApp } from '../../src/app';
+import { createLogger } from '../../src/logger';
 import { loadConfig, type Config } from '../../src/config';
 import type { ResourceSchema } from '../../src/fhir/resource-schema';
 import { ResourceValidator } from '../../src/validation/validator';
@@ -58,7 +59,7 @@ export async function testApp(options: { config?: Partial<Config>; store?: Resou
     registry,
     invoker,
     software: { name: 'test-server', version: '0.0.1' },
-    logStream,
+    log: createLogger(config, logStream),
   });
   return {
     app,
