@@ -63,13 +63,34 @@ export class RestService {
   async handle(request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
     await this.deps.beforeRequest?.();
     const target = parsePath(request.path);
-    const method = request.method === 'HEAD' ? 'GET' : request.method;
     // Projects and users are kept in the system scope, whichever project the request acts in.
     if ('type' in target && target.kind !== 'compartment' && target.kind !== 'operation' && SYSTEM_SCOPE_TYPES.has(target.type)) ctx = { ...ctx, project: SYSTEM_PROJECT };
-    const query = request.query;
     switch (target.kind) {
       case 'operation':
         return this.entryOperation(target, request, ctx);
+      case 'system':
+      case 'system-search':
+      case 'system-history':
+        return this.systemLevel(target, request, ctx);
+      case 'type':
+      case 'type-search':
+      case 'type-history':
+        return this.typeLevel(target, request, ctx);
+      case 'instance':
+      case 'instance-history':
+      case 'version':
+      case 'compartment':
+        return this.instanceLevel(target, request, ctx);
+      default:
+        throw fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: clip(`/${request.path}`) });
+    }
+  }
+
+  /** Search, batch/transaction and history of the whole server. */
+  private async systemLevel(target: Extract<Target, { kind: 'system' | 'system-search' | 'system-history' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
+    switch (target.kind) {
       case 'system':
         if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'system' }, query, ctx));
         if (method === 'POST') return bundleResponse(await processBundle(request.body, ctx, this.bundleDeps()));
@@ -81,6 +102,14 @@ export class RestService {
         this.deps.guard.allowAll(ctx.principal, 'history');
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, {}, query, ctx));
         throw notAllowed(request, 'GET');
+    }
+  }
+
+  /** Search, create, conditional writes and history of a type. */
+  private async typeLevel(target: Extract<Target, { kind: 'type' | 'type-search' | 'type-history' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
+    switch (target.kind) {
       case 'type': {
         this.knownType(target.type);
         const type = target.type;
@@ -95,7 +124,7 @@ export class RestService {
         if (criteria === undefined) throw notAllowed(request, 'GET, POST');
         if (method === 'PUT') return this.write(ctx, (w) => writes.conditionalUpdate(w, type, criteria, bodyResource(request, type), ifMatch(request)));
         if (method === 'DELETE') return this.write(ctx, (w) => writes.conditionalDelete(w, type, criteria));
-        if (method === 'PATCH') return this.write(ctx, (w) => writes.conditionalPatch(w, type, criteria, request.body, request.headers['content-type'], ifMatch(request)));
+        if (method === 'PATCH') return this.write(ctx, (w) => writes.conditionalPatch(w, { type, criteria, ...patchOf(request) }));
         throw notAllowed(request, 'GET, POST, PUT, DELETE, PATCH');
       }
       case 'type-search':
@@ -107,6 +136,14 @@ export class RestService {
         this.unlimited(ctx, 'history', target.type);
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type }, query, ctx));
         throw notAllowed(request, 'GET');
+    }
+  }
+
+  /** Read, update, delete, patch, history and versions of a resource, and searches of its compartment. */
+  private async instanceLevel(target: Extract<Target, { kind: 'instance' | 'instance-history' | 'version' | 'compartment' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
+    switch (target.kind) {
       case 'instance': {
         this.knownType(target.type);
         checkId(target.id);
@@ -115,7 +152,7 @@ export class RestService {
         this.writable(type);
         if (method === 'PUT') return this.write(ctx, (w) => writes.update(w, type, id, bodyResource(request, type), ifMatch(request)));
         if (method === 'DELETE') return this.write(ctx, (w) => writes.remove(w, type, id, ifMatch(request)));
-        if (method === 'PATCH') return this.write(ctx, (w) => writes.patch(w, type, id, request.body, request.headers['content-type'], ifMatch(request)));
+        if (method === 'PATCH') return this.write(ctx, (w) => writes.patch(w, { type, id, ...patchOf(request) }));
         throw notAllowed(request, 'GET, PUT, DELETE, PATCH');
       }
       case 'instance-history':
@@ -135,8 +172,6 @@ export class RestService {
         if (target.type !== '*') this.knownType(target.type);
         if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'compartment', ...target }, query, ctx));
         throw notAllowed(request, 'GET');
-      default:
-        throw fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: clip(`/${request.path}`) });
     }
   }
 
@@ -287,6 +322,11 @@ export function bodyResource(request: FhirRequest, type: string): Resource {
   }
   if (body.resourceType !== type) throw fhirError('ERR_RESOURCE_TYPE_MISMATCH', { expected: type, found: clip(body.resourceType) });
   return body as Resource;
+}
+
+/** The patch a request sends, its content type, and the version it expects. */
+function patchOf(request: FhirRequest) {
+  return { body: request.body, contentType: request.headers['content-type'], ifMatch: ifMatch(request) };
 }
 
 /** `W/"3"` or `"3"` -> 3. */
