@@ -115,9 +115,19 @@ export function buildCore(options: CoreOptions): Core {
     if (type === 'SearchParameter') custom.check(resource as SearchParameter, project);
   };
   const operations = new LateBound<OperationDoor>('the operations of the REST core');
-  const rest = new RestService({
-    operations,
-    repository,
+  const rest = restService(options, { repository, search, builtIn, guard, custom, checkResource, operations });
+  repository.onWrite((version) => {
+    if (version.type === 'SearchParameter') void custom.written();
+  });
+  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource, guard, operations };
+}
+
+/** The REST interactions over the core's parts, with the write checks and limits the options give. */
+function restService(options: CoreOptions, parts: Pick<Core, 'repository' | 'search' | 'builtIn' | 'guard' | 'custom' | 'checkResource' | 'operations'>): RestService {
+  const { custom, checkResource } = parts;
+  return new RestService({
+    operations: parts.operations,
+    repository: parts.repository,
     isResourceType: (type) => options.schema.isResourceType(type),
     readOnlyTypes: READ_ONLY_TYPES,
     checkResource: (type, resource, ctx) => checkResource(type, resource, ctx.project),
@@ -129,11 +139,11 @@ export function buildCore(options: CoreOptions): Core {
             await options.validate?.(resource, ctx);
           }
         : undefined,
-    search,
+    search: parts.search,
     model: r4Model(),
-    builtIn,
-    guard,
-    unknownOperation: (code, level, type) => registry.unknown(code, level, type),
+    builtIn: parts.builtIn,
+    guard: parts.guard,
+    unknownOperation: (code, level, type) => options.registry.unknown(code, level, type),
     limits: {
       conditionalDeletes: options.limits?.conditionalDeletes ?? 100,
       bundleEntries: options.limits?.bundleEntries ?? 100_000,
@@ -144,10 +154,6 @@ export function buildCore(options: CoreOptions): Core {
       },
     },
   });
-  repository.onWrite((version) => {
-    if (version.type === 'SearchParameter') void custom.written();
-  });
-  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource, guard, operations };
 }
 
 export interface OperationOptions<S> {
