@@ -1,14 +1,14 @@
 import { hostname } from 'node:os';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { CapabilityStatementRestSecurity } from 'fhir/r4';
-import pino from 'pino';
+import type { Logger } from 'pino';
 import type { Config } from './config';
 import { READ_ONLY_TYPES } from './core';
 import { fhirError } from './fhir/errors';
 import type { ResourceSchema } from './fhir/resource-schema';
 import { registerAuth } from './http/auth';
 import { registerCors } from './http/cors';
-import { registerPublicRoutes } from './http/public-routes';
+import { registerPublicRoutes, type PublicRoutes } from './http/public-routes';
 import { registerConsoleRoutes } from './http/routes/console';
 import { registerDocsRoutes } from './http/routes/docs';
 import { registerHealthRoutes, type ReadinessCheck } from './http/routes/health';
@@ -20,13 +20,13 @@ import { AnswerCache } from './http/answer-cache';
 import { registerUrlGuard } from './http/url-guard';
 import { baseUrlResolver, tokenEndpoints } from './http/base-url';
 import { connectionOptions, registerEarlyAnswerClose } from './http/connections';
-import { registerOperationRoutes, type GraphQLOver } from './http/routes/operations';
-import { registerResourceRoutes, requestContext } from './http/routes/resources';
-import { OperationInvoker } from './operations/invoke';
+import { registerOperationRoutes } from './http/routes/operations';
+import { registerResourceRoutes } from './http/routes/resources';
+import { requestContext } from './http/request-context';
+import type { OperationInvoker } from './operations/invoke';
 import type { OperationRegistry } from './operations/registry';
 import type { RestService } from './rest/rest-service';
 import type { SearchParam } from './search/registry';
-import type { AccessGuard } from './auth/guard';
 import type { AuthService } from './auth/oauth';
 import type { Principal } from './auth/principal';
 import type { SigningKeys } from './auth/signing-keys';
@@ -49,16 +49,15 @@ export interface AppParts<S> {
   searchParams?: (type: string) => SearchParam[];
   searchParamsRevision?: () => number;
   registry: OperationRegistry<S>;
-  services: S;
+  /** The operations' invoker, composed with the REST core (bootstrap.ts): the routes find, authorize and run raw operations with it. */
+  invoker: OperationInvoker<S>;
   software: MetadataOptions<S>['software'];
   decorateCapabilities?: MetadataOptions<S>['decorate'];
   metadataModes?: MetadataOptions<S>['modes'];
   /** What `/readyz` checks (storage reachable, content loaded), by name. */
   readiness?: Record<string, ReadinessCheck>;
-  /** Where log lines go; stdout when not given. */
-  logStream?: NodeJS.WritableStream;
-  /** What each principal may do (operations are checked against it). */
-  guard: AccessGuard;
+  /** The server's logger (src/logger.ts); each request logs through a child of it. */
+  log: Logger;
   /** OAuth 2 / SMART sign-in and the tokens it issues (absent: AUTH_TOKENS only). */
   oauth?: {
     auth: AuthService;
@@ -72,8 +71,6 @@ export interface AppParts<S> {
   subscriptionSocket?: WebsocketHub;
   /** The job queue, for the administrators' jobs view (`/admin/jobs`); absent: none. */
   jobs?: JobQueue;
-  /** Runs an operation request's `_graphql` on the operation's output (graphql.html, Operations); absent: `_graphql` is ignored. */
-  graphqlOver?: GraphQLOver;
 }
 
 /** Every route an app serves (method and URL pattern), for tests that must cover them all. */
@@ -95,13 +92,34 @@ const MAX_PARAM_LENGTH = 200;
 
 /** Builds the Fastify app with every plugin in order. It never listens; `server.ts` does. */
 export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> {
-  const { config, registry } = parts;
-  const logger = pino(
-    { level: config.logLevel, redact: ['req.headers.authorization', 'headers.authorization'] },
-    parts.logStream ?? process.stdout,
-  );
+  const app = createFastify(parts.config, parts.log);
+  const publicRoutes = registerRequestHandling(app, parts);
+  const wiring: Wiring<S> = {
+    parts,
+    // Every absolute URL the app writes starts here (BASE_URL when configured).
+    baseUrlOf: baseUrlResolver({ baseUrl: parts.config.baseUrl, basePath: FHIR_BASE }),
+    resourceTypes: [...parts.schema.resourceTypes].sort(),
+  };
+  registerFhirRoutes(app, wiring);
+  registerServerRoutes(app, publicRoutes, wiring);
+  // Last: the websocket plugin wraps the handler of every route declared after it.
+  const { config, subscriptionSocket } = parts;
+  if (subscriptionSocket) await registerSubscriptionSocketRoute(app, { hub: subscriptionSocket, bindTimeoutMs: config.wsBindTimeoutMs, maxPerAddress: config.wsMaxPerAddress, maxConnections: config.wsMaxConnections });
+  await app.ready();
+  return app;
+}
+
+/** What the route groups share: the composed parts, and what the app derives from them. */
+interface Wiring<S> {
+  parts: AppParts<S>;
+  baseUrlOf: (request: FastifyRequest) => string;
+  resourceTypes: string[];
+}
+
+/** The Fastify instance, its logger the server's, with every route recorded in its route table. */
+function createFastify(config: Config, log: Logger): FastifyInstance {
   const app = Fastify({
-    loggerInstance: logger as FastifyBaseLogger,
+    loggerInstance: log as FastifyBaseLogger,
     logController: new OneLinePerRequest(),
     genReqId: requestId,
     bodyLimit: config.bodyLimit,
@@ -114,12 +132,17 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
-
   const routes: AppRoute[] = [];
   routeTables.set(app, routes);
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) routes.push({ method, url: route.url, public: route.config?.public === true });
   });
+  return app;
+}
+
+/** What every request meets before its route: errors, ids, CORS, authentication, formats and bodies. */
+function registerRequestHandling<S>(app: FastifyInstance, parts: AppParts<S>): PublicRoutes {
+  const { config } = parts;
   registerErrorHandling(app, { bodyLimit: config.bodyLimit });
   registerRequestId(app);
   registerEarlyAnswerClose(app);
@@ -138,10 +161,12 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   });
   registerFhirJson(app, { bodyLimit: config.bodyLimit });
   registerFormBodies(app);
+  return publicRoutes;
+}
 
-  const resourceTypes = [...parts.schema.resourceTypes].sort();
-  // Every absolute URL the app writes starts here (BASE_URL when configured).
-  const baseUrlOf = baseUrlResolver({ baseUrl: config.baseUrl, basePath: FHIR_BASE });
+/** The FHIR API under the base: metadata, operations, bulk export, the jobs view, and the REST catch-all. */
+function registerFhirRoutes<S>(app: FastifyInstance, { parts, baseUrlOf, resourceTypes }: Wiring<S>): void {
+  const { config, registry } = parts;
   registerMetadataRoute(app, {
     baseUrlOf,
     security: (base) => securityOf(base, parts.oauth !== undefined),
@@ -155,44 +180,24 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     decorate: parts.decorateCapabilities,
     modes: parts.metadataModes,
   });
-  const invoker = new OperationInvoker<S>({
-    registry,
-    services: parts.services,
-    checkResource: (resource, at) => {
-      if (!parts.schema.isResourceType(resource.resourceType)) {
-        throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
-      }
-      // A Parameters given as a parameter is some operation's input: read and checked against that
-      // operation's definition when it is used (with the same tolerance as a request body).
-      if (resource.resourceType !== 'Parameters') parts.schema.check(resource.resourceType, resource, { partial: true });
-    },
-    // Instance-level operations may name built-in content (ValueSet/administrative-gender).
-    readInstance: (type, id, ctx) => parts.rest.readResource(type, id, ctx),
-    authorize: (op, call, ctx) => {
-      const principal = ctx.principal;
-      if (principal.operator) return;
-      if (op.operatorsOnly || (call.level === 'system' && op.spec.affectsState)) {
-        throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `$${op.spec.code} is for the server's operators` });
-      }
-      // An operation on a type reads it, or changes it when it affects state.
-      if (call.type) parts.guard.allow(principal, op.spec.affectsState ? 'update' : 'read', call.type);
-    },
-  });
-  // Bundle entries that name an operation run it through the same invoker.
-  parts.rest.useOperations((call, ctx) => invoker.invoke({ ...call, level: call.id !== undefined ? 'instance' : call.type ? 'type' : 'system', headers: {} }, ctx));
   const contextOf = (request: FastifyRequest) => requestContext(request, baseUrlOf(request), config.operationTimeoutMs);
   registerOperationRoutes(app, {
     base: FHIR_BASE,
     registry,
-    invoker,
+    invoker: parts.invoker,
+    rest: parts.rest,
     answers: new AnswerCache({ maxTotalBytes: config.answerCacheBytes }),
     contextOf,
     bodyLimit: config.bodyLimit,
-    graphqlOver: parts.graphqlOver,
   });
   if (parts.bulk) registerBulkRoutes(app, { base: FHIR_BASE, exports: parts.bulk, contextOf });
   if (parts.jobs) registerAdminRoutes(app, { jobs: parts.jobs, contextOf });
   registerResourceRoutes(app, { base: FHIR_BASE, rest: parts.rest, contextOf });
+}
+
+/** The server's own pages beside the API: sign-in, health, the docs and the console. */
+function registerServerRoutes<S>(app: FastifyInstance, publicRoutes: PublicRoutes, { parts, baseUrlOf, resourceTypes }: Wiring<S>): void {
+  const { config, registry } = parts;
   if (parts.oauth) {
     const tokenUrls = tokenEndpoints({ baseUrl: config.baseUrl, basePath: FHIR_BASE, host: config.host, port: config.port, hostname: hostname() });
     registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE, tokenEndpoints: tokenUrls });
@@ -203,10 +208,6 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
     revision: parts.searchParamsRevision,
   });
   registerConsoleRoutes(publicRoutes);
-  // Last: the websocket plugin wraps the handler of every route declared after it.
-  if (parts.subscriptionSocket) await registerSubscriptionSocketRoute(app, { hub: parts.subscriptionSocket, bindTimeoutMs: config.wsBindTimeoutMs, maxPerAddress: config.wsMaxPerAddress, maxConnections: config.wsMaxConnections });
-  await app.ready();
-  return app;
 }
 
 /** The CapabilityStatement's security: SMART on FHIR with its OAuth URIs when sign-in is on. */

@@ -16,6 +16,10 @@ import { SearchService } from './search/search-service';
 import type { CodeMatcher } from './search/terminology';
 import { Repository } from './storage/repository';
 import { AccessGuard } from './auth/guard';
+import { LateBound } from './late-bound';
+import { OperationInvoker } from './operations/invoke';
+import { operationPolicy, parameterCheck } from './operations/policy';
+import type { GraphQLOver, OperationDoor } from './rest/operations';
 import type { ResourceStore } from './storage/store';
 
 /**
@@ -62,6 +66,8 @@ export interface Core {
   checkResource(type: string, resource: Resource, project: string): void;
   /** What each principal may read and write. */
   guard: AccessGuard;
+  /** What the REST core runs operations with, bound by `bindOperations` once their services exist. */
+  operations: LateBound<OperationDoor>;
 }
 
 /** Types served read-only from the server itself. */
@@ -108,8 +114,20 @@ export function buildCore(options: CoreOptions): Core {
     refuseSecrets(type, resource);
     if (type === 'SearchParameter') custom.check(resource as SearchParameter, project);
   };
-  const rest = new RestService({
-    repository,
+  const operations = new LateBound<OperationDoor>('the operations of the REST core');
+  const rest = restService(options, { repository, search, builtIn, guard, custom, checkResource, operations });
+  repository.onWrite((version) => {
+    if (version.type === 'SearchParameter') void custom.written();
+  });
+  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource, guard, operations };
+}
+
+/** The REST interactions over the core's parts, with the write checks and limits the options give. */
+function restService(options: CoreOptions, parts: Pick<Core, 'repository' | 'search' | 'builtIn' | 'guard' | 'custom' | 'checkResource' | 'operations'>): RestService {
+  const { custom, checkResource } = parts;
+  return new RestService({
+    operations: parts.operations,
+    repository: parts.repository,
     isResourceType: (type) => options.schema.isResourceType(type),
     readOnlyTypes: READ_ONLY_TYPES,
     checkResource: (type, resource, ctx) => checkResource(type, resource, ctx.project),
@@ -121,11 +139,11 @@ export function buildCore(options: CoreOptions): Core {
             await options.validate?.(resource, ctx);
           }
         : undefined,
-    search,
+    search: parts.search,
     model: r4Model(),
-    builtIn,
-    guard,
-    unknownOperation: (code, level, type) => registry.unknown(code, level, type),
+    builtIn: parts.builtIn,
+    guard: parts.guard,
+    unknownOperation: (code, level, type) => options.registry.unknown(code, level, type),
     limits: {
       conditionalDeletes: options.limits?.conditionalDeletes ?? 100,
       bundleEntries: options.limits?.bundleEntries ?? 100_000,
@@ -136,10 +154,32 @@ export function buildCore(options: CoreOptions): Core {
       },
     },
   });
-  repository.onWrite((version) => {
-    if (version.type === 'SearchParameter') void custom.written();
+}
+
+export interface OperationOptions<S> {
+  registry: OperationRegistry<S>;
+  /** What handlers are given; they may use the core (hence the late binding). */
+  services: S;
+  schema: ResourceSchema;
+  /** Runs a request's `_graphql` on an operation's output; absent: `_graphql` is ignored. */
+  graphqlOver?: GraphQLOver;
+}
+
+/**
+ * The operations over a core: their invoker with its authorization policy, bound into the REST
+ * core so that HTTP, Bundle entries and bots run them through the same door.
+ */
+export function bindOperations<S>(core: Core, options: OperationOptions<S>): OperationInvoker<S> {
+  const invoker = new OperationInvoker<S>({
+    registry: options.registry,
+    services: options.services,
+    checkResource: parameterCheck(options.schema),
+    // Instance-level operations may name built-in content (ValueSet/administrative-gender).
+    readInstance: (type, id, ctx) => core.rest.readResource(type, id, ctx),
+    authorize: operationPolicy(core.guard),
   });
-  return { repository, search, rest, builtIn, indexer, extractor, params, custom, checkResource, guard };
+  core.operations.bind({ invoker, graphqlOver: options.graphqlOver });
+  return invoker;
 }
 
 /** Password hashes and MFA secrets live outside resources (src/auth/passwords.ts); a write carrying one is refused. */

@@ -38,13 +38,16 @@ export interface BotCronDeps {
   rest: RestService;
   jobs: JobQueue;
   baseUrl?: string;
+  /** Where a schedule that cannot run is logged. */
+  log?: ContextLog;
 }
 
 export class BotCron implements WriteObserver {
-  /** Where a schedule that cannot run is logged (the app's logger once it exists). */
-  log?: ContextLog;
+  private readonly log?: ContextLog;
 
-  constructor(private readonly deps: BotCronDeps) {}
+  constructor(private readonly deps: BotCronDeps) {
+    this.log = deps.log;
+  }
 
   /** A Bot written with a schedule: its first time, queued with the write. */
   async written(tx: StoreTx, project: string, events: WriteEvent[]): Promise<void> {

@@ -15,6 +15,7 @@ import { compileBot } from './compile';
 import { isAbsoluteUrl, placeOfPath, placeUrl } from './own-urls';
 import type { AnonymousCalls, BotResult, ClientAnswer, ClientRequest, RunLimits } from './protocol';
 import type { BotRunner } from './runner';
+import type { LateBound } from '../late-bound';
 
 /**
  * Bots: deploying their code and running it. Everything a bot reads or writes goes through the
@@ -35,6 +36,12 @@ export interface BotServiceDeps {
   /** Origins a bot's fetch may reach besides this server (`*`: any public address), and how. */
   fetchAllow: string[];
   outbound: Outbound;
+  /**
+   * This server's routes outside the REST core (metadata, SMART discovery), for bots' calls: the
+   * HTTP app answers them, and it is built after this service (a late binding). Until it is
+   * bound, or without it, such calls are 404.
+   */
+  anonymous?: LateBound<AnonymousCalls>;
 }
 
 /** What an execution is given besides the bot. */
@@ -56,13 +63,6 @@ const AUDIT_LOG_CHARS = 10_000;
 export class BotService {
   /** AuditEvents being written (the answer does not wait for them; close does). */
   private readonly audits = new Set<Promise<void>>();
-
-  /**
-   * This server's routes outside the REST core (metadata), for bots' calls. Set once the HTTP
-   * app exists (it is built after this service, and answers these calls); until then such calls
-   * are 404, as before.
-   */
-  anonymous?: AnonymousCalls;
 
   constructor(private readonly deps: BotServiceDeps) {}
 
@@ -195,10 +195,11 @@ export class BotService {
     if (place.kind === 'fhir') {
       return this.restCall({ ...request, path: place.path, query: [...new URLSearchParams(place.query), ...pairsOf(request.query)], body }, ctx);
     }
-    if (place.kind === 'server' && this.anonymous) {
+    const anonymous = this.deps.anonymous?.peek();
+    if (place.kind === 'server' && anonymous) {
       const extra = new URLSearchParams(pairsOf(request.query)).toString();
       const pathAndQuery = extra === '' ? place.pathAndQuery : `${place.pathAndQuery}${place.pathAndQuery.includes('?') ? '&' : '?'}${extra}`;
-      const answer = await this.anonymous({ method: request.method, pathAndQuery, headers: { 'content-type': request.contentType ?? 'application/fhir+json' }, body: request.body });
+      const answer = await anonymous({ method: request.method, pathAndQuery, headers: { 'content-type': request.contentType ?? 'application/fhir+json' }, body: request.body });
       let parsed: unknown;
       try {
         parsed = answer.text === '' ? undefined : JSON.parse(answer.text);
@@ -238,7 +239,8 @@ export class BotService {
     };
     try {
       const answer = await this.deps.rest.handle(fhirRequest, ctx);
-      return { status: answer.status, body: answer.body };
+      if (answer.json !== undefined) return { status: answer.status, body: answer.json, headers: { ...answer.headers, 'content-type': 'application/json' } };
+      return { status: answer.status, body: answer.body, headers: answer.headers };
     } catch (err) {
       if (err instanceof FhirError) return { status: err.status, body: err.outcome, message: err.message };
       ctx.log.error({ err }, 'a bot client call failed');
@@ -265,10 +267,13 @@ export class BotService {
         return { status: err.status, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
       }
       const answer = await this.restCall({ method: request.method, path: place.path, query: place.query, body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
-      return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers: { 'content-type': FHIR_JSON } };
+      // The REST core's headers (Location, ETag) as an HTTP client would see them.
+      const headers = { 'content-type': FHIR_JSON, ...answer.headers };
+      return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers };
     }
-    if (place.kind === 'server' && this.anonymous) {
-      return this.anonymous({ method: request.method ?? 'GET', pathAndQuery: place.pathAndQuery, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
+    const anonymous = this.deps.anonymous?.peek();
+    if (place.kind === 'server' && anonymous) {
+      return anonymous({ method: request.method ?? 'GET', pathAndQuery: place.pathAndQuery, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
     }
     const origin = place.kind === 'elsewhere' ? place.origin : new URL(base).origin;
     const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(origin);

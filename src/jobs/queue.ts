@@ -110,8 +110,8 @@ export class JobQueue {
   /** Stops listening to the database's job notices. */
   private unlisten?: Promise<() => void>;
   private readonly retentionMs: number;
-  /** Where failures are logged (the app's logger once it exists). */
-  log?: ContextLog;
+  /** Where failures are logged (the server's logger, given at construction). */
+  private readonly log?: ContextLog;
 
   constructor(
     private readonly store: JobStore,

@@ -57,6 +57,12 @@ export class OperationInvoker<S> {
     return op.answerToken ? op.answerToken(this.deps.services, ctx) : undefined;
   }
 
+  /** Runs the operation the call names: its output, and whether that is a resource it created (201 and Location). */
+  async run(call: OperationCall, ctx: RequestContext): Promise<{ output: Resource; created: boolean }> {
+    const op = this.find(call.code, call.level, call.type);
+    return { output: await this.invoke(call, ctx, op), created: op.created === true };
+  }
+
   async invoke(call: OperationCall, ctx: RequestContext, bound?: BoundOperation<S>): Promise<Resource> {
     const op = bound ?? this.find(call.code, call.level, call.type);
     const { spec } = op;

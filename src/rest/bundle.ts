@@ -1,16 +1,15 @@
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import { newResourceId } from '../fhir/resource-id';
-import type { Bundle, BundleEntry, BundleEntryResponse, OperationOutcome, Resource } from 'fhir/r4';
+import type { Bundle, BundleEntry, OperationOutcome, Resource } from 'fhir/r4';
 import { yieldIfHeld } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
-import { fhirError, isFhirError, type FhirError } from '../fhir/errors';
-import { asFhirError } from '../fhir/outcome';
+import { fhirError } from '../fhir/errors';
 import type { Repository } from '../storage/repository';
 import { ID_PATTERN } from '../storage/repository';
-import { storageFailure } from '../storage/store';
 import { parsePath, type FhirMethod, type FhirRequest, type FhirResponse } from './fhir-request';
 import * as writes from './writes';
 import { clip, type WriteDeps } from './writes';
+import { atEntry, checkAt, entryError, failureEntry, failureEntryOf, failureResponse, responseEntry } from './bundle-answers';
 import { emptyQuery, queryOfString } from '../fhir/query';
 
 /**
@@ -329,8 +328,11 @@ async function write(entry: Entry, w: writes.Writes, assigned?: string): Promise
       return entry.criteria !== undefined ? writes.conditionalDelete(w, type, entry.criteria) : writes.remove(w, type, entry.id as string, entry.ifMatch);
     case 'PATCH': {
       const body = patchBody(entry.resource as Resource);
-      if (entry.criteria !== undefined) return id ? writes.patch(w, type, id, body, undefined, entry.ifMatch) : writes.conditionalPatch(w, type, entry.criteria, body, undefined, entry.ifMatch);
-      return writes.patch(w, type, entry.id as string, body, undefined, entry.ifMatch);
+      const { ifMatch } = entry;
+      if (entry.criteria !== undefined) {
+        return id ? writes.patch(w, { type, id, body, contentType: undefined, ifMatch }) : writes.conditionalPatch(w, { type, criteria: entry.criteria, body, contentType: undefined, ifMatch });
+      }
+      return writes.patch(w, { type, id: entry.id as string, body, contentType: undefined, ifMatch });
     }
     default:
       throw entryError(entry.index, `${entry.method} is not a write`);
@@ -366,64 +368,4 @@ async function read(entry: Entry, ctx: RequestContext, deps: BundleDeps): Promis
     },
     ctx,
   );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Answers
-
-const REASONS: Record<number, string> = { 200: 'OK', 201: 'Created', 204: 'No Content', 304: 'Not Modified' };
-
-/** `write`: the entry wrote (or matched) a version, whose URL an update names in Content-Location. */
-function responseEntry(response: FhirResponse, ctx: RequestContext, write: boolean): BundleEntry {
-  const out: BundleEntryResponse = { status: `${response.status}${REASONS[response.status] ? ` ${REASONS[response.status]}` : ''}` };
-  const location = response.headers.location ?? (write ? response.headers['content-location'] : undefined);
-  if (location) out.location = location.startsWith(ctx.baseUrl) ? location.slice(ctx.baseUrl.length + 1) : location;
-  if (response.headers.etag) out.etag = response.headers.etag;
-  if (response.headers['last-modified']) out.lastModified = new Date(response.headers['last-modified']).toISOString();
-  const entry: BundleEntry = { response: out };
-  const body = response.body;
-  if (body?.resourceType === 'OperationOutcome' && response.status !== 200) out.outcome = body;
-  else if (body) {
-    entry.resource = body;
-    if (body.id && response.status < 300 && body.resourceType !== 'Bundle' && body.resourceType !== 'Parameters') entry.fullUrl = `${ctx.baseUrl}/${body.resourceType}/${body.id}`;
-  }
-  return entry;
-}
-
-function failureResponse(err: unknown): FhirResponse {
-  // A full disk or a database gone is the entry's answer too (507, 503), not an unexpected 500.
-  const fhir = storageFailure(err) ?? asFhirError(err);
-  return { status: fhir.status, headers: {}, body: fhir.outcome };
-}
-
-function failureEntry(err: unknown, _ctx: RequestContext): BundleEntry {
-  return failureEntryOf(failureResponse(err));
-}
-
-function failureEntryOf(response: FhirResponse): BundleEntry {
-  return { response: { status: String(response.status), outcome: response.body as OperationOutcome } };
-}
-
-function entryError(index: number, reason: string, status?: number): FhirError {
-  return fhirError('ERR_BUNDLE_ENTRY', { index, reason }, { expression: [`Bundle.entry[${index}]`], status });
-}
-
-function checkAt(index: number, check: () => void): void {
-  try {
-    check();
-  } catch (err) {
-    if (!isFhirError(err)) throw err;
-    throw entryError(index, err.message, err.status);
-  }
-}
-
-/** Runs an entry's work; a failure becomes one that names the entry (with the failure's own status). */
-async function atEntry<T>(index: number, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (!isFhirError(err)) throw err;
-    if (err.code === 'ERR_BUNDLE_ENTRY') throw err;
-    throw entryError(index, err.message, err.status);
-  }
 }

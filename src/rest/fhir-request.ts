@@ -33,6 +33,8 @@ export interface FhirResponse {
   headers: Record<string, string>;
   /** The resource answered; none for 204 and 304. */
   body?: Resource;
+  /** An answer that is JSON but no resource (an operation's output shaped by `_graphql`): sent as application/json. */
+  json?: unknown;
 }
 
 /** What a path below the base names. */

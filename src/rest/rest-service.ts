@@ -14,6 +14,9 @@ import { isLimited, type AccessGuard } from '../auth/guard';
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import type { Matcher } from './writes';
 import type { PatchBounds } from './patch-bounds';
+import { operationResponse, type OperationDoor } from './operations';
+import type { OperationCall } from '../operations/invoke';
+import type { LateBound } from '../late-bound';
 
 /**
  * The FHIR RESTful API without HTTP: a FhirRequest in, a FhirResponse out. The HTTP routes only
@@ -47,31 +50,47 @@ export interface RestDeps {
   limits: { conditionalDeletes: number; bundleEntries: number; patch: Omit<PatchBounds, 'budget'> };
   /** What the request's principal may read and write. */
   guard: AccessGuard;
+  /**
+   * What runs operations, bound once they exist (their handlers use this service: a late binding);
+   * unbound or absent, every operation is unknown.
+   */
+  operations?: LateBound<OperationDoor>;
 }
 
-/** Runs an operation named in a Bundle entry (the operation routes run them for HTTP requests). */
-export type OperationRunner = (call: { code: string; type?: string; id?: string; method: 'GET' | 'POST'; query: Record<string, string[]>; body?: unknown }, ctx: RequestContext) => Promise<Resource>;
-
 export class RestService {
-  private operations?: OperationRunner;
-
   constructor(private readonly deps: RestDeps) {}
-
-  /** Lets Bundle entries run operations (wired once the operations exist: they use this service). */
-  useOperations(runner: OperationRunner): void {
-    this.operations = runner;
-  }
 
   async handle(request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
     await this.deps.beforeRequest?.();
     const target = parsePath(request.path);
-    const method = request.method === 'HEAD' ? 'GET' : request.method;
     // Projects and users are kept in the system scope, whichever project the request acts in.
     if ('type' in target && target.kind !== 'compartment' && target.kind !== 'operation' && SYSTEM_SCOPE_TYPES.has(target.type)) ctx = { ...ctx, project: SYSTEM_PROJECT };
-    const query = request.query;
     switch (target.kind) {
       case 'operation':
-        return this.operation(target, request, ctx);
+        return this.entryOperation(target, request, ctx);
+      case 'system':
+      case 'system-search':
+      case 'system-history':
+        return this.systemLevel(target, request, ctx);
+      case 'type':
+      case 'type-search':
+      case 'type-history':
+        return this.typeLevel(target, request, ctx);
+      case 'instance':
+      case 'instance-history':
+      case 'version':
+      case 'compartment':
+        return this.instanceLevel(target, request, ctx);
+      default:
+        throw fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: clip(`/${request.path}`) });
+    }
+  }
+
+  /** Search, batch/transaction and history of the whole server. */
+  private async systemLevel(target: Extract<Target, { kind: 'system' | 'system-search' | 'system-history' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
+    switch (target.kind) {
       case 'system':
         if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'system' }, query, ctx));
         if (method === 'POST') return bundleResponse(await processBundle(request.body, ctx, this.bundleDeps()));
@@ -83,6 +102,14 @@ export class RestService {
         this.deps.guard.allowAll(ctx.principal, 'history');
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, {}, query, ctx));
         throw notAllowed(request, 'GET');
+    }
+  }
+
+  /** Search, create, conditional writes and history of a type. */
+  private async typeLevel(target: Extract<Target, { kind: 'type' | 'type-search' | 'type-history' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
+    switch (target.kind) {
       case 'type': {
         this.knownType(target.type);
         const type = target.type;
@@ -97,7 +124,7 @@ export class RestService {
         if (criteria === undefined) throw notAllowed(request, 'GET, POST');
         if (method === 'PUT') return this.write(ctx, (w) => writes.conditionalUpdate(w, type, criteria, bodyResource(request, type), ifMatch(request)));
         if (method === 'DELETE') return this.write(ctx, (w) => writes.conditionalDelete(w, type, criteria));
-        if (method === 'PATCH') return this.write(ctx, (w) => writes.conditionalPatch(w, type, criteria, request.body, request.headers['content-type'], ifMatch(request)));
+        if (method === 'PATCH') return this.write(ctx, (w) => writes.conditionalPatch(w, { type, criteria, ...patchOf(request) }));
         throw notAllowed(request, 'GET, POST, PUT, DELETE, PATCH');
       }
       case 'type-search':
@@ -109,6 +136,14 @@ export class RestService {
         this.unlimited(ctx, 'history', target.type);
         if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type }, query, ctx));
         throw notAllowed(request, 'GET');
+    }
+  }
+
+  /** Read, update, delete, patch, history and versions of a resource, and searches of its compartment. */
+  private async instanceLevel(target: Extract<Target, { kind: 'instance' | 'instance-history' | 'version' | 'compartment' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+    const method = request.method === 'HEAD' ? 'GET' : request.method;
+    const query = request.query;
+    switch (target.kind) {
       case 'instance': {
         this.knownType(target.type);
         checkId(target.id);
@@ -117,7 +152,7 @@ export class RestService {
         this.writable(type);
         if (method === 'PUT') return this.write(ctx, (w) => writes.update(w, type, id, bodyResource(request, type), ifMatch(request)));
         if (method === 'DELETE') return this.write(ctx, (w) => writes.remove(w, type, id, ifMatch(request)));
-        if (method === 'PATCH') return this.write(ctx, (w) => writes.patch(w, type, id, request.body, request.headers['content-type'], ifMatch(request)));
+        if (method === 'PATCH') return this.write(ctx, (w) => writes.patch(w, { type, id, ...patchOf(request) }));
         throw notAllowed(request, 'GET, PUT, DELETE, PATCH');
       }
       case 'instance-history':
@@ -137,8 +172,6 @@ export class RestService {
         if (target.type !== '*') this.knownType(target.type);
         if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'compartment', ...target }, query, ctx));
         throw notAllowed(request, 'GET');
-      default:
-        throw fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: clip(`/${request.path}`) });
     }
   }
 
@@ -186,12 +219,22 @@ export class RestService {
     };
   }
 
-  /** An operation that reached the REST core: one named in a Bundle entry, or one no route takes. */
-  private async operation(target: Extract<Target, { kind: 'operation' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+  /** An operation named by a path (a Bundle entry's, a bot's): the operation interaction, without headers. */
+  private entryOperation(target: Extract<Target, { kind: 'operation' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
     const level = target.id !== undefined ? 'instance' : target.type ? 'type' : 'system';
-    if (!this.operations || (request.method !== 'GET' && request.method !== 'POST')) throw this.deps.unknownOperation(target.code, level, target.type);
-    const body = await this.operations({ code: target.code, type: target.type, id: target.id, method: request.method, query: request.query, body: request.body }, ctx);
-    return { status: 200, headers: {}, body };
+    if (request.method !== 'GET' && request.method !== 'POST') throw this.deps.unknownOperation(target.code, level, target.type);
+    const { code, type, id } = target;
+    return this.operation({ code, level, type, id, method: request.method, query: request.query, body: request.body, headers: {} }, ctx);
+  }
+
+  /**
+   * The operation interaction, whatever the door (HTTP, a Bundle entry, a bot): the same status,
+   * headers and shaping (201 with Location for a created resource, `_graphql`).
+   */
+  async operation(call: OperationCall, ctx: RequestContext): Promise<FhirResponse> {
+    const door = this.deps.operations?.peek();
+    if (!door) throw this.deps.unknownOperation(call.code, call.level, call.type);
+    return operationResponse(door, call, ctx);
   }
 
   private knownType(type: string): void {
@@ -279,6 +322,11 @@ export function bodyResource(request: FhirRequest, type: string): Resource {
   }
   if (body.resourceType !== type) throw fhirError('ERR_RESOURCE_TYPE_MISMATCH', { expected: type, found: clip(body.resourceType) });
   return body as Resource;
+}
+
+/** The patch a request sends, its content type, and the version it expects. */
+function patchOf(request: FhirRequest) {
+  return { body: request.body, contentType: request.headers['content-type'], ifMatch: ifMatch(request) };
 }
 
 /** `W/"3"` or `"3"` -> 3. */

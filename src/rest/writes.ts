@@ -174,23 +174,24 @@ const PATCH_ATTEMPTS = 3;
  * applied again to the new version. The write that lost holds the row's lock by then, so the
  * second attempt does not lose again. With If-Match a mismatch stays a 412.
  */
-export async function patch(w: Writes, type: string, id: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await patchOnce(w, { type, id, body, contentType, ifMatch });
-    } catch (err) {
-      const lostRace = ifMatch === undefined && isFhirError(err) && err.code === 'ERR_VERSION_CONFLICT';
-      if (!lostRace || attempt >= PATCH_ATTEMPTS) throw err;
-    }
-  }
-}
-
-interface PatchRequest {
+/** What a PATCH names: the resource, the patch as sent and its content type, and the version it expects. */
+export interface PatchRequest {
   type: string;
   id: string;
   body: unknown;
   contentType: string | undefined;
   ifMatch?: number;
+}
+
+export async function patch(w: Writes, request: PatchRequest): Promise<FhirResponse> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await patchOnce(w, request);
+    } catch (err) {
+      const lostRace = request.ifMatch === undefined && isFhirError(err) && err.code === 'ERR_VERSION_CONFLICT';
+      if (!lostRace || attempt >= PATCH_ATTEMPTS) throw err;
+    }
+  }
 }
 
 async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse> {
@@ -209,10 +210,11 @@ async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse
 }
 
 /** PATCH [type]?criteria: exactly one match is patched. */
-export async function conditionalPatch(w: Writes, type: string, criteria: string, body: unknown, contentType: string | undefined, ifMatch?: number): Promise<FhirResponse> {
+export async function conditionalPatch(w: Writes, request: Omit<PatchRequest, 'id'> & { criteria: string }): Promise<FhirResponse> {
+  const { type, criteria } = request;
   const id = one(await matching(w, type, criteria), type, criteria);
   if (id === undefined) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: `?${clip(criteria)}` });
-  return patch(w, type, id, body, contentType, ifMatch);
+  return patch(w, { type, id, body: request.body, contentType: request.contentType, ifMatch: request.ifMatch });
 }
 
 /** The answer to a create. */

@@ -49,8 +49,8 @@ export interface DeliveryDeps {
 export class SubscriptionDelivery {
   private readonly byPrefix = new Map<string, ChannelHandler>();
   private readonly byChannel = new Map<string, ChannelHandler>();
-  /** Where match and delivery failures are logged (the app's logger once it exists). */
-  log?: ContextLog;
+  /** Where match and delivery failures are logged (the server's logger, given at construction). */
+  private readonly log?: ContextLog;
 
   constructor(private readonly deps: DeliveryDeps) {
     this.log = deps.log;

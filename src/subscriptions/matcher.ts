@@ -53,8 +53,8 @@ export class SubscriptionMatcher implements WriteObserver {
   private readonly dirty = new WeakSet<StoreTx>();
   /** Set when a job was enqueued; the composition root wakes the workers once the write commits. */
   pending = false;
-  /** Where match and delivery failures are logged (the app's logger once it exists). */
-  log?: ContextLog;
+  /** Where match and delivery failures are logged (the server's logger, given at construction). */
+  private readonly log?: ContextLog;
 
   constructor(private readonly deps: MatcherDeps) {
     this.log = deps.log;

@@ -45,7 +45,7 @@ export class Subscriptions {
     };
     options.jobs.register(overrun);
     const store = options.repository.store;
-    this.websocket = new WebsocketHub({ notices: store.notices, ephemeral: store.ephemeral, repository: options.repository });
+    this.websocket = new WebsocketHub({ notices: store.notices, ephemeral: store.ephemeral, repository: options.repository, log: options.log });
     this.delivery.registerChannelHandler('websocket', this.websocket.channelHandler());
   }
 
@@ -56,13 +56,6 @@ export class Subscriptions {
 
   stop(): void {
     this.websocket.close();
-  }
-
-  set log(log: ContextLog) {
-    this.options.log = log;
-    this.delivery.log = log;
-    this.matcher.log = log;
-    this.websocket.log = log;
   }
 
   /** Before a Subscription is stored: criteria, channel and endpoint must be runnable (400 otherwise); `requested` becomes `active`. */

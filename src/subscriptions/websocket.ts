@@ -45,9 +45,11 @@ export class WebsocketHub {
   private readonly bindings = new Map<HubSocket, string>();
   private eventNumber = 0;
   private stop?: () => void;
-  log?: ContextLog;
+  private readonly log?: ContextLog;
 
-  constructor(private readonly deps: { notices: Notices; ephemeral: EphemeralStore; repository: Repository }) {}
+  constructor(private readonly deps: { notices: Notices; ephemeral: EphemeralStore; repository: Repository; log?: ContextLog }) {
+    this.log = deps.log;
+  }
 
   /** Listens for events from every process. */
   async start(): Promise<void> {

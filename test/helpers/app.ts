@@ -3,12 +3,13 @@ import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Resource } from 'fhir/r4';
 import { buildApp } from '../../src/app';
+import { createLogger } from '../../src/logger';
 import { loadConfig, type Config } from '../../src/config';
 import type { ResourceSchema } from '../../src/fhir/resource-schema';
 import { ResourceValidator } from '../../src/validation/validator';
 import { StructuralCheck } from '../../src/validation/write-checks';
 import { buildRegistry, loadDefinitions } from '../../src/operations/registry';
-import { buildCore } from '../../src/core';
+import { bindOperations, buildCore } from '../../src/core';
 import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
 import type { ResourceStore } from '../../src/storage/store';
 import { testModules, type TestServices } from '../fixtures/operations/handlers';
@@ -50,15 +51,15 @@ export async function testApp(options: { config?: Partial<Config>; store?: Resou
   });
   const core = buildCore({ store, schema: schema(), registry });
   await core.indexer.ensureCurrent();
+  const invoker = bindOperations(core, { registry, services, schema: schema() });
   const app = await buildApp({
     config,
     rest: core.rest,
     schema: schema(),
     registry,
-    services,
+    invoker,
     software: { name: 'test-server', version: '0.0.1' },
-    logStream,
-    guard: core.guard,
+    log: createLogger(config, logStream),
   });
   return {
     app,

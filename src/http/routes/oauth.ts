@@ -27,10 +27,18 @@ export interface OAuthRouteDeps {
 export const SMART_SCOPES = ['openid', 'offline_access', 'system/*.*', 'system/*.rs', 'user/*.*', 'user/*.rs', 'patient/*.*', 'patient/*.rs'];
 
 export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps): void {
-  const open = { public: true };
-  const page = { public: true, html: true };
-  const origin = (request: FastifyRequest) => deps.baseUrlOf(request).slice(0, -deps.fhirBase.length);
+  registerSignIn(app, deps);
+  registerAuthorizePages(app, deps);
+  registerSession(app, deps);
+  registerDiscovery(app, deps);
+}
 
+/** Served without a token; pages for people are HTML whatever the browser accepts. */
+const open = { public: true };
+const page = { public: true, html: true };
+
+/** Medplum's sign-in (`/auth/login`) and the token endpoint. */
+function registerSignIn(app: FastifyInstance, deps: OAuthRouteDeps): void {
   app.post('/auth/login', { config: open }, async (request, reply) => {
     const body = fieldsOf(request.body);
     return oauth(reply, async () => {
@@ -50,7 +58,10 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps):
     const form = fieldsOf(request.body);
     return oauth(reply, async () => deps.auth.token(form, basicCredentials(request), deps.tokenEndpoints));
   });
+}
 
+/** The authorization endpoint: its sign-in page, and the redirect with a code. */
+function registerAuthorizePages(app: FastifyInstance, deps: OAuthRouteDeps): void {
   app.get('/oauth2/authorize', { config: page }, async (request, reply) => {
     const q = fieldsOf(request.query);
     const checked = await checkAuthorize(deps.auth, q);
@@ -82,7 +93,10 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps):
       return reply.redirect(withParams(form.redirect_uri as string, { error: err.error, error_description: err.description, state: form.state }), 302);
     }
   });
+}
 
+/** Who the token's holder is, and signing out. */
+function registerSession(app: FastifyInstance, deps: OAuthRouteDeps): void {
   // The auth hook has set who asks (an operator of the default project on a server without tokens).
   app.get('/auth/me', async (request) => deps.auth.describe(request.principal ?? operatorIn(DEFAULT_PROJECT)));
 
@@ -92,7 +106,11 @@ export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps):
     reply.header('cache-control', 'no-store').type(FHIR_JSON);
     return informational('All OK');
   });
+}
 
+/** The signing keys and SMART's configuration (at the server's root and under the FHIR base). */
+function registerDiscovery(app: FastifyInstance, deps: OAuthRouteDeps): void {
+  const origin = (request: FastifyRequest) => deps.baseUrlOf(request).slice(0, -deps.fhirBase.length);
   app.get('/.well-known/jwks.json', { config: open }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=300');
     return deps.keys.jwks();

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
 import type { OperationCall, OperationInvoker } from '../../operations/invoke';
 import type { Level } from '../../operations/operation';
 import type { BoundOperation, OperationRegistry } from '../../operations/registry';
+import type { RestService } from '../../rest/rest-service';
 import type { AnswerCache } from '../answer-cache';
 import { FormBody, rawBodyOf, registerTextBodies } from '../fhir-json';
 
@@ -13,16 +13,14 @@ export interface OperationRouteDeps<S> {
   /** Where answers of operations with an answer token are kept. */
   answers: AnswerCache;
   registry: OperationRegistry<S>;
-  /** Runs operations (the same path a Bundle entry takes). */
+  /** Finds, authorizes and runs raw operations; says whether an answer may be reused. */
   invoker: OperationInvoker<S>;
+  /** The REST core, whose operation interaction answers every other operation request (as for a Bundle entry or a bot). */
+  rest: Pick<RestService, 'operation'>;
   /** The context of a request: its project, deadline, base URL. */
   contextOf: (request: FastifyRequest) => RequestContext;
   bodyLimit: number;
-  graphqlOver?: GraphQLOver;
 }
-
-/** Runs a GraphQL query on an operation's output, the output being the root: the answer's status and `{data, errors}`. */
-export type GraphQLOver = (query: string, output: Resource, ctx: RequestContext) => Promise<{ status: number; body: unknown }>;
 
 /** Headers an operation may honour, passed through to its context. */
 const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'] as const;
@@ -34,19 +32,19 @@ const PASSED_HEADERS = ['x-too-costly-threshold', 'prefer'] as const;
 export function registerOperationRoutes<S>(app: FastifyInstance, deps: OperationRouteDeps<S>): void {
   const routes = (scope: FastifyInstance, op: BoundOperation<S>) => {
     const { spec } = op;
-    if (spec.system) route(scope, deps, op, `${deps.base}/$${spec.code}`, 'system');
+    if (spec.system) route(scope, { deps, op, url: `${deps.base}/$${spec.code}`, level: 'system' });
     // An operation on (nearly) every type ($validate, $graphql, $resend) gets one route per level with
     // the type as a parameter: 146 routes each were a tenth of start-up. The others keep a route per
     // type (a static route is the quickest to match: $validate-code's).
     if (spec.resources.length > PER_TYPE_ROUTES) {
       const types = new Set(spec.resources);
-      if (spec.typeLevel) route(scope, deps, op, `${deps.base}/:type/$${spec.code}`, 'type', types);
-      if (spec.instance) route(scope, deps, op, `${deps.base}/:type/:id/$${spec.code}`, 'instance', types);
+      if (spec.typeLevel) route(scope, { deps, op, url: `${deps.base}/:type/$${spec.code}`, level: 'type', types });
+      if (spec.instance) route(scope, { deps, op, url: `${deps.base}/:type/:id/$${spec.code}`, level: 'instance', types });
       return;
     }
     for (const type of spec.resources) {
-      if (spec.typeLevel) route(scope, deps, op, `${deps.base}/${type}/$${spec.code}`, 'type', type);
-      if (spec.instance) route(scope, deps, op, `${deps.base}/${type}/:id/$${spec.code}`, 'instance', type);
+      if (spec.typeLevel) route(scope, { deps, op, url: `${deps.base}/${type}/$${spec.code}`, level: 'type', types: type });
+      if (spec.instance) route(scope, { deps, op, url: `${deps.base}/${type}/:id/$${spec.code}`, level: 'instance', types: type });
     }
   };
   for (const op of deps.registry.operations) if (!op.raw) routes(app, op);
@@ -60,8 +58,17 @@ export function registerOperationRoutes<S>(app: FastifyInstance, deps: Operation
 /** Above this many resource types, an operation's type and instance routes take the type as a parameter. */
 const PER_TYPE_ROUTES = 20;
 
-/** `types`: the route's one type, or the types its `:type` parameter may name. */
-function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOperation<S>, url: string, level: Level, types?: string | Set<string>) {
+interface RouteOptions<S> {
+  deps: OperationRouteDeps<S>;
+  op: BoundOperation<S>;
+  url: string;
+  level: Level;
+  /** The route's one type, or the types its `:type` parameter may name. */
+  types?: string | Set<string>;
+}
+
+/** One operation route: the request translated to an operation call, answered by the REST core or the answer cache. */
+function route<S>(app: FastifyInstance, { deps, op, url, level, types }: RouteOptions<S>) {
   app.route({
     method: ['GET', 'POST'],
     url,
@@ -82,23 +89,18 @@ function route<S>(app: FastifyInstance, deps: OperationRouteDeps<S>, op: BoundOp
       }
       // A reused answer is still only for callers allowed to ask.
       deps.invoker.authorize(op, call, ctx);
-      // `_graphql`: the answer is the query run on the output; a failed operation answers its OperationOutcome.
-      const shaping = call.query._graphql;
-      if (deps.graphqlOver && shaping !== undefined) {
-        const output = await deps.invoker.invoke(call, ctx, op);
-        const shaped = await deps.graphqlOver(Array.isArray(shaping) ? (shaping[0] ?? '') : shaping, output, ctx);
-        return reply.code(shaped.status).type('application/json').send(shaped.body);
-      }
-      const token = op.answerToken ? await deps.invoker.answerToken(op, ctx) : undefined;
+      // An answer shaped by `_graphql` is not reused.
+      const token = op.answerToken && call.query._graphql === undefined ? await deps.invoker.answerToken(op, ctx) : undefined;
       const key = token === undefined ? undefined : answerKey(request, ctx);
       if (key !== undefined) {
         const known = deps.answers.get(key, token as string);
         if (known !== undefined) return reply.type(FHIR_JSON).send(known);
       }
-      const body = await deps.invoker.invoke(call, ctx, op);
-      if (op.created && body.id) reply.code(201).header('location', `${ctx.baseUrl}/${body.resourceType}/${body.id}/_history/${body.meta?.versionId ?? 1}`);
-      if (key === undefined) return reply.type(FHIR_JSON).send(body);
-      const text = JSON.stringify(body);
+      const response = await deps.rest.operation(call, ctx);
+      reply.code(response.status).headers(response.headers);
+      if (response.json !== undefined) return reply.type('application/json').send(response.json);
+      if (key === undefined || response.status !== 200) return reply.type(FHIR_JSON).send(response.body);
+      const text = JSON.stringify(response.body);
       deps.answers.set(key, token as string, text);
       return reply.type(FHIR_JSON).send(text);
     },

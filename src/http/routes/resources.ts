@@ -1,9 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { parsePrefer, type RequestContext } from '../../context/request-context';
+import type { RequestContext } from '../../context/request-context';
 import { FHIR_JSON } from '../../fhir/outcome';
 import { emptyQuery } from '../../fhir/query';
-import { DEFAULT_PROJECT } from '../../storage/store';
-import { operatorIn } from '../../auth/principal';
 import type { FhirMethod, FhirRequest, FhirResponse, RequestHeaders } from '../../rest/fhir-request';
 import type { RestService } from '../../rest/rest-service';
 import { FormBody } from '../fhir-json';
@@ -68,28 +66,8 @@ export function queryOf(query: Record<string, string | string[] | undefined>): R
   return out;
 }
 
-export function requestContext(request: FastifyRequest, baseUrl: string, timeoutMs: number): RequestContext {
-  const prefer = request.headers.prefer;
-  // Set by the authentication hook; a server without authentication serves everyone as an operator of the default project.
-  const principal = request.principal ?? operatorIn(DEFAULT_PROJECT);
-  return {
-    requestId: request.id,
-    project: principal.project,
-    principal,
-    log: request.log,
-    deadline: Date.now() + timeoutMs,
-    baseUrl,
-    prefer: parsePrefer(Array.isArray(prefer) ? prefer.join(', ') : prefer),
-    validateOnWrite: headerText(request.headers['x-validate-on-write']),
-  };
-}
-
 function send(reply: FastifyReply, response: FhirResponse, pretty: boolean): FastifyReply {
   reply.code(response.status).headers(response.headers);
   if (response.body === undefined) return reply.send();
   return reply.type(FHIR_JSON).send(pretty ? JSON.stringify(response.body, null, 2) : response.body);
-}
-
-function headerText(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(', ') : value;
 }
