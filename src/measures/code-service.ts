@@ -6,7 +6,7 @@ import { INTERNAL_LIMIT } from '../terminology/expansion/options';
 import { TerminologyError } from '../terminology/issues';
 import { TxParams } from '../terminology/params';
 import type { TerminologyService } from '../terminology/service';
-import { isEnumeration } from '../terminology/validation/checker';
+import { isEnumeration } from '../terminology/membership/checker';
 import type { EngineContext } from '../terminology/validate-code';
 import type { LoadedLibrary } from './library-closure';
 

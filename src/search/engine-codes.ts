@@ -3,7 +3,7 @@ import type { TerminologyService } from '../terminology/service';
 import { validateInValueSet, type EngineContext } from '../terminology/validate-code';
 import type { CodeMatcher } from './terminology';
 import { fhirError } from '../fhir/errors';
-import { isEnumeration } from '../terminology/validation/checker';
+import { isEnumeration } from '../terminology/membership/checker';
 import type { ValueSet } from 'fhir/r4';
 
 /**

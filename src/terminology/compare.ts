@@ -3,7 +3,7 @@ import { filterOp } from './compose';
 import { TerminologyError } from './issues';
 import { message, type MessageId } from './messages';
 import { ValueSetExpander, type Member } from './expansion/expander';
-import { canonicalOf } from './validation/state';
+import { canonicalOf } from './membership/state';
 import { valueSetEnv, type EngineContext } from './validate-code';
 
 /**

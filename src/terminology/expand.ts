@@ -4,7 +4,7 @@ import { requireSupplements, valueSetEnv, type EngineContext } from './validate-
 import { entryFor, PropertyDeclarations } from './expansion/entries';
 import { ownStatusParameters, ValueSetExpander, type Collected, type Member } from './expansion/expander';
 import type { ExpandOptions } from './expansion/options';
-import type { ValidationEnv } from './validation/state';
+import type { ValidationEnv } from './membership/state';
 import { echoLanguages } from './languages';
 
 /** Copied from the value set into its expansion; the definition (compose and the like) is not. */

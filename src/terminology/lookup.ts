@@ -1,9 +1,9 @@
 import type { Coding } from 'fhir/r4';
-import type { CodeSystemProvider, ConceptHandle, PropertyValue } from './codesystem/provider';
+import type { CodeSystemProvider, ConceptHandle, PropertyValue } from './providers/provider';
 import { plainIssue, TerminologyError } from './issues';
 import type { EngineContext } from './validate-code';
-import { DisplayList } from './validation/display-list';
-import { codeSystemProvider } from './codesystem/select';
+import { DisplayList } from './membership/display-list';
+import { codeSystemProvider } from './providers/select';
 
 /**
  * CodeSystem/$lookup as the engine sees it: everything known about one code of one code system,

@@ -2,7 +2,7 @@ import type { Resource, ValueSet } from 'fhir/r4';
 import type { CanonicalIndex, TerminologyResource } from './canonical-index';
 import type { StoredTerminologies } from './content/stored-terminology';
 import { SYSTEM_PROJECT } from '../context/projects';
-import { ProviderRegistry } from './codesystem/registry';
+import { ProviderRegistry } from './providers/registry';
 import { builtInTerminologies } from './providers';
 import { Resolver } from './resolver';
 

@@ -1,4 +1,4 @@
-import { codeSystemProvider } from './codesystem/select';
+import { codeSystemProvider } from './providers/select';
 import { TerminologyError, txIssue } from './issues';
 import type { EngineContext } from './validate-code';
 

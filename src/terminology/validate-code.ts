@@ -3,9 +3,9 @@ import { addToPath, outcomeOf, TerminologyError, txIssue } from './issues';
 import { Pacer } from './pacing';
 import type { TxParams } from './params';
 import type { Resolver } from './resolver';
-import { ValueSetChecker } from './validation/checker';
-import type { CodedMode, ValidationEnv, ValidationResult } from './validation/state';
-import { asCanonical, validateCoded } from './validation/validate-coded';
+import { ValueSetChecker } from './membership/checker';
+import type { CodedMode, ValidationEnv, ValidationResult } from './membership/state';
+import { asCanonical, validateCoded } from './membership/validate-coded';
 
 /**
  * $validate-code as the engine sees it, for a ValueSet and for a CodeSystem: no HTTP, no

@@ -2,7 +2,7 @@ import type { CodeableConcept, CodeSystem, Coding, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import type { TxParamsInput } from '../../terminology/params';
 import { codedValue, codingWithoutSystem, validateInCodeSystem } from '../../terminology/validate-code';
-import type { ValidationResult } from '../../terminology/validation/state';
+import type { ValidationResult } from '../../terminology/membership/state';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf } from '../operation';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';

@@ -6,7 +6,7 @@ import { message } from '../../terminology/messages';
 import { codedValue, validateInValueSet } from '../../terminology/validate-code';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
-import type { ValidationResult } from '../../terminology/validation/state';
+import type { ValidationResult } from '../../terminology/membership/state';
 import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** ValueSet/$validate-code: is this code (Coding, CodeableConcept) in this value set? */

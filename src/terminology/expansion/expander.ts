@@ -5,12 +5,12 @@ import type {
   ValueSetExpansionContains,
   ValueSetExpansionParameter,
 } from 'fhir/r4';
-import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../codesystem/provider';
+import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { plainIssue, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
 import { compareVersions, versionMatches } from '../versions';
-import { canonicalOf, type ValidationEnv } from '../validation/state';
+import { canonicalOf, type ValidationEnv } from '../membership/state';
 import { INTERNAL_LIMIT, type ExpandOptions } from './options';
 import { TextFilter } from './text-filter';
 

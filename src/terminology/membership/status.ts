@@ -1,5 +1,5 @@
 import type { CodeSystem, ValueSet } from 'fhir/r4';
-import type { CodeSystemProvider } from '../codesystem/provider';
+import type { CodeSystemProvider } from '../providers/provider';
 import { txIssue, type IssueList } from '../issues';
 import type { MessageId } from '../messages';
 import { canonicalOf, type CodingState } from './state';

@@ -1,5 +1,5 @@
 import type { CodeableConcept, CodeSystem, OperationOutcome, ValueSet } from 'fhir/r4';
-import type { ContentMode } from '../codesystem/provider';
+import type { ContentMode } from '../providers/provider';
 import type { IssueList } from '../issues';
 import type { Language } from '../languages';
 import type { Pacer } from '../pacing';

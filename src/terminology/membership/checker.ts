@@ -1,5 +1,5 @@
 import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
-import type { CodeSystemProvider } from '../codesystem/provider';
+import type { CodeSystemProvider } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { Language } from '../languages';

@@ -1,5 +1,5 @@
 import type { ValueSetComposeInclude, ValueSetComposeIncludeConcept } from 'fhir/r4';
-import { FilterNotSupportedError, type CodeSystemProvider, type ConceptFilter, type ConceptHandle } from '../codesystem/provider';
+import { FilterNotSupportedError, type CodeSystemProvider, type ConceptFilter, type ConceptHandle } from '../providers/provider';
 import { filterOp } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
