@@ -9,7 +9,7 @@ import type { CodeSystem, Coding, Extension } from 'fhir/r4';
  * membership check.
  *
  * This folder holds the interface and every provider behind it: CodeSystem resources
- * (resource-provider.ts, with supplements and filters), the built-in terminologies (index.ts), and
+ * (with its supplements and filters), the built-in terminologies (index.ts), and
  * the registry. A new large terminology (SNOMED CT, LOINC, RxNorm) is one more provider here.
  */
 

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type { Bundle } from 'fhir/r4';
-import { CanonicalIndex, type TerminologyResource } from '../canonical-index';
+import { CanonicalIndex, type TerminologyResource } from '../terminology/service';
 
 /**
  * The FHIR R4 (4.0.1) terminology content, bundled: every CodeSystem and ValueSet of the core
