@@ -53,7 +53,7 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
   const concept = cs.locate(request.code);
   if (!concept) {
     const where = cs.version ? `${cs.url} version ${cs.version}` : cs.url;
-    throw new TerminologyError(plainIssue('error', 'not-found', 'not-found', 'LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
+    throw new TerminologyError(plainIssue('LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
   }
   const designations = cs.designations(concept);
   const display = DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);

@@ -56,7 +56,7 @@ export function translate(request: TranslateRequest, resolver: Resolver): Transl
       const found = request.reverse ? reverseMatches(map, coding, request.resultSystem) : forwardMatches(map, coding, request, resolver, 0);
       for (const match of found) {
         if (matches.length >= MAX_TRANSLATE_MATCHES) {
-          throw new TerminologyError(plainIssue('error', 'too-costly', undefined, 'TRANSLATE_TOO_COSTLY', [MAX_TRANSLATE_MATCHES]), 422);
+          throw new TerminologyError(plainIssue('TRANSLATE_TOO_COSTLY', [MAX_TRANSLATE_MATCHES]), 422);
         }
         matches.push(match);
       }
@@ -125,7 +125,7 @@ function unmappedMatches(map: ConceptMap, group: ConceptMapGroup, coding: Coding
   }
   if (unmapped.mode === 'other-map' && unmapped.url) {
     if (depth >= MAX_MAP_CHAIN) {
-      throw new TerminologyError(plainIssue('error', 'processing', undefined, 'TRANSLATE_MAP_CHAIN_TOO_DEEP', [MAX_MAP_CHAIN, unmapped.url]), 400);
+      throw new TerminologyError(plainIssue('TRANSLATE_MAP_CHAIN_TOO_DEEP', [MAX_MAP_CHAIN, unmapped.url]), 400);
     }
     const [url, version] = unmapped.url.split('|');
     const other = resolver.conceptMap(url, version);

@@ -83,7 +83,7 @@ export class ValueSetExpander {
   async collect(): Promise<Collected> {
     const compose = this.valueSet.compose;
     if (compose?.lockedDate) {
-      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'LOCKED_DATE_NOT_SUPPORTED', [canonicalOf(this.valueSet)]), 400);
+      throw new TerminologyError(txIssue('LOCKED_DATE_NOT_SUPPORTED', [canonicalOf(this.valueSet)]), 400);
     }
     if (!compose && this.valueSet.expansion) {
       // A value set defined by its expansion only: its members are the entries listed.
@@ -230,7 +230,7 @@ export class ValueSetExpander {
    */
   private async includeFromBasis(cs: CodeSystemProvider, set: ValueSetComposeInclude, path: string, passesImports: (code: string) => boolean): Promise<void> {
     const basis = cs.expansionBasis ? this.env.resolver.valueSet(cs.expansionBasis) : undefined;
-    if (!basis) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
+    if (!basis) throw new TerminologyError(txIssue('CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     const filters = (set.filter ?? []).map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
     if (filters.length === 0) {
       this.totalUnknown = true;
@@ -252,13 +252,13 @@ export class ValueSetExpander {
   private compileFilter(cs: CodeSystemProvider, f: NonNullable<ValueSetComposeInclude['filter']>[number], path: string) {
     const op = filterOp(f);
     if (f.value === undefined || f.value === '') {
-      throw new TerminologyError(txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], path), 400);
+      throw new TerminologyError(txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], { path }), 400);
     }
     try {
       return cs.filter(f.property, op, f.value);
     } catch (err) {
       if (!(err instanceof FilterNotSupportedError)) throw err;
-      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]), 400);
+      throw new TerminologyError(txIssue('FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]), 400);
     }
   }
 
@@ -315,7 +315,7 @@ export class ValueSetExpander {
     const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
     const exclude = (code: string) => this.excluded.add(this.key(cs.url, cs.version, code));
     const needsListing = (set.filter ?? []).length > 0 || (!set.concept && (imports.length > 0 || this.excludeAcrossVersions));
-    if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
+    if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     if (!set.concept && !set.filter) {
       if (imports.length === 0 && !this.excludeAcrossVersions) this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
       else {
@@ -355,26 +355,26 @@ export class ValueSetExpander {
     const cs = resolver.codeSystem(system, version);
     if (!cs) {
       const known = resolver.codeSystemVersions(system);
-      if (!version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_EXP', [system]), 422, system);
+      if (!version) throw new TerminologyError(txIssue('UNKNOWN_CODESYSTEM_EXP', [system]), 422, system);
       if (known.length === 0) {
-        throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_EXP_NONE', [system, version]), 422, `${system}|${version}`);
+        throw new TerminologyError(txIssue('UNKNOWN_CODESYSTEM_VERSION_EXP_NONE', [system, version]), 422, `${system}|${version}`);
       }
       throw new TerminologyError(
-        txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_EXP', [system, version, known.join(known.length === 2 ? ' or ' : ', ')]),
+        txIssue('UNKNOWN_CODESYSTEM_VERSION_EXP', [system, version, known.join(known.length === 2 ? ' or ' : ', ')]),
         422,
         `${system}|${version}`,
       );
     }
     if (cs.content === 'not-present' || cs.content === 'supplement') {
       const id = cs.content === 'not-present' ? 'CODESYSTEM_NO_CONTENT_TO_EXPAND' : 'CODESYSTEM_IS_SUPPLEMENT_EXPAND';
-      throw new TerminologyError(plainIssue('error', 'business-rule', 'invalid', id, [system]), 422);
+      throw new TerminologyError(plainIssue(id, [system]), 422);
     }
     const supplements = resolver.supplementsFor(cs, this.env.requiredSupplements);
     const provider = resolver.provider(cs, supplements);
     for (const required of this.env.requiredSupplements) if (provider.hasSupplement(required)) this.env.usedSupplements.add(required);
     for (const rule of params.rulesFor(system)) {
       if (rule.mode === 'check' && !versionMatches(rule.version, provider.version)) {
-        throw new TerminologyError(txIssue('error', 'exception', 'version-error', 'VALUESET_VERSION_CHECK', [system, provider.version, rule.version]), 400);
+        throw new TerminologyError(txIssue('VALUESET_VERSION_CHECK', [system, provider.version, rule.version]), 400);
       }
     }
     this.noteStatus(provider.resource);
@@ -419,20 +419,20 @@ export class ValueSetExpander {
     const target = resolveImport(this.valueSet, this.env.resolver, pinned);
     const [base, version] = pinned.split('|');
     if (!target) {
-      if (version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VS_EXP_IMPORT_UNK_PINNED', [base, version]), 422);
-      throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [base]), 422);
+      if (version) throw new TerminologyError(txIssue('VS_EXP_IMPORT_UNK_PINNED', [base, version]), 422);
+      throw new TerminologyError(txIssue('Unable_to_resolve_value_Set_', [base]), 422);
     }
     const canonical = canonicalOf(target);
     const { chain, imports } = this.nesting;
     if (chain.includes(canonical) || canonical === canonicalOf(this.valueSet)) {
       const path = [...chain, canonicalOf(this.valueSet), canonical].join(', ');
-      throw new TerminologyError(txIssue('error', 'processing', 'vs-invalid', 'VALUESET_CIRCULAR_REFERENCE', [canonical, path]), 400);
+      throw new TerminologyError(txIssue('VALUESET_CIRCULAR_REFERENCE', [canonical, path]), 400);
     }
     // An expansion done before cannot lead back here: its own expansion would have found the cycle.
     let imported = imports.get(target);
     if (!imported) {
       if (chain.length >= MAX_IMPORT_DEPTH) {
-        throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]), 422);
+        throw new TerminologyError(txIssue('VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]), 422);
       }
       const innerOptions = { ...this.options, filter: undefined, count: undefined, offset: undefined, excludeNested: true, limit: INTERNAL_LIMIT };
       const inner = new ValueSetExpander(this.env, innerOptions, target, { chain: [...chain, canonicalOf(this.valueSet)], imports });
@@ -469,7 +469,7 @@ export class ValueSetExpander {
   }
 
   tooCostly(limit: number): never {
-    throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_TOO_COSTLY', [canonicalOf(this.valueSet), limit]), 422);
+    throw new TerminologyError(txIssue('VALUESET_TOO_COSTLY', [canonicalOf(this.valueSet), limit]), 422);
   }
 
   private addParameter(p: ValueSetExpansionParameter): void {

@@ -48,7 +48,7 @@ export class ValueSetChecker {
     const key = this.canonical;
     if (this.chain.includes(key)) {
       throw new TerminologyError(
-        txIssue('error', 'processing', 'vs-invalid', 'VALUESET_CIRCULAR_REFERENCE', [key, [...this.chain, key].join(', ')]),
+        txIssue('VALUESET_CIRCULAR_REFERENCE', [key, [...this.chain, key].join(', ')]),
         400,
       );
     }
@@ -57,7 +57,7 @@ export class ValueSetChecker {
     if (compose.lockedDate) {
       // A locked date pins every code system to its version at that date; without the history
       // to resolve that, answering anyway would be answering about other versions.
-      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'LOCKED_DATE_NOT_SUPPORTED', [key]), 400);
+      throw new TerminologyError(txIssue('LOCKED_DATE_NOT_SUPPORTED', [key]), 400);
     }
     compose.include.forEach((include, i) => this.prepareSet(include, `include[${i}]`));
     (compose.exclude ?? []).forEach((exclude, i) => this.prepareSet(exclude, `exclude[${i}]`));
@@ -69,12 +69,12 @@ export class ValueSetChecker {
       const pinned = this.pinValueSet(url);
       if (this.imports.has(pinned)) continue;
       const other = this.resolveImport(pinned);
-      if (!other) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [pinned]));
+      if (!other) throw new TerminologyError(txIssue('Unable_to_resolve_value_Set_', [pinned]));
       // A value set prepared before in this request cannot lead back here (its preparation would have found the cycle).
       let checker = this.prepared.get(other);
       if (!checker) {
         if (this.chain.length >= MAX_IMPORT_DEPTH) {
-          throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_IMPORTS_TOO_DEEP', [this.canonical, MAX_IMPORT_DEPTH]), 422);
+          throw new TerminologyError(txIssue('VALUESET_IMPORTS_TOO_DEEP', [this.canonical, MAX_IMPORT_DEPTH]), 422);
         }
         checker = new ValueSetChecker(this.env, other, { chain: [...this.chain, this.canonical], prepared: this.prepared });
         checker.prepare();
@@ -90,7 +90,7 @@ export class ValueSetChecker {
     (set.filter ?? []).forEach((filter, i) => {
       if (filter.value === undefined || filter.value === '') {
         throw new TerminologyError(
-          txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, filter.property, filterOp(filter)], `ValueSet.compose.${where}.filter[${i}]`),
+          txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, filter.property, filterOp(filter)], { path: `ValueSet.compose.${where}.filter[${i}]` }),
           400,
         );
       }
@@ -140,7 +140,7 @@ export class ValueSetChecker {
     if (!system && !params.inferSystem) {
       const text = message('Coding_has_no_system__cannot_validate');
       state.messages.push(text);
-      state.issues.add(txIssue('warning', 'invalid', 'invalid-data', 'Coding_has_no_system__cannot_validate', [], path || undefined));
+      state.issues.add(txIssue('Coding_has_no_system__cannot_validate', [], { path: path || undefined }));
       return false;
     }
     if (!system) {
@@ -231,7 +231,7 @@ export class ValueSetChecker {
     state.contentMode = cs.content;
     const concept = cs.locate(code);
     if (!concept) {
-      state.issues.add(txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], addToPath(path, 'code')));
+      state.issues.add(txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], { path: addToPath(path, 'code') }));
       return false;
     }
     state.displays.add(cs.designations(concept));
@@ -243,7 +243,7 @@ export class ValueSetChecker {
   private checkVersionRules(path: string, system: string, version: string | undefined, state: CodingState): void {
     for (const rule of this.env.params.rulesFor(system)) {
       if (rule.mode !== 'check' || versionMatches(rule.version, version)) continue;
-      const issue = txIssue('error', 'exception', 'version-error', 'VALUESET_VERSION_CHECK', [system, version, rule.version], addToPath(path, 'version'));
+      const issue = txIssue('VALUESET_VERSION_CHECK', [system, version, rule.version], { path: addToPath(path, 'version') });
       if (state.issues.add(issue)) state.messages.push(issue.text);
     }
   }
@@ -267,7 +267,7 @@ export class ValueSetChecker {
     state.messages.push(message(id, ...args));
     if (!state.unknownSystems.has(key)) {
       state.unknownSystems.add(key);
-      state.issues.add(txIssue('error', 'not-found', 'not-found', id, args, addToPath(path, 'system')));
+      state.issues.add(txIssue(id, args, { path: addToPath(path, 'system') }));
     }
     return null;
   }
@@ -287,27 +287,24 @@ export class ValueSetChecker {
     }
     const cs = resolver.codeSystem(system, result);
     if (cs && cs.version !== versionCoding && !versionMatches(versionCoding, cs.version)) {
-      let severity: 'error' | 'warning' = 'error';
-      let issue;
-      if (!result) {
-        severity = 'warning';
-        issue = txIssue(severity, 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH_DEFAULT', [system, cs.version, versionVS, versionCoding], addToPath(path, 'version'));
-      } else if (result !== versionVS) {
-        issue = txIssue(severity, 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH_CHANGED', [system, result, versionVS ?? '', versionCoding], addToPath(path, 'version'));
-      } else {
-        issue = txIssue(severity, 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH', [system, versionVS, versionCoding], addToPath(path, 'version'));
-      }
+      const at = { path: addToPath(path, 'version') };
+      // Only a mismatch with the version the value set fixed is an error (the catalogue says which).
+      const issue = !result
+        ? txIssue('VALUESET_VALUE_MISMATCH_DEFAULT', [system, cs.version, versionVS, versionCoding], at)
+        : result !== versionVS
+          ? txIssue('VALUESET_VALUE_MISMATCH_CHANGED', [system, result, versionVS ?? '', versionCoding], at)
+          : txIssue('VALUESET_VALUE_MISMATCH', [system, versionVS, versionCoding], at);
       state.issues.add(issue);
-      if (severity === 'error') state.messages.push(issue.text);
+      if (issue.severity === 'error') state.messages.push(issue.text);
       if (!resolver.codeSystem(system, versionCoding)) {
         const known = resolver.codeSystemVersions(system);
         state.unknownSystems.add(`${system}|${versionCoding}`);
-        const unknown = txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION', [system, versionCoding, presentVersions(known)], addToPath(path, 'system'));
+        const unknown = txIssue('UNKNOWN_CODESYSTEM_VERSION', [system, versionCoding, presentVersions(known)], { path: addToPath(path, 'system') });
         state.issues.add(unknown);
         state.messages.push(unknown.text);
       }
     } else if (!cs && result !== versionCoding) {
-      const issue = txIssue('error', 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH', [system, result, versionCoding], addToPath(path, 'version'));
+      const issue = txIssue('VALUESET_VALUE_MISMATCH', [system, result, versionCoding], { path: addToPath(path, 'version') });
       state.issues.add(issue);
       state.messages.push(issue.text);
     }
@@ -339,11 +336,11 @@ export class ValueSetChecker {
     if (systems.length === 1) return systems[0];
     const vs = this.canonical;
     if (systems.length > 1) {
-      const issue = txIssue('error', 'not-found', 'cannot-infer', 'Unable_to_resolve_system__value_set_has_multiple_matches', [code, vs, systems.join(', ')], 'code');
+      const issue = txIssue('Unable_to_resolve_system__value_set_has_multiple_matches', [code, vs, systems.join(', ')], { path: 'code' });
       state.messages.push(issue.text);
       state.issues.add(issue);
     } else {
-      const issue = txIssue('error', 'not-found', 'cannot-infer', 'UNABLE_TO_INFER_CODESYSTEM', [code, vs], 'code');
+      const issue = txIssue('UNABLE_TO_INFER_CODESYSTEM', [code, vs], { path: 'code' });
       state.messages.push(issue.text);
       state.issues.add(issue);
     }
