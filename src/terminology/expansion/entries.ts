@@ -2,7 +2,7 @@ import type { Extension, ValueSetExpansionContains, ValueSetComposeIncludeConcep
 import type { Designation, PropertyValue } from '../providers/provider';
 import type { LanguageList } from '../languages';
 import { DisplayList } from '../membership/display-list';
-import type { Member } from './expander';
+import type { Member } from './members';
 import type { ExpandOptions } from './options';
 
 /**

@@ -1,4 +1,4 @@
-import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
+import type { CodeSystem, ValueSet, ValueSetComposeInclude, ValueSetExpansionContains } from 'fhir/r4';
 import type { CodeSystemProvider } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
@@ -7,7 +7,7 @@ import { message } from '../messages';
 import { compareVersions, presentVersions, versionMatches } from '../versions';
 import { checkConceptSet } from './concept-set';
 import { checkCodeSystemStatus, checkResourceStatus } from './status';
-import { canonicalOf, type CodingState, type Membership, type ValidationEnv } from './state';
+import { canonicalOf, type CodingQuery, type CodingState, type Membership, type ValidationEnv } from './state';
 
 /** Where a checker sits among the value sets one request prepares. */
 interface CheckerNesting {
@@ -121,7 +121,9 @@ export class ValueSetChecker {
     return provider;
   }
 
-  check(path: string, system: string | undefined, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+  /** Whether the coding asked about is in the value set (null: cannot say), its problems noted in `state`. */
+  check(query: CodingQuery, state: CodingState): Membership {
+    const { path, system, version, code, display } = query;
     let answers = this.answers.get(state);
     if (!answers) {
       answers = new Map();
@@ -130,13 +132,15 @@ export class ValueSetChecker {
     const key = [path, system ?? '', version ?? '', code, display ?? ''].join('\u0000');
     const known = answers.get(key);
     if (known !== undefined) return known;
-    const answer = this.checkOnce(path, system, version, code, state, display);
+    const answer = this.checkOnce(query, state);
     answers.set(key, answer);
     return answer;
   }
 
-  private checkOnce(path: string, system: string | undefined, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+  private checkOnce(query: CodingQuery, state: CodingState): Membership {
     const { params } = this.env;
+    const { path, code } = query;
+    let { system } = query;
     if (!system && !params.inferSystem) {
       const text = message('Coding_has_no_system__cannot_validate');
       state.messages.push(text);
@@ -150,12 +154,13 @@ export class ValueSetChecker {
       state.impliedSystem = inferred;
     }
     const compose = this.valueSet.compose;
-    if (compose) return this.checkCompose(path, system, version, code, state, display);
-    if (this.valueSet.expansion) return this.checkExpansion(path, system, version, code, state);
+    if (compose) return this.checkCompose({ ...query, system }, state);
+    if (this.valueSet.expansion) return this.checkExpansion({ ...query, system }, state);
     return false;
   }
 
-  private checkCompose(path: string, system: string, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+  private checkCompose(query: CodingQuery & { system: string }, state: CodingState): Membership {
+    const { path, system, version, code, display } = query;
     const compose = this.valueSet.compose as NonNullable<ValueSet['compose']>;
     let result: Membership = false;
     const forSystem = compose.include.filter((inc) => inc.system === system);
@@ -197,7 +202,7 @@ export class ValueSetChecker {
         const checker = this.imports.get(this.pinValueSet(url));
         if (!checker) throw new Error(`value set import ${url} was not prepared`);
         checkResourceStatus(state, checker.valueSet, this.valueSet);
-        if (result === true) result = checker.check(path, system, version, code, state, display);
+        if (result === true) result = checker.check(query, state);
       }
       if (result === true) break;
     }
@@ -213,14 +218,15 @@ export class ValueSetChecker {
       for (const url of exclude.valueSet ?? []) {
         const checker = this.imports.get(this.pinValueSet(url));
         if (!checker) continue;
-        excluded = excluded && checker.check(path, system, version, code, state, display) === true;
+        excluded = excluded && checker.check(query, state) === true;
       }
       if (excluded) return false;
     }
     return true;
   }
 
-  private checkExpansion(path: string, system: string, version: string | undefined, code: string, state: CodingState): Membership {
+  private checkExpansion(query: CodingQuery & { system: string }, state: CodingState): Membership {
+    const { path, system, version, code } = query;
     const entry = findInExpansion(this.valueSet.expansion?.contains ?? [], system, code);
     if (!entry) return false;
     const v = entry.version ?? version;
@@ -379,13 +385,11 @@ function newestFirst(compose: NonNullable<ValueSet['compose']>): ValueSetCompose
   return includes;
 }
 
-type ExpansionEntry = NonNullable<NonNullable<ValueSet['expansion']>['contains']>[number];
-
-function flatten(entries: ExpansionEntry[]): ExpansionEntry[] {
+function flatten(entries: ValueSetExpansionContains[]): ValueSetExpansionContains[] {
   return entries.flatMap((e) => [e, ...flatten(e.contains ?? [])]);
 }
 
-function findInExpansion(entries: ExpansionEntry[], system: string, code: string): ExpansionEntry | undefined {
+function findInExpansion(entries: ValueSetExpansionContains[], system: string, code: string): ValueSetExpansionContains | undefined {
   return flatten(entries).find((e) => e.system === system && e.code === code);
 }
 

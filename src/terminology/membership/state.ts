@@ -74,3 +74,12 @@ export interface ValidationResult {
 export function canonicalOf(resource: CodeSystem | ValueSet): string {
   return resource.version ? `${resource.url}|${resource.version}` : (resource.url ?? '');
 }
+
+/** One coding asked about: where it is in the request (issue paths), and what it says. */
+export interface CodingQuery {
+  path: string;
+  system?: string;
+  version?: string;
+  code: string;
+  display?: string;
+}

@@ -69,7 +69,7 @@ export function validateCoded(input: CodedInput): ValidationResult {
       inactive,
       status,
     };
-    const v = checker.check(path, c.system, c.version, c.code, state, c.display);
+    const v = checker.check({ path, system: c.system, version: c.version, code: c.code, display: c.display }, state);
     inactive = state.inactive;
     status = state.status;
     if (state.normalForm) normalForm = state.normalForm;
