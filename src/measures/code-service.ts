@@ -1,13 +1,7 @@
-import type { ValueSet as FhirValueSet, ValueSetExpansionContains } from 'fhir/r4';
+import type { ValueSet as FhirValueSet } from 'fhir/r4';
 import { Code, ValueSet, type TerminologyProvider } from 'cql-execution';
 import { fhirError } from '../fhir/errors';
-import { expandValueSet } from '../terminology/expand';
-import { INTERNAL_LIMIT } from '../terminology/expansion/options';
-import { TerminologyError } from '../terminology/issues';
-import { TxParams } from '../terminology/params';
-import type { TerminologyService } from '../terminology/service';
-import { isEnumeration } from '../terminology/validation/checker';
-import type { EngineContext } from '../terminology/validate-code';
+import type { TerminologyService, TerminologySession } from '../terminology/service';
 import type { LoadedLibrary } from './library-closure';
 
 /**
@@ -38,20 +32,19 @@ export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeSe
     if (prepared.size >= MAX_PREPARED) prepared.delete(prepared.keys().next().value as string);
     prepared.set(cacheKey, sets);
   }
-  const resolver = await options.terminology.resolver(options.project);
-  const engine: EngineContext = { resolver, params: TxParams.from({}), checkBudget: options.checkBudget };
+  const session = await options.terminology.session({ project: options.project, checkBudget: options.checkBudget });
   for (const library of libraries) {
     for (const def of library.elm.library.valueSets?.def ?? []) {
       const key = keyOf(def.id, def.version);
       if (sets.has(key)) continue;
-      const valueSet = resolver.valueSet(def.id, def.version);
+      const valueSet = session.resolver.valueSet(def.id, def.version);
       if (!valueSet) {
         throw fhirError('ERR_MEASURE_INVALID', {
           measure: library.canonical,
           reason: `the value set '${def.id}${def.version ? `|${def.version}` : ''}' ("${def.name}") is not known to this server`,
         });
       }
-      sets.set(key, new IndexedValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, engine, library.canonical)));
+      sets.set(key, new IndexedValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, session, library.canonical)));
     }
   }
   const known = sets;
@@ -98,35 +91,16 @@ function keyOf(url: string, version?: string): string {
   return `${url}|${version ?? ''}`;
 }
 
-async function codesOf(valueSet: FhirValueSet, engine: EngineContext, library: string): Promise<Code[]> {
-  let expanded: FhirValueSet;
-  try {
-    expanded = await expandValueSet(valueSet, { designations: [], properties: [], limit: INTERNAL_LIMIT }, engine);
-  } catch (err) {
-    if (!(err instanceof TerminologyError)) throw err;
-    const listed = enumerated(valueSet);
-    if (listed) return listed;
-    throw fhirError('ERR_MEASURE_INVALID', { measure: library, reason: `the value set '${valueSet.url}' cannot be expanded: ${err.issue.text}` });
-  }
-  const codes: Code[] = [];
-  const walk = (items: ValueSetExpansionContains[] | undefined) => {
-    for (const item of items ?? []) {
-      if (item.code !== undefined && !item.abstract) codes.push(new Code(item.code, item.system, item.version, item.display));
-      walk(item.contains);
-    }
-  };
-  walk(expanded.expansion?.contains);
-  return codes;
-}
-
 /**
- * The codes a value set lists by hand (`include.concept` only: no filters, imports or excludes),
- * for a value set the engine cannot expand because its code system is not loaded here (SNOMED CT,
- * CPT): membership in such a value set needs no more than the list.
+ * The value set's codes: its expansion, or (for a value set the engine cannot expand because its
+ * code system is not loaded here: SNOMED CT, CPT) the codes it lists by hand, which is all
+ * membership needs; otherwise membership is undecidable here (the terminology service's one rule)
+ * and the measure cannot be evaluated.
  */
-function enumerated(valueSet: FhirValueSet): Code[] | undefined {
-  const compose = valueSet.compose;
-  if (!compose?.include.length || compose.exclude?.length) return undefined;
-  if (!compose.include.every((i) => i.system && isEnumeration(i))) return undefined;
-  return compose.include.flatMap((i) => (i.concept ?? []).map((c) => new Code(c.code, i.system, i.version, c.display)));
+async function codesOf(valueSet: FhirValueSet, session: TerminologySession, library: string): Promise<Code[]> {
+  const members = await session.memberCodes(valueSet);
+  if ('undecidable' in members) {
+    throw fhirError('ERR_MEASURE_INVALID', { measure: library, reason: `the value set '${valueSet.url}' cannot be expanded: ${members.undecidable}` });
+  }
+  return members.codes.map((c) => new Code(c.code as string, c.system, c.version, c.display));
 }

@@ -1,5 +1,5 @@
 import type { CapabilityStatement, TerminologyCapabilities, TerminologyCapabilitiesCodeSystem } from 'fhir/r4';
-import type { Resolver } from '../terminology/resolver';
+import type { Resolver } from '../terminology/service';
 import type { OperationRegistry } from './registry';
 
 /**

@@ -1,32 +1,29 @@
 import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
 import { fhirError, type FhirError } from '../fhir/errors';
-import { TerminologyError, toFhirIssue } from '../terminology/issues';
-import { TxParams, type TxParamsInput } from '../terminology/params';
-import type { Resolver } from '../terminology/resolver';
-import type { EngineContext } from '../terminology/validate-code';
+import { TerminologyError, toFhirIssue, type TerminologySession, type TxParamsInput } from '../terminology/service';
 import type { AppServices } from '../services';
 import type { OperationContext } from './operation';
 
-/** What the terminology operations share: engine context from an invocation, errors, outputs. */
+/** What the terminology operations share: a terminology session from an invocation, errors, outputs. */
 
-/** The engine's context for one invocation of `operation` (its code, for messages). */
-export async function engineContext(
+/** The engine, for one invocation of `operation` (its code, for messages). */
+export function terminologySession(
   input: TxParamsInput & { 'tx-resource'?: Resource[] },
   ctx: OperationContext<AppServices>,
   operation: string,
-): Promise<EngineContext> {
-  const resolver: Resolver = await ctx.services.terminology.resolver(ctx.request.project, input['tx-resource'] ?? []);
-  const params = TxParams.from(input, ctx.acceptLanguage);
+): Promise<TerminologySession> {
   const deadline = ctx.deadline;
   const budget = ctx.services.config.operationTimeoutMs;
-  return {
-    resolver,
-    params,
+  return ctx.services.terminology.session({
+    project: ctx.request.project,
+    input,
+    acceptLanguage: ctx.acceptLanguage,
+    requestResources: input['tx-resource'] ?? [],
     checkBudget: () => {
       if (Date.now() > deadline) throw fhirError('ERR_OP_TIMEOUT', { code: operation, ms: budget });
     },
-  };
+  });
 }
 
 /** Runs engine work, turning a TerminologyError into the FhirError the HTTP layer answers with. */

@@ -2,8 +2,9 @@ import type { ValueSet, ValueSetComposeInclude } from 'fhir/r4';
 import { filterOp } from './compose';
 import { TerminologyError } from './issues';
 import { message, type MessageId } from './messages';
-import { ValueSetExpander, type Member } from './expansion/expander';
-import { canonicalOf } from './validation/state';
+import { ValueSetExpander } from './expansion/expander';
+import type { Member } from './expansion/members';
+import { canonicalOf } from './membership/state';
 import { valueSetEnv, type EngineContext } from './validate-code';
 
 /**

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Extension, ValueSet, ValueSetExpansionContains, ValueSetExpansionParameter } from 'fhir/r4';
 import { requireSupplements, valueSetEnv, type EngineContext } from './validate-code';
 import { entryFor, PropertyDeclarations } from './expansion/entries';
-import { ownStatusParameters, ValueSetExpander, type Collected, type Member } from './expansion/expander';
+import { ValueSetExpander } from './expansion/expander';
+import { ownStatusParameters, type Collected, type Member } from './expansion/members';
 import type { ExpandOptions } from './expansion/options';
-import type { ValidationEnv } from './validation/state';
+import type { ValidationEnv } from './membership/state';
 import { echoLanguages } from './languages';
 
 /** Copied from the value set into its expansion; the definition (compose and the like) is not. */

@@ -1,4 +1,5 @@
 import type { OperationOutcome, OperationOutcomeIssue } from 'fhir/r4';
+import { ISSUE_KINDS, type IssueCode, type IssueId, type IssueKind, type Severity } from './issue-kinds';
 import { message, type MessageId } from './messages';
 
 /**
@@ -9,8 +10,7 @@ import { message, type MessageId } from './messages';
 export const TX_ISSUE_TYPE = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
 export const MESSAGE_ID_EXT = 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id';
 
-export type Severity = 'fatal' | 'error' | 'warning' | 'information';
-type IssueCode = OperationOutcomeIssue['code'];
+export type { Severity } from './issue-kinds';
 
 export interface TxIssue {
   severity: Severity;
@@ -24,15 +24,26 @@ export interface TxIssue {
   path?: string;
 }
 
-export function txIssue(
-  severity: Severity,
-  code: IssueCode,
-  type: string | undefined,
-  id: MessageId,
-  args: (string | number | undefined)[],
-  path?: string,
-): TxIssue {
-  return { severity, code, type, messageId: id, text: message(id, ...args), path };
+export interface IssueOptions {
+  /** FHIRPath into the request: `code`, `Coding.display`, `CodeableConcept.coding[0].code`. */
+  path?: string;
+  /** Where this place reports the message otherwise than the catalogue says (as the ecosystem does). */
+  severity?: Severity;
+  code?: IssueCode;
+  type?: string;
+}
+
+/** The issue for a catalogued message: severity, code and type from issue-kinds.ts, the text from messages.ts. */
+export function txIssue(id: IssueId, args: (string | number | undefined)[], options: IssueOptions = {}): TxIssue {
+  const kind: IssueKind = ISSUE_KINDS[id];
+  return {
+    severity: options.severity ?? kind.severity,
+    code: options.code ?? kind.code,
+    type: options.type ?? kind.type,
+    messageId: id,
+    text: message(id, ...args),
+    path: options.path,
+  };
 }
 
 /** An issue whose text comes from the catalogue but that the ecosystem reports without its id. */

@@ -1,9 +1,9 @@
 import type { Coding } from 'fhir/r4';
-import type { CodeSystemProvider, ConceptHandle, PropertyValue } from './codesystem/provider';
+import type { CodeSystemProvider, ConceptHandle, PropertyValue } from './providers/provider';
 import { plainIssue, TerminologyError } from './issues';
 import type { EngineContext } from './validate-code';
-import { DisplayList } from './validation/display-list';
-import { codeSystemProvider } from './codesystem/select';
+import { DisplayList } from './membership/display-list';
+import { codeSystemProvider } from './providers/select';
 
 /**
  * CodeSystem/$lookup as the engine sees it: everything known about one code of one code system,
@@ -53,7 +53,7 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
   const concept = cs.locate(request.code);
   if (!concept) {
     const where = cs.version ? `${cs.url} version ${cs.version}` : cs.url;
-    throw new TerminologyError(plainIssue('error', 'not-found', 'not-found', 'LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
+    throw new TerminologyError(plainIssue('LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
   }
   const designations = cs.designations(concept);
   const display = DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);

@@ -99,7 +99,7 @@ export class TxParams {
       this.displayLanguages = LanguageList.parse(text);
     } catch (err) {
       if (!(err instanceof InvalidLanguageError)) throw err;
-      throw new TerminologyError(txIssue('error', 'processing', 'invalid-display', 'INVALID_DISPLAY_NAME', [text]), 400);
+      throw new TerminologyError(txIssue('INVALID_DISPLAY_NAME', [text]), 400);
     }
     if (explicit) this.explicit.add('displayLanguage');
   }

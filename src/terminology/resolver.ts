@@ -1,7 +1,7 @@
 import type { CodeSystem, ConceptMap, ValueSet } from 'fhir/r4';
 import { CanonicalIndex, selectVersion, type CanonicalSource, type TerminologyResource } from './canonical-index';
-import type { CodeSystemProvider } from './codesystem/provider';
-import type { ProviderRegistry } from './codesystem/registry';
+import type { CodeSystemProvider } from './providers/provider';
+import type { ProviderRegistry } from './providers/registry';
 import { ContentMemo } from './content-memo';
 import { versionMatches } from './versions';
 

@@ -1,10 +1,40 @@
 import type { Resource, ValueSet } from 'fhir/r4';
 import type { CanonicalIndex, TerminologyResource } from './canonical-index';
-import type { StoredTerminologies } from './content/stored-terminology';
+import type { TerminologySource } from './content-port';
 import { SYSTEM_PROJECT } from '../context/projects';
-import { ProviderRegistry } from './codesystem/registry';
+import { ProviderRegistry } from './providers/registry';
 import { builtInTerminologies } from './providers';
 import { Resolver } from './resolver';
+import { TxParams, type TxParamsInput } from './params';
+import { TerminologySession } from './session';
+
+// What src/content needs to feed the engine: the port it implements and the index types it fills.
+export { CanonicalIndex, languagePackTarget, TERMINOLOGY_TYPES } from './canonical-index';
+export type { CanonicalSource, TerminologyResource, TerminologyType } from './canonical-index';
+export type { ProjectTerminology, TerminologySource } from './content-port';
+// What in-process callers name when they use a session.
+export { TerminologySession } from './session';
+export { TerminologyError, toFhirIssue } from './issues';
+export { message } from './messages';
+export type { TxParamsInput } from './params';
+export type { Resolver } from './resolver';
+export type { CompareResult } from './compare';
+export type { LookupResult } from './lookup';
+export type { SubsumptionOutcome } from './subsumes';
+export type { ValidationResult } from './membership/state';
+export type { DrawnOnMemo, MembershipVerdict } from './membership/undecidable';
+
+export interface SessionOptions {
+  project: string;
+  /** The request's terminology parameters (the tx expansion profile); none for defaults. */
+  input?: TxParamsInput;
+  /** The request's Accept-Language, for displays. */
+  acceptLanguage?: string;
+  /** The request's own tx-resources, seen in front of the stored content. */
+  requestResources?: Resource[];
+  /** Throws when the caller's time is spent; the engine calls it in its long loops. */
+  checkBudget?: () => void;
+}
 
 /**
  * The terminology engine's front door for the rest of the server: resolvers over the bundled
@@ -17,9 +47,19 @@ export class TerminologyService {
 
   constructor(
     readonly core: CanonicalIndex,
-    readonly stored: StoredTerminologies,
+    readonly stored: TerminologySource,
   ) {
     this.providers = new ProviderRegistry(builtInTerminologies((url) => core.find<ValueSet>('ValueSet', url)));
+  }
+
+  /**
+   * The one way in-process callers use the engine: a session over what the project sees now
+   * (plus the request's tx-resources), under the request's parameters and budget.
+   */
+  async session(options: SessionOptions): Promise<TerminologySession> {
+    const resolver = await this.resolver(options.project, options.requestResources);
+    const params = TxParams.from(options.input ?? {}, options.acceptLanguage);
+    return new TerminologySession(resolver, params, options.checkBudget ?? noBudget);
   }
 
   /**
@@ -31,7 +71,7 @@ export class TerminologyService {
     let base = this.bases.get(project);
     if (!base || base.token !== token) {
       const own = this.stored.of(project);
-      const indexes = project === SYSTEM_PROJECT ? [own.index] : [own.index, this.stored.system.index];
+      const indexes = project === SYSTEM_PROJECT ? [own.index] : [own.index, this.stored.of(SYSTEM_PROJECT).index];
       base = { token, resolver: new Resolver([...indexes, this.providers.index, this.core], this.providers) };
       // Projects that stop asking give their resolvers back (built again in microseconds when asked).
       if (this.bases.size >= 1000) this.bases.delete(this.bases.keys().next().value as string);
@@ -54,7 +94,7 @@ export class TerminologyService {
       await own.refresh();
       return String(own.generation);
     }
-    const system = this.stored.system;
+    const system = this.stored.of(SYSTEM_PROJECT);
     // Usually neither needs a refresh (nothing changed): no promise to wait for.
     const refreshing = [own.refresh(), system.refresh()].filter((p) => p !== undefined);
     if (refreshing.length > 0) await Promise.all(refreshing);
@@ -81,3 +121,6 @@ export class TerminologyService {
     return this.core.getById(type, id);
   }
 }
+
+/** For callers without a deadline of their own. */
+const noBudget = (): void => undefined;

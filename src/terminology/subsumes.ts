@@ -1,4 +1,4 @@
-import { codeSystemProvider } from './codesystem/select';
+import { codeSystemProvider } from './providers/select';
 import { TerminologyError, txIssue } from './issues';
 import type { EngineContext } from './validate-code';
 
@@ -12,7 +12,7 @@ export function subsumes(system: string, version: string | undefined, codeA: str
     const found = cs.locate(code);
     if (found) return found;
     const id = cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in';
-    throw new TerminologyError(txIssue('error', 'not-found', 'invalid-code', id, [code, cs.url, cs.version], name), 404);
+    throw new TerminologyError(txIssue(id, [code, cs.url, cs.version], { path: name, code: 'not-found' }), 404);
   };
   const a = locate(codeA, 'codeA');
   const b = locate(codeB, 'codeB');

@@ -53,10 +53,10 @@ export function translate(request: TranslateRequest, resolver: Resolver): Transl
   for (const coding of request.codings) {
     if (!coding.code) continue;
     for (const map of maps) {
-      const found = request.reverse ? reverseMatches(map, coding, request.resultSystem) : forwardMatches(map, coding, request, resolver, 0);
+      const found = request.reverse ? reverseMatches(map, coding, request.resultSystem) : forwardMatches(map, coding, { request, resolver, depth: 0 });
       for (const match of found) {
         if (matches.length >= MAX_TRANSLATE_MATCHES) {
-          throw new TerminologyError(plainIssue('error', 'too-costly', undefined, 'TRANSLATE_TOO_COSTLY', [MAX_TRANSLATE_MATCHES]), 422);
+          throw new TerminologyError(plainIssue('TRANSLATE_TOO_COSTLY', [MAX_TRANSLATE_MATCHES]), 422);
         }
         matches.push(match);
       }
@@ -81,7 +81,15 @@ function originOf(map: ConceptMap): string | undefined {
   return map.version ? `${map.url}|${map.version}` : map.url;
 }
 
-function forwardMatches(map: ConceptMap, coding: Coding, request: TranslateRequest, resolver: Resolver, depth: number): TranslateMatch[] {
+/** Where a translation is: the request, what resolves other maps, and how many maps deep it has gone. */
+interface MapWalk {
+  request: TranslateRequest;
+  resolver: Resolver;
+  depth: number;
+}
+
+function forwardMatches(map: ConceptMap, coding: Coding, walk: MapWalk): TranslateMatch[] {
+  const { request } = walk;
   const { resultSystem } = request;
   const out: TranslateMatch[] = [];
   for (const group of map.group ?? []) {
@@ -91,7 +99,7 @@ function forwardMatches(map: ConceptMap, coding: Coding, request: TranslateReque
     const elements = (group.element ?? []).filter((e) => e.code === coding.code);
     const found: TranslateMatch[] = [];
     for (const element of elements) for (const m of elementMatches(map, group, element, request)) found.push(m);
-    if (found.length === 0 && group.unmapped) for (const m of unmappedMatches(map, group, coding, request, resolver, depth)) found.push(m);
+    if (found.length === 0 && group.unmapped) for (const m of unmappedMatches(map, group, coding, walk)) found.push(m);
     for (const m of found) out.push(m);
   }
   return out;
@@ -112,7 +120,7 @@ function elementMatches(map: ConceptMap, group: ConceptMapGroup, element: Concep
 }
 
 /** What a group says about codes it does not list: keep the code, a fixed code, or ask another map. */
-function unmappedMatches(map: ConceptMap, group: ConceptMapGroup, coding: Coding, request: TranslateRequest, resolver: Resolver, depth: number): TranslateMatch[] {
+function unmappedMatches(map: ConceptMap, group: ConceptMapGroup, coding: Coding, walk: MapWalk): TranslateMatch[] {
   const unmapped = group.unmapped;
   if (!unmapped) return [];
   if (unmapped.mode === 'provided') {
@@ -124,12 +132,12 @@ function unmappedMatches(map: ConceptMap, group: ConceptMapGroup, coding: Coding
     return [{ equivalence: 'relatedto', concept, originMap: originOf(map) }];
   }
   if (unmapped.mode === 'other-map' && unmapped.url) {
-    if (depth >= MAX_MAP_CHAIN) {
-      throw new TerminologyError(plainIssue('error', 'processing', undefined, 'TRANSLATE_MAP_CHAIN_TOO_DEEP', [MAX_MAP_CHAIN, unmapped.url]), 400);
+    if (walk.depth >= MAX_MAP_CHAIN) {
+      throw new TerminologyError(plainIssue('TRANSLATE_MAP_CHAIN_TOO_DEEP', [MAX_MAP_CHAIN, unmapped.url]), 400);
     }
     const [url, version] = unmapped.url.split('|');
-    const other = resolver.conceptMap(url, version);
-    return other ? forwardMatches(other, coding, request, resolver, depth + 1) : [];
+    const other = walk.resolver.conceptMap(url, version);
+    return other ? forwardMatches(other, coding, { ...walk, depth: walk.depth + 1 }) : [];
   }
   return [];
 }

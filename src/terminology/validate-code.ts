@@ -3,9 +3,9 @@ import { addToPath, outcomeOf, TerminologyError, txIssue } from './issues';
 import { Pacer } from './pacing';
 import type { TxParams } from './params';
 import type { Resolver } from './resolver';
-import { ValueSetChecker } from './validation/checker';
-import type { CodedMode, ValidationEnv, ValidationResult } from './validation/state';
-import { asCanonical, validateCoded } from './validation/validate-coded';
+import { ValueSetChecker } from './membership/checker';
+import type { CodedMode, ValidationEnv, ValidationResult } from './membership/state';
+import { asCanonical, validateCoded } from './membership/validate-coded';
 
 /**
  * $validate-code as the engine sees it, for a ValueSet and for a CodeSystem: no HTTP, no
@@ -51,7 +51,7 @@ export function codedValue(input: CodedInputs, params: TxParams): CodedValue | u
 }
 
 export function noCodeError(): TerminologyError {
-  return new TerminologyError(txIssue('error', 'invalid', undefined, 'NO_CODE_TO_VALIDATE', []), 400);
+  return new TerminologyError(txIssue('NO_CODE_TO_VALIDATE', []), 400);
 }
 
 export interface EngineContext {
@@ -110,7 +110,7 @@ export function validateInCodeSystem(system: string, version: string | undefined
 
 /** CodeSystem/$validate-code with neither a url nor a system in the coding: no code system to ask. */
 export function codingWithoutSystem(coded: CodedValue): ValidationResult {
-  const issue = txIssue('warning', 'invalid', 'invalid-data', 'Coding_has_no_system__cannot_validate', [], coded.issuePath || 'code');
+  const issue = txIssue('Coding_has_no_system__cannot_validate', [], { path: coded.issuePath || 'code' });
   const result: ValidationResult = { result: false, message: issue.text, issues: outcomeOf([issue]) };
   const code = coded.concept.coding?.[0]?.code;
   if (coded.mode === 'codeableConcept') result.codeableConcept = coded.concept;
@@ -122,7 +122,7 @@ export function codingWithoutSystem(coded: CodedValue): ValidationResult {
 function supplementAsSystem(supplement: CodeSystem, coded: CodedValue): ValidationResult {
   const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : (supplement.url ?? '');
   const path = coded.mode === 'codeableConcept' ? `${coded.issuePath}.coding[0]` : coded.issuePath;
-  const issue = txIssue('error', 'invalid', 'invalid-data', 'CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], addToPath(path, 'system'));
+  const issue = txIssue('CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], { path: addToPath(path, 'system') });
   const coding = coded.concept.coding?.[0];
   const result: ValidationResult = { result: false, message: issue.text, issues: outcomeOf([issue]) };
   if (coded.mode === 'codeableConcept') result.codeableConcept = coded.concept;
@@ -151,7 +151,7 @@ export function requireSupplements(env: ValidationEnv, cs?: CodeSystem): void {
     (s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s),
   );
   if (missing.length > 0) {
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 422);
+    throw new TerminologyError(txIssue('VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 422);
   }
 }
 

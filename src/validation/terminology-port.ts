@@ -1,8 +1,5 @@
-import type { Coding, ValueSet } from 'fhir/r4';
-import { TxParams } from '../terminology/params';
-import type { Resolver } from '../terminology/resolver';
-import type { TerminologyService } from '../terminology/service';
-import { codedValue, validateInValueSet } from '../terminology/validate-code';
+import type { Coding } from 'fhir/r4';
+import type { DrawnOnMemo, TerminologyService, TerminologySession } from '../terminology/service';
 
 /**
  * The one place validation calls the terminology engine: bindings of a resource, checked in one
@@ -34,7 +31,7 @@ const MAX_VERDICTS = 50_000;
 
 export function terminologyPort(service: TerminologyService): TerminologyPort {
   // Per project: each sees its own terminology (and the system scope's).
-  const memos = new Map<string, { token: string; verdicts: Map<string, BindingVerdict>; systems: Map<string, Set<string>> }>();
+  const memos = new Map<string, { token: string; verdicts: Map<string, BindingVerdict>; systems: DrawnOnMemo }>();
   return {
     async check(checks, options) {
       if (checks.length === 0) return [];
@@ -47,14 +44,14 @@ export function terminologyPort(service: TerminologyService): TerminologyPort {
         memos.set(project, memo);
       }
       const { verdicts, systems } = memo;
-      let resolver: Resolver | undefined;
+      let session: TerminologySession | undefined;
       const out: BindingVerdict[] = [];
       for (const check of checks) {
         const key = verdictKey(check);
         let verdict = verdicts.get(key);
         if (!verdict) {
-          resolver ??= await service.resolver(project);
-          verdict = checkOne(check, resolver, systems, options.deadline);
+          session ??= await service.session({ project, checkBudget: budget(options.deadline) });
+          verdict = checkOne(check, session, systems);
           verdicts.set(key, verdict);
         }
         out.push(verdict);
@@ -70,41 +67,44 @@ function verdictKey(check: BindingCheck): string {
   return key;
 }
 
-function checkOne(check: BindingCheck, resolver: Resolver, systems: Map<string, Set<string>>, deadline: number): BindingVerdict {
+function budget(deadline: number): () => void {
+  return () => {
+    if (Date.now() > deadline) throw new Error('the time budget of the validation is spent');
+  };
+}
+
+function checkOne(check: BindingCheck, base: TerminologySession, systems: DrawnOnMemo): BindingVerdict {
   const [url, version] = check.valueSet.split('|');
-  const valueSet = resolver.valueSet(url, version) ?? (version ? resolver.valueSet(url) : undefined);
+  const valueSet = base.resolver.valueSet(url, version) ?? (version ? base.resolver.valueSet(url) : undefined);
   if (!valueSet) return { status: 'unchecked', message: `The value set '${check.valueSet}' is not known to this server, so the code could not be checked` };
-  const drawnOn = systemsOf(valueSet, resolver, systems);
   // A bare code takes the system of a value set drawn from one system (the engine can only infer
   // a system it holds); displays are not sent, so only membership is judged.
+  const drawnOn = base.systemsDrawnOn(valueSet, systems);
   const only = drawnOn.size === 1 && !drawnOn.has('*') ? [...drawnOn][0] : undefined;
   const bare = check.kind === 'code' && !only;
-  const params = TxParams.from({ inferSystem: bare });
+  const session = base.withParams({ inferSystem: bare });
   const first = check.codings[0] ?? {};
-  const coded = codedValue(
+  const coded = session.codedValue(
     check.kind === 'CodeableConcept'
       ? { codeableConcept: { coding: check.codings } }
       : check.kind === 'Coding'
         ? { coding: first }
         : { code: first.code, system: only },
-    params,
   );
   if (!coded) return { status: 'unchecked', message: 'There is no code to check' };
-  const ctx = {
-    resolver,
-    params,
-    checkBudget: () => {
-      if (Date.now() > deadline) throw new Error('the time budget of the validation is spent');
-    },
-  };
   try {
-    const result = validateInValueSet(valueSet, coded, ctx);
+    const result = session.validateInValueSet(valueSet, coded);
     if (result.result) return { status: 'valid' };
-    const unknown = [...(result['x-unknown-system'] ?? []), ...(result['x-caused-by-unknown-system'] ?? [])];
-    const uncheckable = unknown.filter((s) => drawnOn.has(s) || drawnOn.has('*'));
-    const systemsUsed = check.kind === 'code' ? [only] : check.codings.map((c) => c.system);
-    const notPresent = systemsUsed.filter((s): s is string => !!s && contentNotPresent(s, resolver) && (drawnOn.has(s) || drawnOn.has('*')));
-    const cannot = [...new Set([...uncheckable, ...notPresent])];
+    // The one rule for undecidable membership (the terminology service's), for a full validation.
+    const cannot = session.undecidableSystems(
+      valueSet,
+      {
+        systems: check.kind === 'code' ? [only] : check.codings.map((c) => c.system),
+        reported: [...(result['x-unknown-system'] ?? []), ...(result['x-caused-by-unknown-system'] ?? [])],
+        membershipOnly: false,
+      },
+      systems,
+    );
     if (cannot.length > 0) {
       return { status: 'unchecked', message: `The code system ${cannot.map((s) => `'${s}'`).join(', ')} is not held by this server, so the code could not be checked against '${check.valueSet}'` };
     }
@@ -112,32 +112,4 @@ function checkOne(check: BindingCheck, resolver: Resolver, systems: Map<string, 
   } catch (err) {
     return { status: 'unchecked', message: `The value set '${check.valueSet}' could not be evaluated: ${(err as Error).message}` };
   }
-}
-
-function contentNotPresent(system: string, resolver: Resolver): boolean {
-  return resolver.codeSystem(system)?.content === 'not-present';
-}
-
-/**
- * The code systems a value set draws on (through its imports too): a code of a system it does
- * not draw on is simply not in it, even when this server does not hold that system. `*` stands
- * for "cannot tell" (an import that cannot be found).
- */
-function systemsOf(valueSet: ValueSet, resolver: Resolver, memo: Map<string, Set<string>>, depth = 0): Set<string> {
-  const key = `${valueSet.url}|${valueSet.version ?? ''}`;
-  const known = memo.get(key);
-  if (known) return known;
-  const found = new Set<string>();
-  memo.set(key, found);
-  for (const set of [...(valueSet.compose?.include ?? []), ...(valueSet.compose?.exclude ?? [])]) {
-    if (set.system) found.add(set.system);
-    for (const imported of set.valueSet ?? []) {
-      const [url, version] = imported.split('|');
-      const other = depth < 8 ? resolver.valueSet(url, version) : undefined;
-      if (!other) found.add('*');
-      else for (const s of systemsOf(other, resolver, memo, depth + 1)) found.add(s);
-    }
-  }
-  for (const c of valueSet.expansion?.contains ?? []) if (c.system) found.add(c.system);
-  return found;
 }

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { ISSUE_KINDS } from '../../src/terminology/issue-kinds';
 import { message, MESSAGES } from '../../src/terminology/messages';
 
 /**
@@ -12,27 +13,27 @@ import { message, MESSAGES } from '../../src/terminology/messages';
 
 const SRC = join(__dirname, '../../src');
 const CATALOGUE = join(SRC, 'terminology', 'messages.ts');
+const KINDS = join(SRC, 'terminology', 'issue-kinds.ts');
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    return statSync(path).isDirectory() ? sourceFiles(path) : path.endsWith('.ts') && path !== CATALOGUE ? [path] : [];
+    return statSync(path).isDirectory() ? sourceFiles(path) : path.endsWith('.ts') && path !== CATALOGUE && path !== KINDS ? [path] : [];
   });
 }
 
 const sources = sourceFiles(SRC).map((path) => ({ path: relative(SRC, path), text: readFileSync(path, 'utf8') }));
 
-/** Ids written where a message id goes: message('X'), txIssue/plainIssue(severity, code, type, 'X', ...), messageId = 'X'. */
-const ID_PLACES = [
-  /\bmessage\(\s*'([^']+)'/g,
-  /\b(?:txIssue|plainIssue)\(\s*'[^']*',\s*'[^']*',\s*(?:'[^']*'|undefined),\s*'([^']+)'/g,
-  /\bmessageId\s*[=:]\s*'([^']+)'/g,
-];
+/** Ids written where an issue is made of a message: txIssue/plainIssue('X', ...), or either side of a choice there. */
+const ISSUE_PLACES = [/\b(?:txIssue|plainIssue)\(\s*'([^']+)'/g, /\b(?:txIssue|plainIssue)\(\s*[^,'()]+\?\s*'([^']+)'\s*:\s*'([^']+)'/g];
+
+/** Ids written where a message id goes: message('X'), txIssue/plainIssue('X', ...), messageId = 'X'. */
+const ID_PLACES = [/\bmessage\(\s*'([^']+)'/g, ...ISSUE_PLACES, /\bmessageId\s*[=:]\s*'([^']+)'/g];
 
 function idsUsed(): Map<string, string> {
   const used = new Map<string, string>();
   for (const { path, text } of sources) {
-    for (const pattern of ID_PLACES) for (const m of text.matchAll(pattern)) used.set(m[1], path);
+    for (const pattern of ID_PLACES) for (const m of text.matchAll(pattern)) for (const id of m.slice(1)) if (id) used.set(id, path);
   }
   return used;
 }
@@ -50,6 +51,19 @@ describe('terminology message catalogue', () => {
     expect(used.size).toBeGreaterThan(40);
     const missing = [...used].filter(([id]) => !(id in MESSAGES)).map(([id, path]) => `${id} (${path})`);
     expect(missing).toEqual([]);
+  });
+
+  test('every message reported as an issue has its severity, code and type in the catalogue, and every entry there is used', () => {
+    const asIssues = new Set<string>();
+    for (const { text } of sources) {
+      for (const pattern of ISSUE_PLACES) for (const m of text.matchAll(pattern)) for (const id of m.slice(1)) if (id) asIssues.add(id);
+    }
+    expect(asIssues.size).toBeGreaterThan(40);
+    expect([...asIssues].filter((id) => !(id in ISSUE_KINDS))).toEqual([]);
+    // Ids chosen in a variable first (display-check, status, select ...) are typed IssueId, so the compiler holds them.
+    const unused = Object.keys(ISSUE_KINDS).filter((id) => !sources.some(({ text }) => text.includes(`'${id}'`)));
+    expect(unused).toEqual([]);
+    expect(Object.keys(ISSUE_KINDS).filter((id) => !(id in MESSAGES))).toEqual([]);
   });
 
   test('messages fill their arguments, and plural entries choose by count', () => {

@@ -1,11 +1,10 @@
 import type { CodeSystem, Coding, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import { TypedValue } from '../../fhir/parameters';
-import { lookupCode, type LookupResult } from '../../terminology/lookup';
-import type { TxParamsInput } from '../../terminology/params';
+import type { LookupResult, TxParamsInput } from '../../terminology/service';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf } from '../operation';
-import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
+import { terminologySession, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$lookup: what a code system says about one of its codes. */
 export interface CodeSystemLookupInput extends TxParamsInput {
@@ -28,14 +27,14 @@ export const codeSystemLookup = defineOperation<AppServices, CodeSystemLookupInp
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx, 'lookup');
+      const terminology = await terminologySession(input, ctx, 'lookup');
       const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const code = input.coding?.code ?? input.code;
       const system = input.coding?.system ?? input.system ?? target?.url;
       const version = input.coding?.version ?? input.version ?? (input.system ? undefined : target?.version);
       if (code === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'code (or coding)' });
       if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'system (or coding.system)' });
-      const found = lookupCode({ system, version, code, properties: input.property ?? [] }, engine);
+      const found = terminology.lookup({ system, version, code, properties: input.property ?? [] });
       const { property, usedSupplements, ...rest } = found;
       return {
         ...rest,

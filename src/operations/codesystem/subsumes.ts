@@ -1,9 +1,9 @@
 import type { CodeSystem, Coding, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
-import { subsumes, type SubsumptionOutcome } from '../../terminology/subsumes';
+import type { SubsumptionOutcome } from '../../terminology/service';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf } from '../operation';
-import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
+import { terminologySession, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** CodeSystem/$subsumes: whether code A subsumes code B, in one code system. */
 export interface CodeSystemSubsumesInput {
@@ -21,7 +21,7 @@ export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsume
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx, 'subsumes');
+      const terminology = await terminologySession(input, ctx, 'subsumes');
       const target = targetOf<CodeSystem>(ctx, 'CodeSystem');
       const codeA = input.codingA?.code ?? input.codeA;
       const codeB = input.codingB?.code ?? input.codeB;
@@ -34,6 +34,6 @@ export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsume
       const [system] = systems;
       if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'system' });
       const version = input.version ?? input.codingA?.version ?? input.codingB?.version ?? target?.version;
-      return { outcome: subsumes(system, version, codeA, codeB, engine) };
+      return { outcome: terminology.subsumes(system, version, codeA, codeB) };
     }),
 });

@@ -1,11 +1,10 @@
 import type { CodeableConcept, Coding, ConceptMap, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
 import { TypedValue } from '../../fhir/parameters';
-import type { Resolver } from '../../terminology/resolver';
-import { translate } from '../../terminology/translate';
+import type { Resolver } from '../../terminology/service';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
-import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
+import { terminologySession, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** ConceptMap/$translate, under its R4 names and the R5 names the HL7 ecosystem sends. */
 export interface ConceptMapTranslateInput {
@@ -49,25 +48,22 @@ export const conceptMapTranslate = defineOperation<AppServices, ConceptMapTransl
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const { resolver } = await engineContext(input, ctx, 'translate');
+      const terminology = await terminologySession(input, ctx, 'translate');
       const reverseR5 = input.targetCode !== undefined || input.targetCoding !== undefined || input.targetCodeableConcept !== undefined;
       const reverse = reverseR5 || input.reverse === true;
       const codings = reverseR5 ? targetCodings(input) : sourceCodings(input);
       if (codings.length === 0) throw fhirError('ERR_PARAM_MISSING', { name: 'code and system (or coding, codeableConcept, sourceCode, targetCode)' });
       // Forwards the answer is in the target system; in reverse, R5 names the source system to answer in.
       const resultSystem = reverseR5 ? input.sourceSystem : (input.targetSystem ?? input.targetsystem);
-      const answer = translate(
-        {
-          codings,
-          reverse,
-          maps: chosenMaps(input, ctx, resolver),
-          resultSystem,
-          dependencies: input.dependency ?? [],
-          sourceScope: input.sourceScope ?? input.source,
-          targetScope: input.targetScope ?? input.target,
-        },
-        resolver,
-      );
+      const answer = terminology.translate({
+        codings,
+        reverse,
+        maps: chosenMaps(input, ctx, terminology.resolver),
+        resultSystem,
+        dependencies: input.dependency ?? [],
+        sourceScope: input.sourceScope ?? input.source,
+        targetScope: input.targetScope ?? input.target,
+      });
       return {
         result: answer.result,
         message: answer.message,

@@ -1,8 +1,8 @@
 import type { Resource, ValueSet } from 'fhir/r4';
-import { compareValueSets, type CompareResult } from '../../terminology/compare';
+import type { CompareResult } from '../../terminology/service';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
-import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
+import { terminologySession, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 import { targetValueSet } from './validate-code';
 
 /** ValueSet/$compare (tx ecosystem): how the codes of two value sets relate. */
@@ -22,9 +22,9 @@ export const valueSetCompare = defineOperation<AppServices, ValueSetCompareInput
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx, 'compare');
-      const first = targetValueSet({ url: input.thisUrl, valueSetVersion: input.thisVersion, valueSet: input.thisValueSet }, ctx, engine.resolver, 'compare');
-      const second = targetValueSet({ url: input.otherUrl, valueSetVersion: input.otherVersion, valueSet: input.otherValueSet }, ctx, engine.resolver, 'compare');
-      return compareValueSets(first, second, engine, ctx.services.config.expansionLimit);
+      const terminology = await terminologySession(input, ctx, 'compare');
+      const first = targetValueSet({ url: input.thisUrl, valueSetVersion: input.thisVersion, valueSet: input.thisValueSet }, ctx, terminology.resolver, 'compare');
+      const second = targetValueSet({ url: input.otherUrl, valueSetVersion: input.otherVersion, valueSet: input.otherValueSet }, ctx, terminology.resolver, 'compare');
+      return terminology.compare(first, second, ctx.services.config.expansionLimit);
     }),
 });

@@ -1,10 +1,9 @@
 import type { Resource, ValueSet } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
-import { expandValueSet } from '../../terminology/expand';
-import type { TxParamsInput } from '../../terminology/params';
+import type { TxParamsInput } from '../../terminology/service';
 import type { AppServices } from '../../services';
 import { defineOperation } from '../operation';
-import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
+import { terminologySession, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 import { targetValueSet } from './validate-code';
 
 /** ValueSet/$expand: the members of a value set, paged, as a ValueSet with an expansion. */
@@ -39,30 +38,26 @@ export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, 
       if (value !== undefined && value < 0) throw fhirError('ERR_PARAM_VALUE', { name, type: 'integer of 0 or more', value: String(value) });
     }
     return withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx, 'expand');
-      const valueSet = targetValueSet(input, ctx, engine.resolver, 'expand');
+      const terminology = await terminologySession(input, ctx, 'expand');
+      const valueSet = targetValueSet(input, ctx, terminology.resolver, 'expand');
       const configured = ctx.services.config.expansionLimit;
       // The HL7 suite (and clients protecting themselves) may ask for a lower limit.
       const asked = Number(ctx.headers['x-too-costly-threshold']);
       const limit = Number.isInteger(asked) && asked > 0 ? Math.min(asked, configured) : configured;
-      const expanded = await expandValueSet(
-        valueSet,
-        {
-          filter: input.filter,
-          count: input.count,
-          offset: input.offset,
-          includeDesignations: input.includeDesignations,
-          designations: input.designation ?? [],
-          includeDefinition: input.includeDefinition,
-          excludeNested: input.excludeNested,
-          excludeNotForUI: input.excludeNotForUI,
-          excludePostCoordinated: input.excludePostCoordinated,
-          properties: input.property ?? [],
-          limit,
-          displayLanguage: input.displayLanguage,
-        },
-        engine,
-      );
+      const expanded = await terminology.expand(valueSet, {
+        filter: input.filter,
+        count: input.count,
+        offset: input.offset,
+        includeDesignations: input.includeDesignations,
+        designations: input.designation ?? [],
+        includeDefinition: input.includeDefinition,
+        excludeNested: input.excludeNested,
+        excludeNotForUI: input.excludeNotForUI,
+        excludePostCoordinated: input.excludePostCoordinated,
+        properties: input.property ?? [],
+        limit,
+        displayLanguage: input.displayLanguage,
+      });
       return { return: expanded };
     });
   },

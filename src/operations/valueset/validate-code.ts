@@ -1,13 +1,9 @@
 import type { CodeableConcept, Coding, Resource, ValueSet } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
-import type { TxParamsInput } from '../../terminology/params';
-import type { Resolver } from '../../terminology/resolver';
-import { message } from '../../terminology/messages';
-import { codedValue, validateInValueSet } from '../../terminology/validate-code';
+import { message, type Resolver, type TxParamsInput, type ValidationResult } from '../../terminology/service';
 import type { AppServices } from '../../services';
 import { defineOperation, targetOf, type OperationContext } from '../operation';
-import type { ValidationResult } from '../../terminology/validation/state';
-import { engineContext, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
+import { terminologySession, terminologyAnswerToken, withTerminologyErrors } from '../terminology-support';
 
 /** ValueSet/$validate-code: is this code (Coding, CodeableConcept) in this value set? */
 export interface ValueSetValidateCodeInput extends TxParamsInput {
@@ -30,14 +26,13 @@ export const valueSetValidateCode = defineOperation<AppServices, ValueSetValidat
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
-      const engine = await engineContext(input, ctx, 'validate-code');
-      const valueSet = targetValueSet(input, ctx, engine.resolver, 'validate-code');
-      const coded = codedValue(
+      const terminology = await terminologySession(input, ctx, 'validate-code');
+      const valueSet = targetValueSet(input, ctx, terminology.resolver, 'validate-code');
+      const coded = terminology.codedValue(
         { code: input.code, system: input.system, version: input.systemVersion, display: input.display, coding: input.coding, codeableConcept: input.codeableConcept },
-        engine.params,
       );
       if (!coded) throw fhirError('ERR_TX_NOTHING_TO_VALIDATE', {});
-      return validateInValueSet(valueSet, coded, engine);
+      return terminology.validateInValueSet(valueSet, coded);
     }),
 });
 

@@ -1,8 +1,8 @@
 import type { Extension, ValueSetExpansionContains, ValueSetComposeIncludeConceptDesignation } from 'fhir/r4';
-import type { Designation, PropertyValue } from '../codesystem/provider';
+import type { Designation, PropertyValue } from '../providers/provider';
 import type { LanguageList } from '../languages';
-import { DisplayList } from '../validation/display-list';
-import type { Member } from './expander';
+import { DisplayList } from '../membership/display-list';
+import type { Member } from './members';
 import type { ExpandOptions } from './options';
 
 /**

@@ -1,55 +1,21 @@
-import type {
-  ValueSet,
-  ValueSetComposeInclude,
-  ValueSetComposeIncludeConcept,
-  ValueSetExpansionContains,
-  ValueSetExpansionParameter,
-} from 'fhir/r4';
-import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../codesystem/provider';
+import type { CodeSystem, ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeConcept, ValueSetExpansionParameter } from 'fhir/r4';
+import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { plainIssue, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
 import { compareVersions, versionMatches } from '../versions';
-import { canonicalOf, type ValidationEnv } from '../validation/state';
+import { canonicalOf, type ValidationEnv } from '../membership/state';
 import { INTERNAL_LIMIT, type ExpandOptions } from './options';
 import { TextFilter } from './text-filter';
+import { expansionCodeSystem, statusWarning } from './code-systems';
+import { decideVersioning } from './versioning';
+import { flatten, memberKey, type Collected, type ImportedExpansion, type Member, type Nesting } from './members';
 
 /**
  * Enumerates a value set's members under a size limit and a time budget. Collecting is cheap
  * (references to concepts); what a member looks like in the answer (display, designations,
  * properties) is worked out later, and only for the members that are returned.
  */
-
-export interface Member {
-  key: string;
-  system: string;
-  version?: string;
-  code: string;
-  cs?: CodeSystemProvider;
-  concept?: ConceptHandle;
-  /** The include's concept entry, for value set displays, designations and extensions. */
-  listed?: ValueSetComposeIncludeConcept;
-  /** An entry taken over whole from an imported expansion. */
-  imported?: ValueSetExpansionContains;
-  parent?: Member;
-  children: Member[];
-  /** Several versions of the system are in play: the entry states its version. */
-  showVersion?: boolean;
-}
-
-/** The members of an expansion, and what the expansion must say about how it was made. */
-export interface Collected {
-  members: Member[];
-  roots: Member[];
-  hierarchical: boolean;
-  parameters: ValueSetExpansionParameter[];
-  /** Property definitions imported with imported members. */
-  importedProperties: { code: string; uri?: string }[];
-  /** Reasons the expansion is not closed (empty when it is). */
-  unclosed: string[];
-  /** A whole terminology without a count of its codes (a grammar) is in it: no total can be given. */
-  totalUnknown: boolean;
-}
 
 export class ValueSetExpander {
   private readonly byKey = new Map<string, Member>();
@@ -83,7 +49,7 @@ export class ValueSetExpander {
   async collect(): Promise<Collected> {
     const compose = this.valueSet.compose;
     if (compose?.lockedDate) {
-      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'LOCKED_DATE_NOT_SUPPORTED', [canonicalOf(this.valueSet)]), 400);
+      throw new TerminologyError(txIssue('LOCKED_DATE_NOT_SUPPORTED', [canonicalOf(this.valueSet)]), 400);
     }
     if (!compose && this.valueSet.expansion) {
       // A value set defined by its expansion only: its members are the entries listed.
@@ -98,7 +64,10 @@ export class ValueSetExpander {
     }
     if (compose) {
       this.hasExclusions = (compose.exclude ?? []).length > 0;
-      this.decideVersioning(compose);
+      const versioning = decideVersioning(compose, this.env.params);
+      this.doingVersion = versioning.doingVersion;
+      this.excludeAcrossVersions = versioning.excludeAcrossVersions;
+      if (versioning.versionsMatch) this.addParameter({ name: 'versionsMatch', valueBoolean: true });
       for (const [i, set] of (compose.exclude ?? []).entries()) await this.excludeSet(set, `ValueSet.compose.exclude[${i}]`);
       const includes = [...compose.include].sort((a, b) =>
         a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0,
@@ -114,35 +83,6 @@ export class ValueSetExpander {
       unclosed: this.unclosed,
       totalUnknown: this.totalUnknown,
     };
-  }
-
-  /**
-   * Several versions of one system in a compose make version part of a member's identity,
-   * unless versionsMatch says otherwise. Including one version and excluding another of the
-   * same system means "these codes, but not those" whatever the version (versionsMatch).
-   */
-  private decideVersioning(compose: NonNullable<ValueSet['compose']>): void {
-    const seen = new Map<string, string | undefined>();
-    for (const set of [...compose.include, ...(compose.exclude ?? [])]) {
-      if (!set.system) continue;
-      if (seen.has(set.system) && seen.get(set.system) !== set.version) this.doingVersion = true;
-      else seen.set(set.system, set.version);
-    }
-    const includes = compose.include;
-    const excludes = compose.exclude ?? [];
-    if (!this.env.params.versionsMatchGiven && includes.length > 0 && excludes.length > 0) {
-      const system = includes[0].system;
-      const sameSystem = [...includes, ...excludes].every((s) => s.system === system && s.version);
-      const overlap = includes.some((i) => excludes.some((e) => e.version === i.version));
-      if (sameSystem && !overlap) {
-        this.env.params.versionsMatch = true;
-        this.excludeAcrossVersions = true;
-        this.addParameter({ name: 'versionsMatch', valueBoolean: true });
-      }
-    }
-    if (this.env.params.versionsMatch && this.valueSet.compose?.extension?.some((e) => e.extension?.some((x) => x.valueCode === 'versionsMatch'))) {
-      this.addParameter({ name: 'versionsMatch', valueBoolean: true });
-    }
   }
 
   private key(system: string, version: string | undefined, code: string): string {
@@ -230,7 +170,7 @@ export class ValueSetExpander {
    */
   private async includeFromBasis(cs: CodeSystemProvider, set: ValueSetComposeInclude, path: string, passesImports: (code: string) => boolean): Promise<void> {
     const basis = cs.expansionBasis ? this.env.resolver.valueSet(cs.expansionBasis) : undefined;
-    if (!basis) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
+    if (!basis) throw new TerminologyError(txIssue('CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     const filters = (set.filter ?? []).map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
     if (filters.length === 0) {
       this.totalUnknown = true;
@@ -252,13 +192,13 @@ export class ValueSetExpander {
   private compileFilter(cs: CodeSystemProvider, f: NonNullable<ValueSetComposeInclude['filter']>[number], path: string) {
     const op = filterOp(f);
     if (f.value === undefined || f.value === '') {
-      throw new TerminologyError(txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], path), 400);
+      throw new TerminologyError(txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], { path }), 400);
     }
     try {
       return cs.filter(f.property, op, f.value);
     } catch (err) {
       if (!(err instanceof FilterNotSupportedError)) throw err;
-      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]), 400);
+      throw new TerminologyError(txIssue('FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]), 400);
     }
   }
 
@@ -315,7 +255,7 @@ export class ValueSetExpander {
     const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
     const exclude = (code: string) => this.excluded.add(this.key(cs.url, cs.version, code));
     const needsListing = (set.filter ?? []).length > 0 || (!set.concept && (imports.length > 0 || this.excludeAcrossVersions));
-    if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('error', 'not-supported', undefined, 'CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
+    if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     if (!set.concept && !set.filter) {
       if (imports.length === 0 && !this.excludeAcrossVersions) this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
       else {
@@ -350,33 +290,7 @@ export class ValueSetExpander {
   // code systems and imported value sets
 
   private codeSystem(system: string, stated: string | undefined): CodeSystemProvider {
-    const { resolver, params } = this.env;
-    const version = params.versionFor(system, stated);
-    const cs = resolver.codeSystem(system, version);
-    if (!cs) {
-      const known = resolver.codeSystemVersions(system);
-      if (!version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_EXP', [system]), 422, system);
-      if (known.length === 0) {
-        throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_EXP_NONE', [system, version]), 422, `${system}|${version}`);
-      }
-      throw new TerminologyError(
-        txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION_EXP', [system, version, known.join(known.length === 2 ? ' or ' : ', ')]),
-        422,
-        `${system}|${version}`,
-      );
-    }
-    if (cs.content === 'not-present' || cs.content === 'supplement') {
-      const id = cs.content === 'not-present' ? 'CODESYSTEM_NO_CONTENT_TO_EXPAND' : 'CODESYSTEM_IS_SUPPLEMENT_EXPAND';
-      throw new TerminologyError(plainIssue('error', 'business-rule', 'invalid', id, [system]), 422);
-    }
-    const supplements = resolver.supplementsFor(cs, this.env.requiredSupplements);
-    const provider = resolver.provider(cs, supplements);
-    for (const required of this.env.requiredSupplements) if (provider.hasSupplement(required)) this.env.usedSupplements.add(required);
-    for (const rule of params.rulesFor(system)) {
-      if (rule.mode === 'check' && !versionMatches(rule.version, provider.version)) {
-        throw new TerminologyError(txIssue('error', 'exception', 'version-error', 'VALUESET_VERSION_CHECK', [system, provider.version, rule.version]), 400);
-      }
-    }
+    const provider = expansionCodeSystem(system, stated, this.env);
     this.noteStatus(provider.resource);
     this.noteUsedCodeSystem(provider);
     return provider;
@@ -393,20 +307,9 @@ export class ValueSetExpander {
   }
 
   /** warning-deprecated, -withdrawn, -retired, -experimental, -draft for what the expansion relies on. */
-  noteStatus(resource: ValueSet | import('fhir/r4').CodeSystem | undefined): void {
-    if (!resource) return;
-    const standards = (r: { extension?: import('fhir/r4').Extension[] }) =>
-      r.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
-    const source = this.valueSet;
-    const canonical = canonicalOf(resource);
-    const ss = standards(resource);
-    let name: string | undefined;
-    if (ss === 'deprecated' && standards(source) !== 'deprecated') name = 'warning-deprecated';
-    else if (ss === 'withdrawn' && standards(source) !== 'withdrawn') name = 'warning-withdrawn';
-    else if (resource.status === 'retired' && source.status !== 'retired') name = 'warning-retired';
-    else if (resource.experimental && !source.experimental) name = 'warning-experimental';
-    else if ((resource.status === 'draft' || ss === 'draft') && source.status !== 'draft' && standards(source) !== 'draft') name = 'warning-draft';
-    if (name) this.addParameter({ name, valueUri: canonical });
+  noteStatus(resource: ValueSet | CodeSystem | undefined): void {
+    const name = resource && statusWarning(resource, this.valueSet);
+    if (name && resource) this.addParameter({ name, valueUri: canonicalOf(resource) });
   }
 
   /**
@@ -419,20 +322,20 @@ export class ValueSetExpander {
     const target = resolveImport(this.valueSet, this.env.resolver, pinned);
     const [base, version] = pinned.split('|');
     if (!target) {
-      if (version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VS_EXP_IMPORT_UNK_PINNED', [base, version]), 422);
-      throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [base]), 422);
+      if (version) throw new TerminologyError(txIssue('VS_EXP_IMPORT_UNK_PINNED', [base, version]), 422);
+      throw new TerminologyError(txIssue('Unable_to_resolve_value_Set_', [base]), 422);
     }
     const canonical = canonicalOf(target);
     const { chain, imports } = this.nesting;
     if (chain.includes(canonical) || canonical === canonicalOf(this.valueSet)) {
       const path = [...chain, canonicalOf(this.valueSet), canonical].join(', ');
-      throw new TerminologyError(txIssue('error', 'processing', 'vs-invalid', 'VALUESET_CIRCULAR_REFERENCE', [canonical, path]), 400);
+      throw new TerminologyError(txIssue('VALUESET_CIRCULAR_REFERENCE', [canonical, path]), 400);
     }
     // An expansion done before cannot lead back here: its own expansion would have found the cycle.
     let imported = imports.get(target);
     if (!imported) {
       if (chain.length >= MAX_IMPORT_DEPTH) {
-        throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]), 422);
+        throw new TerminologyError(txIssue('VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]), 422);
       }
       const innerOptions = { ...this.options, filter: undefined, count: undefined, offset: undefined, excludeNested: true, limit: INTERNAL_LIMIT };
       const inner = new ValueSetExpander(this.env, innerOptions, target, { chain: [...chain, canonicalOf(this.valueSet)], imports });
@@ -469,7 +372,7 @@ export class ValueSetExpander {
   }
 
   tooCostly(limit: number): never {
-    throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_TOO_COSTLY', [canonicalOf(this.valueSet), limit]), 422);
+    throw new TerminologyError(txIssue('VALUESET_TOO_COSTLY', [canonicalOf(this.valueSet), limit]), 422);
   }
 
   private addParameter(p: ValueSetExpansionParameter): void {
@@ -477,45 +380,4 @@ export class ValueSetExpander {
     const same = this.parameters.some((q) => q.name === p.name && (q.valueUri ?? q.valueString ?? q.valueCode ?? q.valueBoolean ?? q.valueInteger) === value);
     if (!same) this.parameters.push(p);
   }
-}
-
-interface ImportedExpansion {
-  keys: Set<string>;
-  members: Member[];
-  properties: { code: string; uri?: string }[];
-  collected: Collected;
-}
-
-/** Where an expansion sits among the value sets one request expands. */
-interface Nesting {
-  /** Canonicals of the value sets being expanded above this one, to refuse cycles. */
-  chain: string[];
-  /** The imports this request has expanded, by value set. */
-  imports: Map<ValueSet, ImportedExpansion>;
-}
-
-/** The value set's own standing: a client expanding a withdrawn or retired value set is told so. */
-export function ownStatusParameters(valueSet: ValueSet): ValueSetExpansionParameter[] {
-  const standards = valueSet.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
-  const valueUri = canonicalOf(valueSet);
-  if (standards === 'deprecated') return [{ name: 'warning-deprecated', valueUri }];
-  if (standards === 'withdrawn') return [{ name: 'warning-withdrawn', valueUri }];
-  if (valueSet.status === 'retired') return [{ name: 'warning-retired', valueUri }];
-  return [];
-}
-
-export function memberKey(system: string, code: string): string {
-  return `${system}\u0000${code}`;
-}
-
-/** Entries and their nested entries, in document order (iterative: nesting depth costs no stack). */
-export function flatten(entries: ValueSetExpansionContains[]): ValueSetExpansionContains[] {
-  const out: ValueSetExpansionContains[] = [];
-  const stack = [...entries].reverse();
-  for (let e = stack.pop(); e; e = stack.pop()) {
-    out.push(e);
-    const nested = e.contains ?? [];
-    for (let i = nested.length - 1; i >= 0; i--) stack.push(nested[i]);
-  }
-  return out;
 }

@@ -6,7 +6,7 @@ import {
   type ConceptHandle,
   type Designation,
   type PropertyValue,
-} from '../codesystem/provider';
+} from './provider';
 
 /** A code of a built-in terminology, with its display (and other English names). */
 export interface BuiltInConcept extends ConceptHandle {

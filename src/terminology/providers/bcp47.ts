@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { BuiltInTerminology } from '../codesystem/registry';
+import type { BuiltInTerminology } from './registry';
 import { BuiltInProvider, describe, type BuiltInConcept } from './base';
 
 /**

@@ -1,5 +1,5 @@
 import type { ValueSet } from 'fhir/r4';
-import type { BuiltInTerminology } from '../codesystem/registry';
+import type { BuiltInTerminology } from './registry';
 import { bcp47 } from './bcp47';
 import { hgvs } from './hgvs';
 import { iso3166 } from './iso3166';

@@ -1,4 +1,4 @@
-import type { BuiltInTerminology } from '../codesystem/registry';
+import type { BuiltInTerminology } from './registry';
 import { describe, TableProvider, type BuiltInConcept } from './base';
 import { ISO_3166_COUNTRIES } from './data/iso3166';
 

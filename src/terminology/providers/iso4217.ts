@@ -1,4 +1,4 @@
-import type { BuiltInTerminology } from '../codesystem/registry';
+import type { BuiltInTerminology } from './registry';
 import { describe, TableProvider, type BuiltInConcept } from './base';
 
 /**

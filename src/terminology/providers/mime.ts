@@ -1,4 +1,4 @@
-import type { BuiltInTerminology } from '../codesystem/registry';
+import type { BuiltInTerminology } from './registry';
 import { BuiltInProvider, describe, type BuiltInConcept } from './base';
 
 /**

@@ -1,5 +1,5 @@
-import type { BuiltInTerminology } from '../codesystem/registry';
-import { FilterNotSupportedError, type ConceptFilter, type Designation } from '../codesystem/provider';
+import type { BuiltInTerminology } from './registry';
+import { FilterNotSupportedError, type ConceptFilter, type Designation } from './provider';
 import { message } from '../messages';
 import { BuiltInProvider, DISPLAY_USE, describe, type BuiltInConcept } from './base';
 import { describeExpression, firstUnknownUnit, withoutAnnotationText } from './ucum-expression';

@@ -1,4 +1,4 @@
-import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../../fhir/json-chars';
+import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../fhir/json-chars';
 
 /**
  * Reads chosen top-level members of a JSON object without parsing the rest: the other members'

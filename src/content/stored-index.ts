@@ -1,5 +1,5 @@
 import type { CodeSystem, ConceptMap } from 'fhir/r4';
-import { languagePackTarget, type CanonicalSource, type TerminologyResource, type TerminologyType } from '../canonical-index';
+import { languagePackTarget, type CanonicalSource, type TerminologyResource, type TerminologyType } from '../terminology/service';
 import { topLevelMembers } from './top-level-json';
 
 /**

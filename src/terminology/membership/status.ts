@@ -1,7 +1,7 @@
 import type { CodeSystem, ValueSet } from 'fhir/r4';
-import type { CodeSystemProvider } from '../codesystem/provider';
+import type { CodeSystemProvider } from '../providers/provider';
 import { txIssue, type IssueList } from '../issues';
-import type { MessageId } from '../messages';
+import type { IssueId } from '../issue-kinds';
 import { canonicalOf, type CodingState } from './state';
 
 const STANDARDS_STATUS = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status';
@@ -19,7 +19,7 @@ interface StatusFacts {
  * resources, and experimental or draft ones referenced from a value set that is neither.
  */
 export function reportStatus(issues: IssueList, facts: StatusFacts, source: ValueSet | undefined): void {
-  let id: MessageId | undefined;
+  let id: IssueId | undefined;
   if (facts.standardsStatus === 'deprecated') id = 'MSG_DEPRECATED';
   else if (facts.standardsStatus === 'withdrawn') id = 'MSG_WITHDRAWN';
   else if (facts.status === 'retired') id = 'MSG_RETIRED';
@@ -27,7 +27,7 @@ export function reportStatus(issues: IssueList, facts: StatusFacts, source: Valu
   else if (source && (facts.status === 'draft' || facts.standardsStatus === 'draft') && source.status !== 'draft' && standardsStatusOf(source) !== 'draft') {
     id = 'MSG_DRAFT';
   }
-  if (id) issues.add(txIssue('information', 'business-rule', 'status-check', id, [facts.canonical, '', facts.type]));
+  if (id) issues.add(txIssue(id, [facts.canonical, '', facts.type]));
 }
 
 export function checkResourceStatus(state: { issues: IssueList }, resource: ValueSet | CodeSystem, source: ValueSet | undefined): void {

@@ -1,5 +1,5 @@
 import type { Coding } from 'fhir/r4';
-import type { Designation } from '../codesystem/provider';
+import type { Designation } from '../providers/provider';
 import { Language, type LanguageList, type MatchDepth } from '../languages';
 
 /**

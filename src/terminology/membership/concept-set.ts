@@ -1,5 +1,5 @@
 import type { ValueSetComposeInclude, ValueSetComposeIncludeConcept } from 'fhir/r4';
-import { FilterNotSupportedError, type CodeSystemProvider, type ConceptFilter, type ConceptHandle } from '../codesystem/provider';
+import { FilterNotSupportedError, type CodeSystemProvider, type ConceptFilter, type ConceptHandle } from '../providers/provider';
 import { filterOp } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
@@ -42,14 +42,14 @@ export function filtersOf(checker: ValueSetChecker, set: ValueSetComposeInclude,
   if (!filters) {
     filters = (set.filter ?? []).map((f) => {
       if (f.value === undefined || f.value === '') {
-        throw new TerminologyError(txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, filterOp(f)]), 400);
+        throw new TerminologyError(txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, filterOp(f)]), 400);
       }
       try {
         return cs.filter(f.property, filterOp(f), f.value);
       } catch (err) {
         if (!(err instanceof FilterNotSupportedError)) throw err;
         throw new TerminologyError(
-          txIssue('error', 'not-supported', 'vs-invalid', 'FILTER_NOT_UNDERSTOOD', [f.property, filterOp(f), f.value, checker.canonical, cs.url]),
+          txIssue('FILTER_NOT_UNDERSTOOD', [f.property, filterOp(f), f.value, checker.canonical, cs.url]),
           400,
         );
       }
@@ -90,11 +90,11 @@ function checkWholeSystem(checker: ValueSetChecker, check: ConceptSetCheck): boo
     // A fragment says other codes may exist elsewhere; every other kind of content that lacks
     // the code (complete, example) means the code is not known.
     if (cs.content === 'fragment') {
-      state.issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [code, cs.url, cs.version], addToPath(path, 'code')));
+      state.issues.add(txIssue('UNKNOWN_CODE_IN_FRAGMENT', [code, cs.url, cs.version], { path: addToPath(path, 'code') }));
       return true;
     }
     state.issues.add(
-      txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], addToPath(path, 'code')),
+      txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], { path: addToPath(path, 'code') }),
     );
     // A grammar can say what is wrong with the code; the ecosystem gives that as a plain note.
     const reason = cs.explainUnknown?.(code);
@@ -113,7 +113,7 @@ function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept
   const { params } = checker.env;
   if (concept.code !== code) {
     // The code system is case-insensitive and the code differs from its own spelling by case.
-    state.issues.add(txIssue('information', 'business-rule', 'code-rule', 'CODE_CASE_DIFFERENCE', [code, concept.code, cs.version ? `${cs.url}|${cs.version}` : cs.url], addToPath(path, 'code')));
+    state.issues.add(txIssue('CODE_CASE_DIFFERENCE', [code, concept.code, cs.version ? `${cs.url}|${cs.version}` : cs.url], { path: addToPath(path, 'code') }));
     state.normalForm = concept.code;
   }
   state.displays.add(cs.designations(concept));
@@ -126,7 +126,7 @@ function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept
   const inactive = cs.isInactive(concept);
   if (!params.abstractOk && cs.isAbstract(concept)) {
     if (!params.membershipOnly && role !== 'not in') {
-      state.issues.add(txIssue('error', 'business-rule', 'code-rule', 'ABSTRACT_CODE_NOT_ALLOWED', [cs.url, code], addToPath(path, 'code')));
+      state.issues.add(txIssue('ABSTRACT_CODE_NOT_ALLOWED', [cs.url, code], { path: addToPath(path, 'code') }));
     }
     return false;
   }
@@ -134,7 +134,7 @@ function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept
   if ((excludeInactive || params.activeOnly) && inactive) {
     if (role !== 'not in') {
       const text = message('STATUS_CODE_WARNING_CODE', 'not active', code);
-      state.issues.add(txIssue('error', 'business-rule', 'code-rule', 'STATUS_CODE_WARNING_CODE', ['not active', code], addToPath(path, 'code')));
+      state.issues.add(txIssue('STATUS_CODE_WARNING_CODE', ['not active', code], { path: addToPath(path, 'code') }));
       state.messages.push(text);
       if (!params.membershipOnly) state.inactive = { path, code, status: cs.status(concept) };
     }
@@ -157,6 +157,6 @@ function reportDeprecatedInValueSet(checker: ValueSetChecker, check: ConceptSetC
   const status = standards === 'withdrawn' || standards === 'deprecated' ? standards : deprecated ? 'deprecated' : undefined;
   if (!status) return;
   check.state.issues.add(
-    txIssue('warning', 'business-rule', 'code-comment', 'CONCEPT_DEPRECATED_IN_VALUESET', [check.cs.url, check.code, status, canonicalOf(checker.valueSet)], addToPath(check.path, 'code')),
+    txIssue('CONCEPT_DEPRECATED_IN_VALUESET', [check.cs.url, check.code, status, canonicalOf(checker.valueSet)], { path: addToPath(check.path, 'code') }),
   );
 }

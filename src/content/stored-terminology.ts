@@ -1,13 +1,14 @@
-import { RefreshGate } from '../../storage/refresh-gate';
-import { SYSTEM_PROJECT, type ResourceStore, type StoredVersion } from '../../storage/store';
-import { TERMINOLOGY_TYPES, type TerminologyResource } from '../canonical-index';
+import { RefreshGate } from '../storage/refresh-gate';
+import { SYSTEM_PROJECT } from '../context/projects';
+import type { ResourceStore, StoredVersion } from '../storage/store';
+import { TERMINOLOGY_TYPES, type ProjectTerminology, type TerminologyResource, type TerminologySource } from '../terminology/service';
 import { StoredIndex } from './stored-index';
 
 /**
  * The stored terminology of every project, each held once it is asked for. A project resolves
  * against its own and the system scope's (imported packages), never another project's.
  */
-export class StoredTerminologies {
+export class StoredTerminologies implements TerminologySource {
   private readonly projects = new Map<string, StoredTerminology>();
 
   constructor(private readonly store: ResourceStore) {}
@@ -40,7 +41,7 @@ export class StoredTerminologies {
  * next request, and another process's once its notice arrives (or on the next request, with
  * FRESHNESS_CHECK=request).
  */
-export class StoredTerminology {
+export class StoredTerminology implements ProjectTerminology {
   /** Held as stored JSON and parsed per resource on first use (see StoredIndex). */
   readonly index = new StoredIndex();
   /** Grows whenever the stored content changes; caches built on it compare generations. */

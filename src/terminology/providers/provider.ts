@@ -4,9 +4,13 @@ import type { CodeSystem, Coding, Extension } from 'fhir/r4';
  * What the engine needs of a terminology, whatever holds it: a CodeSystem resource, or a
  * terminology the server knows by its rules or tables (UCUM, BCP-47, ISO 3166, ...). The engine
  * (checker, expander, lookup, subsumes, compare) talks only to this interface; a registry picks
- * the provider for each system url (src/terminology/codesystem/registry.ts). Everything is
+ * the provider for each system url (src/terminology/providers/registry.ts). Everything is
  * synchronous: a provider holds or indexes its content; the engine never waits in the middle of a
  * membership check.
+ *
+ * This folder holds the interface and every provider behind it: CodeSystem resources
+ * (with its supplements and filters), the built-in terminologies (index.ts), and
+ * the registry. A new large terminology (SNOMED CT, LOINC, RxNorm) is one more provider here.
  */
 
 export type ContentMode = 'complete' | 'fragment' | 'not-present' | 'example' | 'supplement';

@@ -1,6 +1,6 @@
 import { TerminologyError, txIssue } from '../issues';
 import type { EngineContext } from '../validate-code';
-import type { MessageId } from '../messages';
+import type { IssueId } from '../issue-kinds';
 import type { CodeSystemProvider } from './provider';
 
 /** The operations that work on one code system; each says in its own words what could not be done. */
@@ -10,7 +10,7 @@ export type CodeSystemPurpose = 'lookup' | 'subsumes';
  * The HL7 ids (UNKNOWN_CODESYSTEM ...) end "so the code cannot be validated": right for
  * $validate-code, which uses them, wrong for a $lookup, which validates nothing.
  */
-const NOT_FOUND: Record<CodeSystemPurpose, Record<'system' | 'version' | 'noVersions' | 'notPresent', MessageId>> = {
+const NOT_FOUND: Record<CodeSystemPurpose, Record<'system' | 'version' | 'noVersions' | 'notPresent', IssueId>> = {
   lookup: {
     system: 'UNKNOWN_CODESYSTEM_LOOKUP',
     version: 'UNKNOWN_CODESYSTEM_VERSION_LOOKUP',
@@ -39,25 +39,25 @@ export function codeSystemProvider(system: string, stated: string | undefined, c
     const supplement = resolver.anyCodeSystem(system, version);
     if (supplement?.content === 'supplement') {
       const canonical = supplement.version ? `${system}|${supplement.version}` : system;
-      throw new TerminologyError(txIssue('error', 'invalid', 'invalid-data', 'CODESYSTEM_CS_NO_SUPPLEMENT', [canonical]), 400);
+      throw new TerminologyError(txIssue('CODESYSTEM_CS_NO_SUPPLEMENT', [canonical]), 400);
     }
-    if (!version) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.system, [system]), 404, system);
+    if (!version) throw new TerminologyError(txIssue(ids.system, [system]), 404, system);
     const known = resolver.codeSystemVersions(system);
     if (known.length === 0) {
-      throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.noVersions, [system, version]), 404, `${system}|${version}`);
+      throw new TerminologyError(txIssue(ids.noVersions, [system, version]), 404, `${system}|${version}`);
     }
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.version, [system, version, known.join(', ')]), 404, `${system}|${version}`);
+    throw new TerminologyError(txIssue(ids.version, [system, version, known.join(', ')]), 404, `${system}|${version}`);
   }
   if (cs.content === 'not-present') {
     const canonical = cs.version ? `${system}|${cs.version}` : system;
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', ids.notPresent, [canonical]), 404, system);
+    throw new TerminologyError(txIssue(ids.notPresent, [canonical]), 404, system);
   }
   const required = [...params.supplements];
   const supplements = resolver.supplementsFor(cs, required);
   const provider = resolver.provider(cs, supplements);
   const missing = required.filter((s) => !provider.hasSupplement(s));
   if (missing.length > 0) {
-    throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 404);
+    throw new TerminologyError(txIssue('VALUESET_SUPPLEMENT_MISSING', [missing.join(',')]), 404);
   }
   return provider;
 }

@@ -1,5 +1,5 @@
 import type { CodeableConcept, CodeSystem, OperationOutcome, ValueSet } from 'fhir/r4';
-import type { ContentMode } from '../codesystem/provider';
+import type { ContentMode } from '../providers/provider';
 import type { IssueList } from '../issues';
 import type { Language } from '../languages';
 import type { Pacer } from '../pacing';
@@ -73,4 +73,13 @@ export interface ValidationResult {
 
 export function canonicalOf(resource: CodeSystem | ValueSet): string {
   return resource.version ? `${resource.url}|${resource.version}` : (resource.url ?? '');
+}
+
+/** One coding asked about: where it is in the request (issue paths), and what it says. */
+export interface CodingQuery {
+  path: string;
+  system?: string;
+  version?: string;
+  code: string;
+  display?: string;
 }

@@ -1,5 +1,5 @@
-import type { CodeSystem, ValueSet, ValueSetComposeInclude } from 'fhir/r4';
-import type { CodeSystemProvider } from '../codesystem/provider';
+import type { CodeSystem, ValueSet, ValueSetComposeInclude, ValueSetExpansionContains } from 'fhir/r4';
+import type { CodeSystemProvider } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { Language } from '../languages';
@@ -7,7 +7,7 @@ import { message } from '../messages';
 import { compareVersions, presentVersions, versionMatches } from '../versions';
 import { checkConceptSet } from './concept-set';
 import { checkCodeSystemStatus, checkResourceStatus } from './status';
-import { canonicalOf, type CodingState, type Membership, type ValidationEnv } from './state';
+import { canonicalOf, type CodingQuery, type CodingState, type Membership, type ValidationEnv } from './state';
 
 /** Where a checker sits among the value sets one request prepares. */
 interface CheckerNesting {
@@ -48,7 +48,7 @@ export class ValueSetChecker {
     const key = this.canonical;
     if (this.chain.includes(key)) {
       throw new TerminologyError(
-        txIssue('error', 'processing', 'vs-invalid', 'VALUESET_CIRCULAR_REFERENCE', [key, [...this.chain, key].join(', ')]),
+        txIssue('VALUESET_CIRCULAR_REFERENCE', [key, [...this.chain, key].join(', ')]),
         400,
       );
     }
@@ -57,7 +57,7 @@ export class ValueSetChecker {
     if (compose.lockedDate) {
       // A locked date pins every code system to its version at that date; without the history
       // to resolve that, answering anyway would be answering about other versions.
-      throw new TerminologyError(txIssue('error', 'not-supported', 'vs-invalid', 'LOCKED_DATE_NOT_SUPPORTED', [key]), 400);
+      throw new TerminologyError(txIssue('LOCKED_DATE_NOT_SUPPORTED', [key]), 400);
     }
     compose.include.forEach((include, i) => this.prepareSet(include, `include[${i}]`));
     (compose.exclude ?? []).forEach((exclude, i) => this.prepareSet(exclude, `exclude[${i}]`));
@@ -69,12 +69,12 @@ export class ValueSetChecker {
       const pinned = this.pinValueSet(url);
       if (this.imports.has(pinned)) continue;
       const other = this.resolveImport(pinned);
-      if (!other) throw new TerminologyError(txIssue('error', 'not-found', 'not-found', 'Unable_to_resolve_value_Set_', [pinned]));
+      if (!other) throw new TerminologyError(txIssue('Unable_to_resolve_value_Set_', [pinned]));
       // A value set prepared before in this request cannot lead back here (its preparation would have found the cycle).
       let checker = this.prepared.get(other);
       if (!checker) {
         if (this.chain.length >= MAX_IMPORT_DEPTH) {
-          throw new TerminologyError(txIssue('error', 'too-costly', undefined, 'VALUESET_IMPORTS_TOO_DEEP', [this.canonical, MAX_IMPORT_DEPTH]), 422);
+          throw new TerminologyError(txIssue('VALUESET_IMPORTS_TOO_DEEP', [this.canonical, MAX_IMPORT_DEPTH]), 422);
         }
         checker = new ValueSetChecker(this.env, other, { chain: [...this.chain, this.canonical], prepared: this.prepared });
         checker.prepare();
@@ -90,7 +90,7 @@ export class ValueSetChecker {
     (set.filter ?? []).forEach((filter, i) => {
       if (filter.value === undefined || filter.value === '') {
         throw new TerminologyError(
-          txIssue('error', 'invalid', 'vs-invalid', 'UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, filter.property, filterOp(filter)], `ValueSet.compose.${where}.filter[${i}]`),
+          txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, filter.property, filterOp(filter)], { path: `ValueSet.compose.${where}.filter[${i}]` }),
           400,
         );
       }
@@ -121,7 +121,9 @@ export class ValueSetChecker {
     return provider;
   }
 
-  check(path: string, system: string | undefined, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+  /** Whether the coding asked about is in the value set (null: cannot say), its problems noted in `state`. */
+  check(query: CodingQuery, state: CodingState): Membership {
+    const { path, system, version, code, display } = query;
     let answers = this.answers.get(state);
     if (!answers) {
       answers = new Map();
@@ -130,17 +132,19 @@ export class ValueSetChecker {
     const key = [path, system ?? '', version ?? '', code, display ?? ''].join('\u0000');
     const known = answers.get(key);
     if (known !== undefined) return known;
-    const answer = this.checkOnce(path, system, version, code, state, display);
+    const answer = this.checkOnce(query, state);
     answers.set(key, answer);
     return answer;
   }
 
-  private checkOnce(path: string, system: string | undefined, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+  private checkOnce(query: CodingQuery, state: CodingState): Membership {
     const { params } = this.env;
+    const { path, code } = query;
+    let { system } = query;
     if (!system && !params.inferSystem) {
       const text = message('Coding_has_no_system__cannot_validate');
       state.messages.push(text);
-      state.issues.add(txIssue('warning', 'invalid', 'invalid-data', 'Coding_has_no_system__cannot_validate', [], path || undefined));
+      state.issues.add(txIssue('Coding_has_no_system__cannot_validate', [], { path: path || undefined }));
       return false;
     }
     if (!system) {
@@ -150,12 +154,13 @@ export class ValueSetChecker {
       state.impliedSystem = inferred;
     }
     const compose = this.valueSet.compose;
-    if (compose) return this.checkCompose(path, system, version, code, state, display);
-    if (this.valueSet.expansion) return this.checkExpansion(path, system, version, code, state);
+    if (compose) return this.checkCompose({ ...query, system }, state);
+    if (this.valueSet.expansion) return this.checkExpansion({ ...query, system }, state);
     return false;
   }
 
-  private checkCompose(path: string, system: string, version: string | undefined, code: string, state: CodingState, display?: string): Membership {
+  private checkCompose(query: CodingQuery & { system: string }, state: CodingState): Membership {
+    const { path, system, version, code, display } = query;
     const compose = this.valueSet.compose as NonNullable<ValueSet['compose']>;
     let result: Membership = false;
     const forSystem = compose.include.filter((inc) => inc.system === system);
@@ -197,7 +202,7 @@ export class ValueSetChecker {
         const checker = this.imports.get(this.pinValueSet(url));
         if (!checker) throw new Error(`value set import ${url} was not prepared`);
         checkResourceStatus(state, checker.valueSet, this.valueSet);
-        if (result === true) result = checker.check(path, system, version, code, state, display);
+        if (result === true) result = checker.check(query, state);
       }
       if (result === true) break;
     }
@@ -213,14 +218,15 @@ export class ValueSetChecker {
       for (const url of exclude.valueSet ?? []) {
         const checker = this.imports.get(this.pinValueSet(url));
         if (!checker) continue;
-        excluded = excluded && checker.check(path, system, version, code, state, display) === true;
+        excluded = excluded && checker.check(query, state) === true;
       }
       if (excluded) return false;
     }
     return true;
   }
 
-  private checkExpansion(path: string, system: string, version: string | undefined, code: string, state: CodingState): Membership {
+  private checkExpansion(query: CodingQuery & { system: string }, state: CodingState): Membership {
+    const { path, system, version, code } = query;
     const entry = findInExpansion(this.valueSet.expansion?.contains ?? [], system, code);
     if (!entry) return false;
     const v = entry.version ?? version;
@@ -231,7 +237,7 @@ export class ValueSetChecker {
     state.contentMode = cs.content;
     const concept = cs.locate(code);
     if (!concept) {
-      state.issues.add(txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], addToPath(path, 'code')));
+      state.issues.add(txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], { path: addToPath(path, 'code') }));
       return false;
     }
     state.displays.add(cs.designations(concept));
@@ -243,7 +249,7 @@ export class ValueSetChecker {
   private checkVersionRules(path: string, system: string, version: string | undefined, state: CodingState): void {
     for (const rule of this.env.params.rulesFor(system)) {
       if (rule.mode !== 'check' || versionMatches(rule.version, version)) continue;
-      const issue = txIssue('error', 'exception', 'version-error', 'VALUESET_VERSION_CHECK', [system, version, rule.version], addToPath(path, 'version'));
+      const issue = txIssue('VALUESET_VERSION_CHECK', [system, version, rule.version], { path: addToPath(path, 'version') });
       if (state.issues.add(issue)) state.messages.push(issue.text);
     }
   }
@@ -267,7 +273,7 @@ export class ValueSetChecker {
     state.messages.push(message(id, ...args));
     if (!state.unknownSystems.has(key)) {
       state.unknownSystems.add(key);
-      state.issues.add(txIssue('error', 'not-found', 'not-found', id, args, addToPath(path, 'system')));
+      state.issues.add(txIssue(id, args, { path: addToPath(path, 'system') }));
     }
     return null;
   }
@@ -287,27 +293,24 @@ export class ValueSetChecker {
     }
     const cs = resolver.codeSystem(system, result);
     if (cs && cs.version !== versionCoding && !versionMatches(versionCoding, cs.version)) {
-      let severity: 'error' | 'warning' = 'error';
-      let issue;
-      if (!result) {
-        severity = 'warning';
-        issue = txIssue(severity, 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH_DEFAULT', [system, cs.version, versionVS, versionCoding], addToPath(path, 'version'));
-      } else if (result !== versionVS) {
-        issue = txIssue(severity, 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH_CHANGED', [system, result, versionVS ?? '', versionCoding], addToPath(path, 'version'));
-      } else {
-        issue = txIssue(severity, 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH', [system, versionVS, versionCoding], addToPath(path, 'version'));
-      }
+      const at = { path: addToPath(path, 'version') };
+      // Only a mismatch with the version the value set fixed is an error (the catalogue says which).
+      const issue = !result
+        ? txIssue('VALUESET_VALUE_MISMATCH_DEFAULT', [system, cs.version, versionVS, versionCoding], at)
+        : result !== versionVS
+          ? txIssue('VALUESET_VALUE_MISMATCH_CHANGED', [system, result, versionVS ?? '', versionCoding], at)
+          : txIssue('VALUESET_VALUE_MISMATCH', [system, versionVS, versionCoding], at);
       state.issues.add(issue);
-      if (severity === 'error') state.messages.push(issue.text);
+      if (issue.severity === 'error') state.messages.push(issue.text);
       if (!resolver.codeSystem(system, versionCoding)) {
         const known = resolver.codeSystemVersions(system);
         state.unknownSystems.add(`${system}|${versionCoding}`);
-        const unknown = txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM_VERSION', [system, versionCoding, presentVersions(known)], addToPath(path, 'system'));
+        const unknown = txIssue('UNKNOWN_CODESYSTEM_VERSION', [system, versionCoding, presentVersions(known)], { path: addToPath(path, 'system') });
         state.issues.add(unknown);
         state.messages.push(unknown.text);
       }
     } else if (!cs && result !== versionCoding) {
-      const issue = txIssue('error', 'invalid', 'vs-invalid', 'VALUESET_VALUE_MISMATCH', [system, result, versionCoding], addToPath(path, 'version'));
+      const issue = txIssue('VALUESET_VALUE_MISMATCH', [system, result, versionCoding], { path: addToPath(path, 'version') });
       state.issues.add(issue);
       state.messages.push(issue.text);
     }
@@ -339,11 +342,11 @@ export class ValueSetChecker {
     if (systems.length === 1) return systems[0];
     const vs = this.canonical;
     if (systems.length > 1) {
-      const issue = txIssue('error', 'not-found', 'cannot-infer', 'Unable_to_resolve_system__value_set_has_multiple_matches', [code, vs, systems.join(', ')], 'code');
+      const issue = txIssue('Unable_to_resolve_system__value_set_has_multiple_matches', [code, vs, systems.join(', ')], { path: 'code' });
       state.messages.push(issue.text);
       state.issues.add(issue);
     } else {
-      const issue = txIssue('error', 'not-found', 'cannot-infer', 'UNABLE_TO_INFER_CODESYSTEM', [code, vs], 'code');
+      const issue = txIssue('UNABLE_TO_INFER_CODESYSTEM', [code, vs], { path: 'code' });
       state.messages.push(issue.text);
       state.issues.add(issue);
     }
@@ -382,13 +385,11 @@ function newestFirst(compose: NonNullable<ValueSet['compose']>): ValueSetCompose
   return includes;
 }
 
-type ExpansionEntry = NonNullable<NonNullable<ValueSet['expansion']>['contains']>[number];
-
-function flatten(entries: ExpansionEntry[]): ExpansionEntry[] {
+function flatten(entries: ValueSetExpansionContains[]): ValueSetExpansionContains[] {
   return entries.flatMap((e) => [e, ...flatten(e.contains ?? [])]);
 }
 
-function findInExpansion(entries: ExpansionEntry[], system: string, code: string): ExpansionEntry | undefined {
+function findInExpansion(entries: ValueSetExpansionContains[], system: string, code: string): ValueSetExpansionContains | undefined {
   return flatten(entries).find((e) => e.system === system && e.code === code);
 }
 

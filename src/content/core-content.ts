@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { bundledDefinitionsVersion, readBundledDefinitions, type BundledDefinitionsFile } from '../../fhir/bundled-definitions';
-import { CanonicalIndex, type TerminologyResource } from '../canonical-index';
+import { bundledDefinitionsVersion, readBundledDefinitions, type BundledDefinitionsFile } from '../fhir/bundled-definitions';
+import { CanonicalIndex, type TerminologyResource } from '../terminology/service';
 
 /**
  * The FHIR R4 (4.0.1) terminology content, bundled: every CodeSystem and ValueSet of the core

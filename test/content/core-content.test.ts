@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import type { CanonicalIndex } from '../../src/terminology/canonical-index';
-import { loadCoreContent, type BuiltContent } from '../../src/terminology/content/core-content';
+import type { CanonicalIndex } from '../../src/terminology/service';
+import { loadCoreContent, type BuiltContent } from '../../src/content/core-content';
 
 const dir = mkdtempSync(join(tmpdir(), 'core-content-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -54,8 +54,8 @@ export function validateCoded(input: CodedInput): ValidationResult {
     const path = issuePath === 'CodeableConcept' ? addToPath(issuePath, `coding[${i}]`) : issuePath;
     if (!c.code) {
       const issue = c.system
-        ? plainIssue('warning', 'invalid', 'invalid-data', 'CODING_HAS_NO_CODE_FOR_SYSTEM', [c.system], path || undefined)
-        : plainIssue('warning', 'invalid', 'invalid-data', 'CODING_HAS_NO_CODE', [], path || undefined);
+        ? plainIssue('CODING_HAS_NO_CODE_FOR_SYSTEM', [c.system], { path: path || undefined })
+        : plainIssue('CODING_HAS_NO_CODE', [], { path: path || undefined });
       note(issue.text);
       issues.add(issue);
       noCode = true;
@@ -69,7 +69,7 @@ export function validateCoded(input: CodedInput): ValidationResult {
       inactive,
       status,
     };
-    const v = checker.check(path, c.system, c.version, c.code, state, c.display);
+    const v = checker.check({ path, system: c.system, version: c.version, code: c.code, display: c.display }, state);
     inactive = state.inactive;
     status = state.status;
     if (state.normalForm) normalForm = state.normalForm;
@@ -84,14 +84,19 @@ export function validateCoded(input: CodedInput): ValidationResult {
 
     if (v === false && !input.internal && mode === 'codeableConcept') {
       issues.add(
-        txIssue('information', 'code-invalid', 'this-code-not-in-vs', 'None_of_the_provided_codes_are_in_the_value_set_one', ['', checker.canonical, `'${cc}'`], `${issuePath}.coding[${i}].code`),
+        // Per coding of a CodeableConcept, the ecosystem reports this as a note, not the answer's error.
+        txIssue('None_of_the_provided_codes_are_in_the_value_set_one', ['', checker.canonical, `'${cc}'`], {
+          path: `${issuePath}.coding[${i}].code`,
+          severity: 'information',
+          type: 'this-code-not-in-vs',
+        }),
       );
     }
     if (ok !== true && v !== false) ok = v;
 
     if (v === true) {
       if (state.contentMode === 'example') {
-        const issue = plainIssue('warning', 'not-found', 'vs-invalid', 'CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], path || undefined);
+        const issue = plainIssue('CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], { path: path || undefined });
         note(issue.text);
         issues.add(issue);
       } else if (c.display && state.displays.count > 0) {
@@ -120,7 +125,7 @@ export function validateCoded(input: CodedInput): ValidationResult {
         : (['None_of_the_provided_codes_are_in_the_value_set_one', ['', vs, codeList]] as const);
     const at =
       mode === 'codeableConcept' ? undefined : !issuePath ? 'code' : issuePath !== 'CodeableConcept' ? `${issuePath}.code` : issuePath;
-    if (issues.add(txIssue('error', 'code-invalid', 'not-in-vs', id, [...args], at))) note(message(id, ...args));
+    if (issues.add(txIssue(id, [...args], { path: at }))) note(message(id, ...args));
   }
 
   const valid = ok === true && !issues.hasErrors();
@@ -148,14 +153,14 @@ export function validateCoded(input: CodedInput): ValidationResult {
     const status = inactive.status ?? 'inactive';
     const plain = status === 'inactive' || status === 'DISCOURAGED';
     const issue = plain
-      ? txIssue('warning', 'business-rule', 'code-comment', 'INACTIVE_CONCEPT_FOUND', [status, inactive.code], inactive.path || 'code')
-      : txIssue('warning', 'business-rule', 'code-comment', 'INACTIVE_CONCEPT_FOUND_ADD', [status, inactive.code, 'inactive'], inactive.path || 'code');
+      ? txIssue('INACTIVE_CONCEPT_FOUND', [status, inactive.code], { path: inactive.path || 'code' })
+      : txIssue('INACTIVE_CONCEPT_FOUND_ADD', [status, inactive.code, 'inactive'], { path: inactive.path || 'code' });
     issue.messageId = 'INACTIVE_CONCEPT_FOUND';
     note(issue.text);
     issues.add(issue);
   } else if (status?.toLowerCase() === 'deprecated') {
     result.status = 'deprecated';
-    const issue = txIssue('warning', 'business-rule', 'code-comment', 'DEPRECATED_CONCEPT_FOUND', [status, first?.code ?? fallback.code], issuePath || undefined);
+    const issue = txIssue('DEPRECATED_CONCEPT_FOUND', [status, first?.code ?? fallback.code], { path: issuePath || undefined });
     note(issue.text);
     issues.add(issue);
   }
@@ -190,7 +195,7 @@ function describeOutsideValueSet(check: OutsideCheck): void {
   const issues = state.issues;
   if (!isAbsoluteUrl(ws)) {
     const p = mode === 'coding' ? `${issuePath}.system` : mode === 'codeableConcept' ? `${issuePath}.coding[${index}].system` : issuePath;
-    const issue = txIssue('error', 'invalid', 'invalid-data', 'Terminology_TX_System_Relative', [], p || undefined);
+    const issue = txIssue('Terminology_TX_System_Relative', [], { path: p || undefined });
     state.messages.push(issue.text);
     issues.add(issue);
   }
@@ -198,7 +203,7 @@ function describeOutsideValueSet(check: OutsideCheck): void {
   const cs = checker.provider(ws, lookupVersion);
   if (!cs) {
     if (resolver.valueSet(ws)) {
-      const issue = txIssue('error', 'invalid', 'invalid-data', 'Terminology_TX_System_ValueSet2', [ws], addToPath(path, 'system'));
+      const issue = txIssue('Terminology_TX_System_ValueSet2', [ws], { path: addToPath(path, 'system') });
       note(issue.text);
       issues.add(issue);
       return;
@@ -206,7 +211,7 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     const supplement = resolver.anyCodeSystem(ws, lookupVersion);
     if (supplement?.content === 'supplement') {
       const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : ws;
-      const issue = txIssue('error', 'invalid', 'invalid-data', 'CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], addToPath(path, 'system'));
+      const issue = txIssue('CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], { path: addToPath(path, 'system') });
       note(issue.text);
       issues.add(issue);
       return;
@@ -217,15 +222,15 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     let issue;
     if (contentless) {
       key = ws;
-      issue = txIssue('error', 'not-found', 'not-found', 'CODESYSTEM_CONTENT_NOT_PRESENT', [canonicalOf(contentless)], addToPath(path, 'system'));
+      issue = txIssue('CODESYSTEM_CONTENT_NOT_PRESENT', [canonicalOf(contentless)], { path: addToPath(path, 'system') });
     } else if (!anyVersion && !lookupVersion) {
       key = ws;
-      issue = txIssue('error', 'not-found', 'not-found', 'UNKNOWN_CODESYSTEM', [ws], addToPath(path, 'system'));
+      issue = txIssue('UNKNOWN_CODESYSTEM', [ws], { path: addToPath(path, 'system') });
     } else {
       const known = resolver.codeSystemVersions(ws);
       const id = known.length === 0 ? 'UNKNOWN_CODESYSTEM_VERSION_NONE' : 'UNKNOWN_CODESYSTEM_VERSION';
       key = known.length === 0 ? ws : `${ws}|${lookupVersion}`;
-      issue = txIssue('error', 'not-found', 'not-found', id, [ws, lookupVersion, presentVersions(known)], addToPath(path, 'system'));
+      issue = txIssue(id, [ws, lookupVersion, presentVersions(known)], { path: addToPath(path, 'system') });
     }
     if (!state.unknownSystems.has(key)) {
       state.unknownSystems.add(key);
@@ -241,9 +246,9 @@ function describeOutsideValueSet(check: OutsideCheck): void {
     if (check.seenUnknown.includes(key)) return;
     check.seenUnknown.push(key);
     if (cs.content === 'fragment') {
-      issues.add(txIssue('warning', 'code-invalid', 'invalid-code', 'UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], addToPath(path, 'code')));
+      issues.add(txIssue('UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], { path: addToPath(path, 'code') }));
     } else {
-      const issue = txIssue('error', 'code-invalid', 'invalid-code', cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], addToPath(path, 'code'));
+      const issue = txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], { path: addToPath(path, 'code') });
       note(issue.text);
       issues.add(issue);
     }

@@ -1,7 +1,7 @@
 import type { Coding } from 'fhir/r4';
 import { addToPath, txIssue, type IssueList, type Severity } from '../issues';
 import type { Language } from '../languages';
-import type { MessageId } from '../messages';
+import type { IssueId } from '../issue-kinds';
 import type { TxParams } from '../params';
 import type { DisplayList } from './display-list';
 
@@ -34,13 +34,13 @@ export function checkDisplay(check: DisplayCheck): void {
       const allowed = displays.allowedDisplays();
       const status = displays.statusOf(display);
       issues.add(
-        txIssue('warning', 'invalid', 'display-comment', 'INACTIVE_DISPLAY_FOUND', [display, coding.code, allowed.join('", "'), status === 'withdrawn' ? 'deprecated' : status], at),
+        txIssue('INACTIVE_DISPLAY_FOUND', [display, coding.code, allowed.join('", "'), status === 'withdrawn' ? 'deprecated' : status], { path: at }),
       );
     }
     return;
   }
   if (check.ownDisplay) {
-    const issue = txIssue('information', 'invalid', 'invalid-display', 'Display_Name_Not_Fixed_use_Supplement', [display, coding.system, coding.code, displays.present(langs, true), params.langSummary()], at);
+    const issue = txIssue('Display_Name_Not_Fixed_use_Supplement', [display, coding.system, coding.code, displays.present(langs, true), params.langSummary()], { path: at });
     note(issue.text);
     issues.add(issue);
     return;
@@ -52,7 +52,7 @@ export function checkDisplay(check: DisplayCheck): void {
     severity = 'warning';
     count = displays.displayCount(langs, undefined, false);
   }
-  let id: MessageId;
+  let id: IssueId;
   let args: (string | number | undefined)[];
   if (count === 0) {
     const fallback = displays.preferredDisplay(undefined);
@@ -72,7 +72,7 @@ export function checkDisplay(check: DisplayCheck): void {
     id = base;
     args = [String(count), coding.system, coding.code, displays.present(langs, true), display, params.langSummary()];
   }
-  const issue = txIssue(severity, 'invalid', 'invalid-display', id, args, at);
+  const issue = txIssue(id, args, { severity, path: at });
   note(issue.text);
   issues.add(issue);
 }
