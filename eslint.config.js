@@ -21,7 +21,8 @@ const LAYERS = [
   {
     target: 'src/terminology',
     from: ['src/storage', 'src/content', 'src/http'],
-    message: 'The terminology engine knows no storage, no content loading and no HTTP: content feeds it through the port it declares.',
+    message:
+      'The terminology engine knows no storage, no content loading and no HTTP: content feeds it through the port it declares.',
   },
   {
     // Everything in src/ outside the engine (src/*.ts and every other folder).
@@ -51,7 +52,10 @@ const LAYERS = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'definitions/**', 'test/content/**/package/**'] },
+  {
+    // What .gitignore keeps out (ESLint's flat config does not read it), and data.
+    ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', 'data/**', 'test-artifacts/**', 'definitions/**'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -59,11 +63,19 @@ export default tseslint.config(
     languageOptions: { ecmaVersion: 2023, sourceType: 'module' },
     plugins: { 'import-x': importX },
     settings: {
-      'import-x/resolver-next': [createTypeScriptImportResolver({ project: ['tsconfig.json', 'web/tsconfig.json'], noWarnOnMultipleProjects: true })],
+      'import-x/resolver-next': [
+        createTypeScriptImportResolver({
+          project: ['tsconfig.json', 'web/tsconfig.json'],
+          noWarnOnMultipleProjects: true,
+        }),
+      ],
     },
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       // Globals (process, URL, fetch, document) are checked by tsc with the right lib for each tsconfig.
       'no-undef': 'off',
       // FHIR's string datatypes and the SQL escaping match control characters on purpose.
@@ -84,7 +96,12 @@ export default tseslint.config(
         'error',
         {
           paths: [{ name: 'fastify', message: 'Only src/http (and the composition root) imports Fastify.' }],
-          patterns: [{ group: ['@fastify/*', 'fastify/*'], message: 'Only src/http (and the composition root) imports Fastify.' }],
+          patterns: [
+            {
+              group: ['@fastify/*', 'fastify/*'],
+              message: 'Only src/http (and the composition root) imports Fastify.',
+            },
+          ],
         },
       ],
     },
