@@ -17,9 +17,8 @@ const log = g.__hostLog;
 const host = g.__hostClient;
 delete g.__hostLog;
 delete g.__hostClient;
-// Memory the isolate's limit does not count (the sandbox's V8 flags remove these already; this
-// holds if a flag is ever dropped): deleted before the bot's code runs, which has no other way
-// to reach them.
+// Memory the isolate's limit does not count (Node 24 and later refuse the V8 flags that removed
+// these on Node 20): deleted before the bot's code runs, which has no other way to reach them.
 delete g.WebAssembly;
 if (typeof ArrayBuffer.prototype.resize === 'function') delete ArrayBuffer.prototype.resize;
 if (typeof SharedArrayBuffer !== 'undefined' && typeof SharedArrayBuffer.prototype.grow === 'function') delete SharedArrayBuffer.prototype.grow;

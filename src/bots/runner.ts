@@ -41,11 +41,13 @@ const QUEUE_PER_PROJECT = 64;
  * V8 flags of the sandbox process. isolated-vm's memoryLimit counts the V8 heap and ArrayBuffers
  * made through its allocator, but not WebAssembly memories nor resizable/growable buffers (V8
  * reserves and commits those itself): one bot grew a Wasm memory to 3.84 GB under a 128 MB limit.
- * No bot needs either, so neither exists in any isolate. The sandbox's own heap (bodies and
+ * No bot needs either, so neither exists in any isolate: the prelude deletes WebAssembly, resize and
+ * grow before a bot runs (V8's --no-expose-wasm and --no-harmony-rab-gsab, which did the same on
+ * Node 20, are refused as bad options by Node 24 and later). The sandbox's own heap (bodies and
  * answers in transit, logs) gets the process's ceiling as its limit (--max-old-space-size): a
  * fixed small one would let a few large bodies at once end every execution in the sandbox.
  */
-const SANDBOX_FLAGS = ['--no-node-snapshot', '--no-expose-wasm', '--no-harmony-rab-gsab'];
+const SANDBOX_FLAGS = ['--no-node-snapshot'];
 /** How often the server reads the sandbox's resident memory (Linux /proc). */
 const RSS_CHECK_MS = 200;
 /** What the sandbox process needs besides its isolates' heaps (Node, isolated-vm, messages). */
@@ -148,7 +150,7 @@ export class BotRunner {
     if (this.child && this.child.exitCode === null && this.child.connected) return this.child;
     const source = import.meta.url.endsWith('.ts');
     const entry = fileURLToPath(new URL(source ? './sandbox-process.ts' : './bot-sandbox.mjs', import.meta.url));
-    // isolated-vm on Node 20+ wants no startup snapshot; the TypeScript source runs through tsx.
+    // isolated-vm wants no startup snapshot; the TypeScript source runs through tsx.
     const child = fork(entry, [], {
       execArgv: [...SANDBOX_FLAGS, `--max-old-space-size=${this.ceilingMb}`, ...(source ? ['--import', 'tsx'] : [])],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -1,5 +1,5 @@
 import type { Bundle } from 'fhir/r4';
-import { describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { ExportManifest } from '../../src/bulk/export';
 import { testOnBothBackends } from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';

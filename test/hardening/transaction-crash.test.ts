@@ -1,6 +1,6 @@
 import { request } from 'node:http';
 import type { Bundle } from 'fhir/r4';
-import { describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import { testOnBothBackends } from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { stopServer } from './write-stream';

@@ -21,7 +21,6 @@ export interface FuzzRequest {
 /** Names every JavaScript object inherits: as criteria, parameters or paths they must mean nothing special. */
 export const PROTOTYPE_NAMES = ['toString', 'constructor', 'valueOf', 'hasOwnProperty', '__proto__', 'prototype', 'isPrototypeOf', '__defineGetter__'];
 
-const TYPES = ['Patient', 'Observation', 'Basic', 'ValueSet', 'CodeSystem', 'Nope', 'OperationDefinition'];
 const IDS = ['p1', 'o1', 'missing', 'a.b', '', '$x', ...PROTOTYPE_NAMES];
 const SEARCH_NAMES = ['name', 'family', 'birthdate', 'gender', 'identifier', 'general-practitioner', '_id', '_lastUpdated', '_tag', 'code', 'value-quantity', 'subject', 'patient',
   'date', 'url', '_has:Observation:patient:code', 'subject:Patient.name', 'subject.organization.name', 'nonsense', '_text', '_content', '_sort', '_count', '_include', '_revinclude',

@@ -222,7 +222,7 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
         let release!: () => void;
         const gate = new Promise<void>((resolve) => (release = resolve));
         const isLooking = new Promise<void>((resolve) => (looking = resolve));
-        store.jobs.claim = async (...args) => {
+        store.jobs.claim = async () => {
           store.jobs.claim = claim;
           looking();
           await gate;

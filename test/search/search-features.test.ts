@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { searchIds } from '../helpers/search-oracle';
-import { FHIR_JSON, onBothBackends, putResource } from '../helpers/server-app';
+import { onBothBackends, putResource } from '../helpers/server-app';
 
 /** Search features that need small, hand-made data: numbers, uris, terminology modifiers, built-in content. */
 

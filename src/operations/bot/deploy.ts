@@ -38,6 +38,6 @@ export function deployInput(input: RawInput): DeployInput {
     filename = params.find((p) => p.name === 'filename')?.valueString;
   }
   if (code !== undefined && typeof code !== 'string') throw fhirError('ERR_BOT_DEPLOY', { reason: 'code must be a string' });
-  if (filename !== undefined && (typeof filename !== 'string' || !/^[\w.\-]{1,200}$/.test(filename))) throw fhirError('ERR_BOT_DEPLOY', { reason: 'filename must be a file name such as index.ts' });
+  if (filename !== undefined && (typeof filename !== 'string' || !/^[\w.-]{1,200}$/.test(filename))) throw fhirError('ERR_BOT_DEPLOY', { reason: 'filename must be a file name such as index.ts' });
   return { code, filename: filename as string | undefined };
 }

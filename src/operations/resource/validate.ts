@@ -1,6 +1,5 @@
 import type { OperationOutcome, Resource } from 'fhir/r4';
 import { fhirError } from '../../fhir/errors';
-import { R4_RESOURCE_TYPES } from '../../fhir/r4-resource-types';
 import type { AppServices } from '../../services';
 import { toOutcome, type ValidationIssue } from '../../validation/issues';
 import { defineOperation, type OperationContext } from '../operation';
