@@ -3,6 +3,7 @@ import { addToPath, IssueList, plainIssue, txIssue } from '../issues';
 import { Language } from '../languages';
 import { message } from '../messages';
 import { presentVersions } from '../versions';
+import type { CodeSystemProvider } from '../providers/provider';
 import type { ValueSetChecker } from './checker';
 import { checkDisplay } from './display-check';
 import { DisplayList } from './display-list';
@@ -19,116 +20,159 @@ interface CodedInput {
   internal?: boolean;
 }
 
+/** What the walk over the codings gathers, for the answer. */
+interface Gathered {
+  issues: IssueList;
+  messages: string[];
+  note: (text: string) => void;
+  unknownSystems: Set<string>;
+  ok: Membership;
+  /** The first coding in the value set: it speaks for the result. */
+  first?: { system?: string; code: string; path: string; version?: string; display?: string };
+  /** Otherwise, the coding the answer echoes. */
+  fallback: { system?: string; code?: string; version?: string };
+  display?: string;
+  inactive: CodingState['inactive'];
+  status?: string;
+  normalForm?: string;
+  impliedSystem?: string;
+  noCode: boolean;
+  matched: Set<number>;
+  seenUnknown: string[];
+  codeList: string;
+}
+
 /**
  * Validates the codings of a code, Coding or CodeableConcept against the checker's value set and
  * assembles the answer: the first coding that is in the value set speaks for the result, and
  * every problem found on the way becomes an issue and part of the message.
  */
 export function validateCoded(input: CodedInput): ValidationResult {
-  const { checker, concept, mode, issuePath } = input;
-  const { params } = checker.env;
-  const issues = new IssueList();
+  const got = gather(input);
+  summariseNotInValueSet(input, got);
+  const result = resultOf(input, got);
+  reportStatusOfCode(input, got, result);
+  const { issues, messages, note } = got;
+  for (const issue of issues.issues) if (issue.severity === 'error') note(issue.text);
+  if (messages.length > 0) result.message = [...messages].sort().join('; ');
+  if (input.mode === 'codeableConcept') result.codeableConcept = input.concept;
+  if (!issues.isEmpty) result.issues = issues.toOutcome();
+  return result;
+}
+
+/** Checks each coding in turn (a coding without a code ends the walk). */
+function gather(input: CodedInput): Gathered {
+  const { checker, concept, issuePath } = input;
   const messages: string[] = [];
-  const note = (text: string) => {
-    if (text && !messages.includes(text)) messages.push(text);
+  const got: Gathered = {
+    issues: new IssueList(),
+    messages,
+    note: (text: string) => {
+      if (text && !messages.includes(text)) messages.push(text);
+    },
+    unknownSystems: new Set<string>(),
+    ok: false,
+    fallback: {},
+    inactive: undefined,
+    noCode: false,
+    matched: new Set<number>(),
+    seenUnknown: [],
+    codeList: '',
   };
-  const unknownSystems = new Set<string>();
-  checkResourceStatus({ issues }, checker.valueSet, checker.valueSet);
-
-  let ok: Membership = false;
-  let first: { system?: string; code: string; path: string; version?: string; display?: string } | undefined;
-  let fallback: { system?: string; code?: string; version?: string } = {};
-  let display: string | undefined;
-  let inactive: CodingState['inactive'];
-  let status: string | undefined;
-  let normalForm: string | undefined;
-  let impliedSystem: string | undefined;
-  let noCode = false;
-  const matched = new Set<number>();
-  const seenUnknown: string[] = [];
-  let codeList = '';
+  checkResourceStatus({ issues: got.issues }, checker.valueSet, checker.valueSet);
   const codings = concept.coding ?? [];
-
   for (let i = 0; i < codings.length; i++) {
-    const c = codings[i];
     const path = issuePath === 'CodeableConcept' ? addToPath(issuePath, `coding[${i}]`) : issuePath;
-    if (!c.code) {
-      const issue = c.system
-        ? plainIssue('CODING_HAS_NO_CODE_FOR_SYSTEM', [c.system], { path: path || undefined })
-        : plainIssue('CODING_HAS_NO_CODE', [], { path: path || undefined });
+    if (!checkCoding(input, got, { coding: codings[i], index: i, path })) break;
+  }
+  if (issuePath === 'CodeableConcept' && got.matched.size > 0) softenUnknownSystems(got.issues, codings, got.matched, messages, got.note);
+  return got;
+}
+
+/** One coding: in the value set or not, and what is wrong with it either way. False: stop the walk. */
+function checkCoding(input: CodedInput, got: Gathered, at: { coding: Coding; index: number; path: string }): boolean {
+  const { checker, mode, issuePath } = input;
+  const { params } = checker.env;
+  const { issues, note } = got;
+  const { coding: c, index: i, path } = at;
+  if (!c.code) {
+    const issue = c.system
+      ? plainIssue('CODING_HAS_NO_CODE_FOR_SYSTEM', [c.system], { path: path || undefined })
+      : plainIssue('CODING_HAS_NO_CODE', [], { path: path || undefined });
+    note(issue.text);
+    issues.add(issue);
+    got.noCode = true;
+    return false;
+  }
+  const state: CodingState = { issues, messages: got.messages, unknownSystems: got.unknownSystems, displays: new DisplayList(), inactive: got.inactive, status: got.status };
+  const v = checker.check({ path, system: c.system, version: c.version, code: c.code, display: c.display }, state);
+  got.inactive = state.inactive;
+  got.status = state.status;
+  if (state.normalForm) got.normalForm = state.normalForm;
+  if (state.impliedSystem) got.impliedSystem = state.impliedSystem;
+  if (v === true) got.matched.add(i);
+  const ws = state.impliedSystem ?? c.system ?? '';
+  if (!got.fallback.code || v === true) got.fallback = { system: c.system, code: c.code, version: c.version };
+  if (!got.fallback.version && state.version) got.fallback.version = state.version;
+  let cc = c.version ? `${ws}|${c.version}#${c.code}` : `${ws}#${c.code}`;
+  if (c.display) cc += ` ('${c.display}')`;
+  got.codeList = got.codeList ? `${got.codeList}, '${cc}'` : `'${cc}'`;
+
+  if (v === false && !input.internal && mode === 'codeableConcept') {
+    issues.add(
+      // Per coding of a CodeableConcept, the ecosystem reports this as a note, not the answer's error.
+      txIssue('None_of_the_provided_codes_are_in_the_value_set_one', ['', checker.canonical, `'${cc}'`], {
+        path: `${issuePath}.coding[${i}].code`,
+        severity: 'information',
+        type: 'this-code-not-in-vs',
+      }),
+    );
+  }
+  if (got.ok !== true && v !== false) got.ok = v;
+
+  if (v === true) {
+    if (state.contentMode === 'example') {
+      const issue = plainIssue('CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], { path: path || undefined });
       note(issue.text);
       issues.add(issue);
-      noCode = true;
-      break;
+    } else if (c.display && state.displays.count > 0) {
+      state.displays.baseLanguage = state.defLang;
+      checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path, ownDisplay: state.ownDisplay });
     }
-    const state: CodingState = {
-      issues,
-      messages,
-      unknownSystems,
-      displays: new DisplayList(),
-      inactive,
-      status,
-    };
-    const v = checker.check({ path, system: c.system, version: c.version, code: c.code, display: c.display }, state);
-    inactive = state.inactive;
-    status = state.status;
-    if (state.normalForm) normalForm = state.normalForm;
-    if (state.impliedSystem) impliedSystem = state.impliedSystem;
-    if (v === true) matched.add(i);
-    const ws = state.impliedSystem ?? c.system ?? '';
-    if (!fallback.code || v === true) fallback = { system: c.system, code: c.code, version: c.version };
-    if (!fallback.version && state.version) fallback.version = state.version;
-    let cc = c.version ? `${ws}|${c.version}#${c.code}` : `${ws}#${c.code}`;
-    if (c.display) cc += ` ('${c.display}')`;
-    codeList = codeList ? `${codeList}, '${cc}'` : `'${cc}'`;
-
-    if (v === false && !input.internal && mode === 'codeableConcept') {
-      issues.add(
-        // Per coding of a CodeableConcept, the ecosystem reports this as a note, not the answer's error.
-        txIssue('None_of_the_provided_codes_are_in_the_value_set_one', ['', checker.canonical, `'${cc}'`], {
-          path: `${issuePath}.coding[${i}].code`,
-          severity: 'information',
-          type: 'this-code-not-in-vs',
-        }),
-      );
+    if (!got.first) {
+      state.displays.baseLanguage = state.defLang;
+      const display = state.displays.preferredDisplay(params.workingLanguages()) ?? state.displays.preferredDisplay(undefined);
+      got.first = { system: c.system, code: c.code, path, version: state.version, display };
     }
-    if (ok !== true && v !== false) ok = v;
-
-    if (v === true) {
-      if (state.contentMode === 'example') {
-        const issue = plainIssue('CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], { path: path || undefined });
-        note(issue.text);
-        issues.add(issue);
-      } else if (c.display && state.displays.count > 0) {
-        state.displays.baseLanguage = state.defLang;
-        checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path, ownDisplay: state.ownDisplay });
-      }
-      if (!first) {
-        state.displays.baseLanguage = state.defLang;
-        first = { system: c.system, code: c.code, path, version: state.version, display: state.displays.preferredDisplay(params.workingLanguages()) ?? state.displays.preferredDisplay(undefined) };
-      }
-    } else if (!params.membershipOnly && ws) {
-      describeOutsideValueSet({ checker, coding: c, ws, path, mode, issuePath, index: i, state, note, seenUnknown, onDisplay: (d) => (display = d) });
-      if (!inactive && state.inactive) inactive = state.inactive;
-      if (state.version && mode !== 'codeableConcept' && !fallback.version) fallback.version = state.version;
-    }
+  } else if (!params.membershipOnly && ws) {
+    describeOutsideValueSet({ checker, coding: c, ws, path, mode, issuePath, index: i, state, note, seenUnknown: got.seenUnknown, onDisplay: (d) => (got.display = d) });
+    if (!got.inactive && state.inactive) got.inactive = state.inactive;
+    if (state.version && mode !== 'codeableConcept' && !got.fallback.version) got.fallback.version = state.version;
   }
+  return true;
+}
 
-  if (issuePath === 'CodeableConcept' && matched.size > 0) softenUnknownSystems(issues, codings, matched, messages, note);
+/** No coding is in the value set: the answer's error says so (unless a missing code already did). */
+function summariseNotInValueSet(input: CodedInput, got: Gathered): void {
+  const { checker, mode, issuePath } = input;
+  const { issues, note } = got;
+  const noCodeSummary = got.noCode && (mode !== 'codeableConcept' || input.internal);
+  if (got.ok !== false || noCodeSummary || (input.internal && issues.hasErrors())) return;
+  const vs = checker.canonical;
+  const [id, args] =
+    mode === 'codeableConcept'
+      ? (['TX_GENERAL_CC_ERROR_MESSAGE', [vs]] as const)
+      : (['None_of_the_provided_codes_are_in_the_value_set_one', ['', vs, got.codeList]] as const);
+  const at =
+    mode === 'codeableConcept' ? undefined : !issuePath ? 'code' : issuePath !== 'CodeableConcept' ? `${issuePath}.code` : issuePath;
+  if (issues.add(txIssue(id, [...args], { path: at }))) note(message(id, ...args));
+}
 
-  const noCodeSummary = noCode && (mode !== 'codeableConcept' || input.internal);
-  if (ok === false && !noCodeSummary && (!input.internal || !issues.hasErrors())) {
-    const vs = checker.canonical;
-    const [id, args] =
-      mode === 'codeableConcept'
-        ? (['TX_GENERAL_CC_ERROR_MESSAGE', [vs]] as const)
-        : (['None_of_the_provided_codes_are_in_the_value_set_one', ['', vs, codeList]] as const);
-    const at =
-      mode === 'codeableConcept' ? undefined : !issuePath ? 'code' : issuePath !== 'CodeableConcept' ? `${issuePath}.code` : issuePath;
-    if (issues.add(txIssue(id, [...args], { path: at }))) note(message(id, ...args));
-  }
-
-  const valid = ok === true && !issues.hasErrors();
+/** The answer's result, system, code, version and display, and the unknown systems behind it. */
+function resultOf(input: CodedInput, got: Gathered): ValidationResult {
+  const { mode } = input;
+  const { ok, first, fallback, impliedSystem, unknownSystems } = got;
+  const valid = ok === true && !got.issues.hasErrors();
   const result: ValidationResult = { result: valid };
   if (first?.system) result.system = first.system;
   else if (ok === true && impliedSystem) result.system = impliedSystem;
@@ -136,14 +180,20 @@ export function validateCoded(input: CodedInput): ValidationResult {
   // An unknown system is reported as the reason for the answer, unless another coding made it true.
   if (unknownSystems.size > 0 && ok === false) result['x-unknown-system'] = [...unknownSystems].map(asCanonical);
   else if (unknownSystems.size > 0 && !valid) result['x-caused-by-unknown-system'] = [...unknownSystems].map(asCanonical);
-  if (normalForm) result['normalized-code'] = normalForm;
+  if (got.normalForm) result['normalized-code'] = got.normalForm;
   if (first) result.code = first.code;
   else if (fallback.code && mode !== 'codeableConcept') result.code = fallback.code;
   if (first?.version) result.version = first.version;
   else if (fallback.version && mode !== 'codeableConcept') result.version = fallback.version;
-  const shownDisplay = first ? first.display : display;
+  const shownDisplay = first ? first.display : got.display;
   if (shownDisplay && (first || (fallback.code && mode !== 'codeableConcept'))) result.display = shownDisplay;
+  return result;
+}
 
+/** An inactive or deprecated code: the answer says so, with a warning. */
+function reportStatusOfCode(input: CodedInput, got: Gathered, result: ValidationResult): void {
+  const { mode, issuePath } = input;
+  const { inactive, first, issues, note } = got;
   if (inactive) {
     if (mode !== 'codeableConcept' || (first && inactive.path === first.path)) {
       result.inactive = true;
@@ -158,17 +208,12 @@ export function validateCoded(input: CodedInput): ValidationResult {
     issue.messageId = 'INACTIVE_CONCEPT_FOUND';
     note(issue.text);
     issues.add(issue);
-  } else if (status?.toLowerCase() === 'deprecated') {
+  } else if (got.status?.toLowerCase() === 'deprecated') {
     result.status = 'deprecated';
-    const issue = txIssue('DEPRECATED_CONCEPT_FOUND', [status, first?.code ?? fallback.code], { path: issuePath || undefined });
+    const issue = txIssue('DEPRECATED_CONCEPT_FOUND', [got.status, first?.code ?? got.fallback.code], { path: issuePath || undefined });
     note(issue.text);
     issues.add(issue);
   }
-  for (const issue of issues.issues) if (issue.severity === 'error') note(issue.text);
-  if (messages.length > 0) result.message = [...messages].sort().join('; ');
-  if (mode === 'codeableConcept') result.codeableConcept = concept;
-  if (!issues.isEmpty) result.issues = issues.toOutcome();
-  return result;
 }
 
 interface OutsideCheck {
@@ -190,70 +235,20 @@ interface OutsideCheck {
  * the code exists at all, whether its display is right, and what its status is.
  */
 function describeOutsideValueSet(check: OutsideCheck): void {
-  const { checker, coding: c, ws, path, mode, issuePath, index, state, note } = check;
-  const { params, resolver } = checker.env;
-  const issues = state.issues;
+  const { checker, coding: c, ws, path, mode, issuePath, index, state } = check;
+  const { params } = checker.env;
   if (!isAbsoluteUrl(ws)) {
     const p = mode === 'coding' ? `${issuePath}.system` : mode === 'codeableConcept' ? `${issuePath}.coding[${index}].system` : issuePath;
     const issue = txIssue('Terminology_TX_System_Relative', [], { path: p || undefined });
     state.messages.push(issue.text);
-    issues.add(issue);
+    state.issues.add(issue);
   }
   const lookupVersion = c.version ?? versionInValueSet(checker, c.system);
   const cs = checker.provider(ws, lookupVersion);
-  if (!cs) {
-    if (resolver.valueSet(ws)) {
-      const issue = txIssue('Terminology_TX_System_ValueSet2', [ws], { path: addToPath(path, 'system') });
-      note(issue.text);
-      issues.add(issue);
-      return;
-    }
-    const supplement = resolver.anyCodeSystem(ws, lookupVersion);
-    if (supplement?.content === 'supplement') {
-      const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : ws;
-      const issue = txIssue('CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], { path: addToPath(path, 'system') });
-      note(issue.text);
-      issues.add(issue);
-      return;
-    }
-    const anyVersion = resolver.codeSystem(ws);
-    const contentless = resolver.codeSystem(ws, lookupVersion);
-    let key: string;
-    let issue;
-    if (contentless) {
-      key = ws;
-      issue = txIssue('CODESYSTEM_CONTENT_NOT_PRESENT', [canonicalOf(contentless)], { path: addToPath(path, 'system') });
-    } else if (!anyVersion && !lookupVersion) {
-      key = ws;
-      issue = txIssue('UNKNOWN_CODESYSTEM', [ws], { path: addToPath(path, 'system') });
-    } else {
-      const known = resolver.codeSystemVersions(ws);
-      const id = known.length === 0 ? 'UNKNOWN_CODESYSTEM_VERSION_NONE' : 'UNKNOWN_CODESYSTEM_VERSION';
-      key = known.length === 0 ? ws : `${ws}|${lookupVersion}`;
-      issue = txIssue(id, [ws, lookupVersion, presentVersions(known)], { path: addToPath(path, 'system') });
-    }
-    if (!state.unknownSystems.has(key)) {
-      state.unknownSystems.add(key);
-      issues.add(issue);
-    }
-    note(issue.text);
-    return;
-  }
+  if (!cs) return describeMissingSystem(check, lookupVersion);
   checkCodeSystemStatus(state, cs, checker.valueSet);
   const concept = cs.locate(c.code as string);
-  if (!concept) {
-    const key = `${ws}|${cs.version}#${c.code}`;
-    if (check.seenUnknown.includes(key)) return;
-    check.seenUnknown.push(key);
-    if (cs.content === 'fragment') {
-      issues.add(txIssue('UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], { path: addToPath(path, 'code') }));
-    } else {
-      const issue = txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], { path: addToPath(path, 'code') });
-      note(issue.text);
-      issues.add(issue);
-    }
-    return;
-  }
+  if (!concept) return describeUnknownCode(check, cs);
   const displays = DisplayList.of(cs.designations(concept), cs.language);
   if (!params.membershipOnly && !state.inactive && cs.isInactive(concept)) {
     state.inactive = { path, code: c.code as string, status: cs.status(concept) };
@@ -262,10 +257,68 @@ function describeOutsideValueSet(check: OutsideCheck): void {
   if (c.display && displays.count > 0) {
     const defLang = Language.of(cs.language ?? 'en');
     if (!displays.hasDisplay(params.workingLanguages(), defLang, c.display, false).found) {
-      checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang, params, issues, note, path });
+      checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang, params, issues: state.issues, note: check.note, path });
     }
   }
   if (cs.version && mode !== 'codeableConcept') state.version = cs.version;
+}
+
+/** The coding's system has no content here: a value set named as a system, a supplement, or unknown (at that version). */
+function describeMissingSystem(check: OutsideCheck, lookupVersion: string | undefined): void {
+  const { ws, path, state, note } = check;
+  const { resolver } = check.checker.env;
+  const issues = state.issues;
+  const at = { path: addToPath(path, 'system') };
+  if (resolver.valueSet(ws)) {
+    const issue = txIssue('Terminology_TX_System_ValueSet2', [ws], at);
+    note(issue.text);
+    issues.add(issue);
+    return;
+  }
+  const supplement = resolver.anyCodeSystem(ws, lookupVersion);
+  if (supplement?.content === 'supplement') {
+    const canonical = supplement.version ? `${supplement.url}|${supplement.version}` : ws;
+    const issue = txIssue('CODESYSTEM_CS_NO_SUPPLEMENT', [canonical], at);
+    note(issue.text);
+    issues.add(issue);
+    return;
+  }
+  const anyVersion = resolver.codeSystem(ws);
+  const contentless = resolver.codeSystem(ws, lookupVersion);
+  let key: string;
+  let issue;
+  if (contentless) {
+    key = ws;
+    issue = txIssue('CODESYSTEM_CONTENT_NOT_PRESENT', [canonicalOf(contentless)], at);
+  } else if (!anyVersion && !lookupVersion) {
+    key = ws;
+    issue = txIssue('UNKNOWN_CODESYSTEM', [ws], at);
+  } else {
+    const known = resolver.codeSystemVersions(ws);
+    const id = known.length === 0 ? 'UNKNOWN_CODESYSTEM_VERSION_NONE' : 'UNKNOWN_CODESYSTEM_VERSION';
+    key = known.length === 0 ? ws : `${ws}|${lookupVersion}`;
+    issue = txIssue(id, [ws, lookupVersion, presentVersions(known)], at);
+  }
+  if (!state.unknownSystems.has(key)) {
+    state.unknownSystems.add(key);
+    issues.add(issue);
+  }
+  note(issue.text);
+}
+
+/** The code is not in its code system (reported once per system, version and code). */
+function describeUnknownCode(check: OutsideCheck, cs: CodeSystemProvider): void {
+  const { coding: c, ws, path, state, note } = check;
+  const key = `${ws}|${cs.version}#${c.code}`;
+  if (check.seenUnknown.includes(key)) return;
+  check.seenUnknown.push(key);
+  if (cs.content === 'fragment') {
+    state.issues.add(txIssue('UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], { path: addToPath(path, 'code') }));
+  } else {
+    const issue = txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], { path: addToPath(path, 'code') });
+    note(issue.text);
+    state.issues.add(issue);
+  }
 }
 
 /** The newest version of a system the value set's includes name, for looking a code up outside it. */
