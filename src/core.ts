@@ -7,7 +7,6 @@ import type { OperationRegistry } from './operations/registry';
 import { BuiltInResources } from './content/built-in-resources';
 import { RestService } from './rest/rest-service';
 import { PATCH_LIMITS } from './rest/patch-bounds';
-import { engineCodeMatcher } from './search/engine-codes';
 import { IndexExtractor } from './search/extract';
 import { SearchIndexer } from './search/indexer';
 import { r4Model } from './fhir/model/model';
@@ -197,4 +196,3 @@ const noCodes: CodeMatcher = {
   hierarchy: async () => undefined,
 };
 
-export { engineCodeMatcher };

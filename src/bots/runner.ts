@@ -42,12 +42,12 @@ const QUEUE_PER_PROJECT = 64;
  * made through its allocator, but not WebAssembly memories nor resizable/growable buffers (V8
  * reserves and commits those itself): one bot grew a Wasm memory to 3.84 GB under a 128 MB limit.
  * No bot needs either, so neither exists in any isolate: the prelude deletes WebAssembly, resize and
- * grow before a bot runs (V8's --no-expose-wasm and --no-harmony-rab-gsab, which did the same on
- * Node 20, are refused as bad options by Node 24 and later). The sandbox's own heap (bodies and
+ * grow before a bot runs, and on Node 20 V8's --no-expose-wasm and --no-harmony-rab-gsab take
+ * them out of V8 as well (Node 24 and later refuse those flags as bad options). The sandbox's own heap (bodies and
  * answers in transit, logs) gets the process's ceiling as its limit (--max-old-space-size): a
  * fixed small one would let a few large bodies at once end every execution in the sandbox.
  */
-const SANDBOX_FLAGS = ['--no-node-snapshot'];
+const SANDBOX_FLAGS = ['--no-node-snapshot', ...(Number(process.versions.node.split('.')[0]) < 24 ? ['--no-expose-wasm', '--no-harmony-rab-gsab'] : [])];
 /** How often the server reads the sandbox's resident memory (Linux /proc). */
 const RSS_CHECK_MS = 200;
 /** What the sandbox process needs besides its isolates' heaps (Node, isolated-vm, messages). */

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import ivm from 'isolated-vm';
+import { createRequire } from 'node:module';
+import type IsolatedVM from 'isolated-vm-types';
 import { PRELUDE, RUN, wrapModule } from './prelude';
 import { fhirError } from '../fhir/errors';
 import { ENVELOPE_CHARS, refusedCall, type BotResult, type FromSandbox, type RunLimits, type ToSandbox } from './protocol';
@@ -13,15 +14,36 @@ import { ENVELOPE_CHARS, refusedCall, type BotResult, type FromSandbox, type Run
  * out-of-memory can take the whole process down).
  */
 
+/**
+ * isolated-vm builds against one V8 line: 5.x for Node 20 to 24, 7.x for Node 24 and later. Both are
+ * optional dependencies under their own names (package.json), npm installs whichever builds on the
+ * Node that installs them, and the sandbox takes the newer one present. The types come from either
+ * (tsconfig paths `isolated-vm-types`); the API the sandbox uses is the same in both.
+ */
+function loadIsolatedVm(): typeof IsolatedVM {
+  const require = createRequire(import.meta.url);
+  const problems: string[] = [];
+  for (const name of ['isolated-vm-7', 'isolated-vm-5']) {
+    try {
+      return require(name) as typeof IsolatedVM;
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
+  throw new Error(`no build of isolated-vm loads on Node ${process.version} (run npm ci on this Node): ${problems.join('; ')}`);
+}
+
+const ivm = loadIsolatedVm();
+
 const IDLE_ISOLATES = 8;
 const CACHED_SCRIPTS = 64;
 
 class Slot {
-  readonly isolate: ivm.Isolate;
-  private readonly scripts = new Map<string, ivm.Script>();
+  readonly isolate: IsolatedVM.Isolate;
+  private readonly scripts = new Map<string, IsolatedVM.Script>();
   /** The prelude and the call of the handler, compiled once per isolate. */
-  readonly prelude: ivm.Script;
-  readonly run: ivm.Script;
+  readonly prelude: IsolatedVM.Script;
+  readonly run: IsolatedVM.Script;
 
   constructor(readonly memoryMb: number) {
     this.isolate = new ivm.Isolate({ memoryLimit: memoryMb });
@@ -30,7 +52,7 @@ class Slot {
   }
 
   /** The bot's module script, compiled once per isolate for the same code. */
-  async script(code: string): Promise<ivm.Script> {
+  async script(code: string): Promise<IsolatedVM.Script> {
     const key = createHash('sha256').update(code).digest('base64url');
     const known = this.scripts.get(key);
     if (known) return known;
@@ -79,7 +101,7 @@ async function run(message: Extract<ToSandbox, { kind: 'run' }>): Promise<void> 
     timedOut = true;
     slot.isolate.dispose();
   }, limits.timeoutMs);
-  let context: ivm.Context | undefined;
+  let context: IsolatedVM.Context | undefined;
   try {
     // Everything runs asynchronously, on the isolate's thread: this process's loop stays free to
     // answer other executions and to end this one with the timer above.

@@ -120,4 +120,4 @@ export function targetOf<T extends Resource>(ctx: OperationContext<unknown>, typ
   return ctx.target?.resourceType === type ? (ctx.target as T) : undefined;
 }
 
-export type { OperationInput, OperationOutput };
+export type { OperationInput };

@@ -1,6 +1,6 @@
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import { newResourceId } from '../fhir/resource-id';
-import type { Bundle, BundleEntry, OperationOutcome, Resource } from 'fhir/r4';
+import type { Bundle, BundleEntry, Resource } from 'fhir/r4';
 import { yieldIfHeld } from '../context/budget';
 import type { RequestContext } from '../context/request-context';
 import { fhirError } from '../fhir/errors';

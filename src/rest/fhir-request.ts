@@ -88,7 +88,3 @@ export function parsePath(path: string): Target {
   }
 }
 
-/** The first value of a query parameter, if any. */
-export function firstValue(query: Record<string, string[]>, name: string): string | undefined {
-  return query[name]?.[0];
-}

@@ -40,10 +40,6 @@ export function versionResponse(ctx: RequestContext, version: StoredVersion, sta
   return { status, headers, body: version.resource as Resource };
 }
 
-export function entryOf(ctx: RequestContext, version: StoredVersion, extra: Partial<BundleEntry> = {}): BundleEntry {
-  return { fullUrl: fullUrl(ctx, version.type, version.id), resource: version.resource as Resource, ...extra };
-}
-
 /**
  * A history Bundle entry: the version with the request that made it and its response (bdl-3,
  * bdl-4). `created`: the write created the resource (its first version, or a re-create after a

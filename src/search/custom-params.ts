@@ -51,7 +51,7 @@ export class CustomSearchParameters {
   check(resource: SearchParameter, project: string): void {
     const bad = (reason: string) => fhirError('ERR_RESOURCE_INVALID', { type: 'SearchParameter', path: 'SearchParameter', reason });
     if (!DEFINING.includes(project)) throw bad(`search parameters apply to the whole server and are defined in the '${DEFAULT_PROJECT}' project, by its operators`);
-    if (!/^[A-Za-z_][A-Za-z0-9_\-]*$/.test(resource.code ?? '')) throw bad(`'${String(resource.code).slice(0, 50)}' is not a usable code`);
+    if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(resource.code ?? '')) throw bad(`'${String(resource.code).slice(0, 50)}' is not a usable code`);
     if (!resource.base?.length) throw bad('it names no base type');
     if (resource.type !== 'special' && resource.type !== 'composite' && !resource.expression) throw bad('it has no expression');
     if (resource.type === 'special') throw bad("parameters of type 'special' cannot be defined on this server");

@@ -22,9 +22,13 @@ export interface HistoryQuery {
 export async function readHistory(reader: StoreReader, query: HistoryQuery): Promise<{ versions: StoredVersion[]; more: boolean }> {
   const where: string[] = ['v.project = ?'];
   const params: unknown[] = [query.project];
-  if (query.type !== undefined) (where.push('v.type = ?'), params.push(query.type));
-  if (query.id !== undefined) (where.push('v.id = ?'), params.push(query.id));
-  if (query.since !== undefined) (where.push('v.last_updated >= ?'), params.push(query.since));
+  const filter = (condition: string, value: unknown) => {
+    where.push(condition);
+    params.push(value);
+  };
+  if (query.type !== undefined) filter('v.type = ?', query.type);
+  if (query.id !== undefined) filter('v.id = ?', query.id);
+  if (query.since !== undefined) filter('v.last_updated >= ?', query.since);
   if (query.at !== undefined) {
     where.push(`v.last_updated <= ? AND v.version = (SELECT MAX(w.version) FROM resource_versions w
       WHERE w.project = v.project AND w.type = v.type AND w.id = v.id AND w.last_updated <= ?)`);

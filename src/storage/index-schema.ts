@@ -55,12 +55,6 @@ export function emptyIndexRows(): IndexRows {
   return { string: [], token: [], date: [], number: [], quantity: [], reference: [], uri: [] };
 }
 
-export function indexRowCount(rows: IndexRows): number {
-  let n = 0;
-  for (const kind of INDEX_KINDS) n += rows[kind].length;
-  return n;
-}
-
 /**
  * The index tables as migration 2 made them (`lookups` as migration 4 rebuilt them; migration 9 dropped
  * some): migrations/002-search-index.ts and 004-projects.ts read these, so they never change.

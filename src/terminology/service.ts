@@ -22,7 +22,7 @@ export type { CompareResult } from './compare';
 export type { LookupResult } from './lookup';
 export type { SubsumptionOutcome } from './subsumes';
 export type { ValidationResult } from './membership/state';
-export type { DrawnOnMemo, MembershipVerdict } from './membership/undecidable';
+export type { DrawnOnMemo } from './membership/undecidable';
 
 export interface SessionOptions {
   project: string;

@@ -50,10 +50,6 @@ export function codedValue(input: CodedInputs, params: TxParams): CodedValue | u
   return undefined;
 }
 
-export function noCodeError(): TerminologyError {
-  return new TerminologyError(txIssue('NO_CODE_TO_VALIDATE', []), 400);
-}
-
 export interface EngineContext {
   resolver: Resolver;
   params: TxParams;

@@ -5,10 +5,6 @@
 
 const SEMVER = /^(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$/;
 
-export function isSemVer(version: string | undefined): boolean {
-  return version !== undefined && SEMVER.test(version);
-}
-
 /** Negative when a is older than b, positive when newer, 0 when equal. */
 export function compareVersions(a: string, b: string): number {
   const ma = SEMVER.exec(a);

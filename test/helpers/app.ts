@@ -1,7 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import type { Resource } from 'fhir/r4';
 import { buildApp } from '../../src/app';
 import { createLogger } from '../../src/logger';
 import { loadConfig, type Config } from '../../src/config';

@@ -1,9 +1,9 @@
 import type { CodeSystem, ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeConcept, ValueSetExpansionParameter } from 'fhir/r4';
 import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
-import { plainIssue, TerminologyError, txIssue } from '../issues';
+import { TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
-import { compareVersions, versionMatches } from '../versions';
+import { compareVersions } from '../versions';
 import { canonicalOf, type ValidationEnv } from '../membership/state';
 import { INTERNAL_LIMIT, type ExpandOptions } from './options';
 import { TextFilter } from './text-filter';
