@@ -14,16 +14,29 @@ const AUDIT = process.env.BENCH_AUDIT === 'never' ? 'never' : 'always';
 
 runBench(() =>
   withBuiltServer('bots', {}, async (base, server) => {
-    const put = await fetch(`${base}/Bot/trivial`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify({ resourceType: 'Bot', id: 'trivial', name: 'trivial', auditEventTrigger: AUDIT }) });
+    const put = await fetch(`${base}/Bot/trivial`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/fhir+json' },
+      body: JSON.stringify({ resourceType: 'Bot', id: 'trivial', name: 'trivial', auditEventTrigger: AUDIT }),
+    });
     if (put.status >= 300) throw new Error(`PUT Bot: ${put.status} ${await put.text()}`);
     const code = 'export async function handler(medplum: unknown, event: { input: unknown }) { return event.input; }';
-    const deployed = await fetch(`${base}/Bot/trivial/$deploy`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code, filename: 'trivial.ts' }) });
+    const deployed = await fetch(`${base}/Bot/trivial/$deploy`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code, filename: 'trivial.ts' }),
+    });
     if (deployed.status !== 200) throw new Error(`$deploy: ${deployed.status} ${await deployed.text()}`);
     const execute = async (i: number) => {
       const started = process.hrtime.bigint();
-      const res = await fetch(`${base}/Bot/trivial/$execute`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ n: i }) });
+      const res = await fetch(`${base}/Bot/trivial/$execute`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ n: i }),
+      });
       const body = (await res.json()) as { n?: number };
-      if (res.status !== 200 || body.n !== i) throw new Error(`$execute failed: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+      if (res.status !== 200 || body.n !== i)
+        throw new Error(`$execute failed: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
       return Number(process.hrtime.bigint() - started) / 1e6;
     };
     console.log(`first $execute (starts the sandbox process): ${(await execute(0)).toFixed(0)} ms`);
@@ -33,7 +46,9 @@ runBench(() =>
     for (let i = 0; Date.now() < until; i++) times.push(await execute(i));
     times.sort((a, b) => a - b);
     const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))].toFixed(1);
-    console.log(`trivial bot, sequential (warm): ${times.length} executions, p50 ${at(0.5)} ms, p95 ${at(0.95)} ms, p99 ${at(0.99)} ms`);
+    console.log(
+      `trivial bot, sequential (warm): ${times.length} executions, p50 ${at(0.5)} ms, p95 ${at(0.95)} ms, p99 ${at(0.99)} ms`,
+    );
     let done = 0;
     until = Date.now() + SECONDS * 1000;
     const started = Date.now();
@@ -45,7 +60,9 @@ runBench(() =>
         }
       }),
     );
-    console.log(`trivial bot, ${CONCURRENCY} in flight: ${done} executions in ${((Date.now() - started) / 1000).toFixed(1)} s = ${(done / ((Date.now() - started) / 1000)).toFixed(0)} executions/s`);
+    console.log(
+      `trivial bot, ${CONCURRENCY} in flight: ${done} executions in ${((Date.now() - started) / 1000).toFixed(1)} s = ${(done / ((Date.now() - started) / 1000)).toFixed(0)} executions/s`,
+    );
     console.log(`server RSS: ${rssMb(server.pid)} MB (the sandbox process is separate)`);
   }),
 );

@@ -20,7 +20,8 @@ async function main(): Promise<void> {
   try {
     const resources = syntheaResources();
     const loadStarted = Date.now();
-    for (let i = 0; i < resources.length; i += 1000) await server.core.repository.in('default').transaction((tx) => tx.putMany(resources.slice(i, i + 1000)));
+    for (let i = 0; i < resources.length; i += 1000)
+      await server.core.repository.in('default').transaction((tx) => tx.putMany(resources.slice(i, i + 1000)));
     console.log(`stored ${resources.length} resources in ${Date.now() - loadStarted} ms`);
     const expected: Record<string, number> = {};
     for (const r of resources) expected[r.resourceType] = (expected[r.resourceType] ?? 0) + 1;
@@ -30,7 +31,11 @@ async function main(): Promise<void> {
     console.log(`first request after the load: ${Date.now() - warmStarted} ms`);
     const rssBefore = rssMb();
     const kickStarted = Date.now();
-    const kick = await server.app.inject({ method: 'GET', url: '/fhir/R4/$export', headers: { prefer: 'respond-async' } });
+    const kick = await server.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/$export',
+      headers: { prefer: 'respond-async' },
+    });
     if (kick.statusCode !== 202) throw new Error(`kick-off: ${kick.statusCode} ${kick.body}`);
     const started = Date.now();
     console.log(`kick-off answered in ${started - kickStarted} ms`);
@@ -42,7 +47,9 @@ async function main(): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     const exportMs = Date.now() - started;
-    const manifest = (await server.app.inject({ method: 'GET', url: location.replace(/^https?:\/\/[^/]+/, '') })).json() as { output: { type: string; url: string; count: number }[] };
+    const manifest = (
+      await server.app.inject({ method: 'GET', url: location.replace(/^https?:\/\/[^/]+/, '') })
+    ).json() as { output: { type: string; url: string; count: number }[] };
     const downloadStarted = Date.now();
     let lines = 0;
     for (const output of manifest.output) {
@@ -53,7 +60,9 @@ async function main(): Promise<void> {
     }
     const downloadMs = Date.now() - downloadStarted;
     if (lines !== resources.length) throw new Error(`${lines} lines, ${resources.length} stored`);
-    console.log(`system export of ${lines} resources: ${exportMs} ms after kick-off (${Math.round(lines / (exportMs / 1000))} resources/s); download ${downloadMs} ms; rss ${rssBefore} -> ${rssMb()} MB`);
+    console.log(
+      `system export of ${lines} resources: ${exportMs} ms after kick-off (${Math.round(lines / (exportMs / 1000))} resources/s); download ${downloadMs} ms; rss ${rssBefore} -> ${rssMb()} MB`,
+    );
   } finally {
     await server.close();
     rmSync(dir, { recursive: true, force: true });

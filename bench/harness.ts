@@ -14,7 +14,12 @@ export const FHIR_JSON = 'application/fhir+json';
  * The arguments `npm start` gives node (package.json's start script): benchmarks run the server
  * exactly so, V8's memory settings included.
  */
-export const START_ARGS: string[] = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(/\s+/).filter((word) => word !== 'exec').slice(1);
+export const START_ARGS: string[] = (
+  JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }
+).scripts.start
+  .split(/\s+/)
+  .filter((word) => word !== 'exec')
+  .slice(1);
 
 /** `node <args>` (one process, whose pid is the server's; not through the tsx or npm CLIs). */
 export function startProcess(args: string[], env: Record<string, string>): ChildProcess {
@@ -61,7 +66,9 @@ export function cpuMs(pids: (number | undefined)[]): number {
  * The limit's server (bench/bare-server.ts) on a free port, once it answers; `env` may set
  * BARE_WORK_US. Stopped again when it does not come up.
  */
-export async function startBareServer(env: Record<string, string> = {}): Promise<{ child: ChildProcess; port: number; base: string }> {
+export async function startBareServer(
+  env: Record<string, string> = {},
+): Promise<{ child: ChildProcess; port: number; base: string }> {
   const port = await freePort();
   const child = startProcess(['--import', 'tsx', 'bench/bare-server.ts'], { PORT: String(port), ...env });
   const base = `http://127.0.0.1:${port}`;
@@ -81,15 +88,25 @@ export async function stop(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-
 /**
  * The built server (dist/server.mjs, as `npm start` runs it) on SQLite in a fresh data folder, for
  * the duration of `work`; stopped and its folder removed afterwards, whatever happens.
  */
-export async function withBuiltServer(name: string, env: Record<string, string>, work: (base: string, server: ChildProcess) => Promise<void>): Promise<void> {
+export async function withBuiltServer(
+  name: string,
+  env: Record<string, string>,
+  work: (base: string, server: ChildProcess) => Promise<void>,
+): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), `fhir-bench-${name}-`));
   const port = await freePort();
-  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
+  const server = startProcess(START_ARGS, {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    AUTH_TOKENS: '',
+    ...env,
+  });
   try {
     const base = `http://127.0.0.1:${port}/fhir/R4`;
     await waitForOk(`${base}/metadata`, 60_000);

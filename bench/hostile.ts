@@ -31,7 +31,13 @@ interface Hostile {
   boundMs: number;
 }
 
-async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {
+async function call(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   return fetch(`${base}/${path}`, {
     method,
     headers: body === undefined ? headers : { 'content-type': FHIR_JSON, ...headers },
@@ -50,16 +56,21 @@ async function must(res: Promise<Response>, what: string): Promise<void> {
 /** 40 named fragments, each spreading the next twice: 2^40 fields when expanded naively. */
 function nestedFragments(levels: number): string {
   const parts = [`query { Patient(id: "p1") { ...F0 } }`];
-  for (let i = 0; i < levels; i++) parts.push(`fragment F${i} on Patient { id ${i + 1 < levels ? `...F${i + 1} ...F${i + 1}` : ''} }`);
+  for (let i = 0; i < levels; i++)
+    parts.push(`fragment F${i} on Patient { id ${i + 1 < levels ? `...F${i + 1} ...F${i + 1}` : ''} }`);
   return parts.join('\n');
 }
 
 function bigPatient(id: string, kb: number): Resource {
-  const names = Array.from({ length: Math.ceil((kb * 1024) / 120) }, (_, i) => ({ family: `Family${i}`, given: [`Given${i}`, `Other${i}`] }));
+  const names = Array.from({ length: Math.ceil((kb * 1024) / 120) }, (_, i) => ({
+    family: `Family${i}`,
+    given: [`Given${i}`, `Other${i}`],
+  }));
   return { resourceType: 'Patient', id, name: names } as Resource;
 }
 
-const PATHOLOGICAL_FHIRPATH = "Patient.name.given.combine(Patient.name.family).combine(Patient.name.given).select(%resource.descendants().where($this.toString().length() > 0)).count() > 0";
+const PATHOLOGICAL_FHIRPATH =
+  'Patient.name.given.combine(Patient.name.family).combine(Patient.name.given).select(%resource.descendants().where($this.toString().length() > 0)).count() > 0';
 
 const HOSTILES: Hostile[] = [
   {
@@ -67,27 +78,64 @@ const HOSTILES: Hostile[] = [
     boundMs: 100,
     setup: async (base) => {
       await must(call(base, 'PUT', 'Patient/p1', { resourceType: 'Patient', id: 'p1' }), 'patient');
-      await must(call(base, 'POST', '$graphql', JSON.stringify({ query: '{ Patient(id: "p1") { id } }' }), { 'content-type': 'application/json' }), 'a first query');
+      await must(
+        call(base, 'POST', '$graphql', JSON.stringify({ query: '{ Patient(id: "p1") { id } }' }), {
+          'content-type': 'application/json',
+        }),
+        'a first query',
+      );
     },
-    send: async (base) => (await call(base, 'POST', '$graphql', JSON.stringify({ query: nestedFragments(40) }), { 'content-type': 'application/json' })).status,
+    send: async (base) =>
+      (
+        await call(base, 'POST', '$graphql', JSON.stringify({ query: nestedFragments(40) }), {
+          'content-type': 'application/json',
+        })
+      ).status,
   },
   {
     name: 'json-patch-doubling',
     boundMs: 100,
     setup: async (base) => {
-      await must(call(base, 'PUT', 'Patient/p2', { resourceType: 'Patient', id: 'p2', extension: [{ url: 'http://example.org/x', valueString: 'x'.repeat(100) }] }), 'patient');
-      await must(call(base, 'PATCH', 'Patient/p2', JSON.stringify([{ op: 'add', path: '/active', value: true }]), { 'content-type': 'application/json-patch+json' }), 'a first patch');
+      await must(
+        call(base, 'PUT', 'Patient/p2', {
+          resourceType: 'Patient',
+          id: 'p2',
+          extension: [{ url: 'http://example.org/x', valueString: 'x'.repeat(100) }],
+        }),
+        'patient',
+      );
+      await must(
+        call(base, 'PATCH', 'Patient/p2', JSON.stringify([{ op: 'add', path: '/active', value: true }]), {
+          'content-type': 'application/json-patch+json',
+        }),
+        'a first patch',
+      );
     },
     send: async (base) => {
       const ops = Array.from({ length: 30 }, () => ({ op: 'copy', from: '/extension', path: '/extension/-' }));
-      return (await call(base, 'PATCH', 'Patient/p2', JSON.stringify(ops), { 'content-type': 'application/json-patch+json' })).status;
+      return (
+        await call(base, 'PATCH', 'Patient/p2', JSON.stringify(ops), { 'content-type': 'application/json-patch+json' })
+      ).status;
     },
   },
   {
     name: 'subscription-criterion',
     boundMs: 200,
     setup: async (base) => {
-      const sub = { resourceType: 'Subscription', id: 'hostile', status: 'requested', reason: 'hostile', criteria: 'Patient', channel: { type: 'websocket' }, extension: [{ url: 'https://medplum.com/fhir/StructureDefinition/fhir-path-criteria-expression', valueString: PATHOLOGICAL_FHIRPATH }] };
+      const sub = {
+        resourceType: 'Subscription',
+        id: 'hostile',
+        status: 'requested',
+        reason: 'hostile',
+        criteria: 'Patient',
+        channel: { type: 'websocket' },
+        extension: [
+          {
+            url: 'https://medplum.com/fhir/StructureDefinition/fhir-path-criteria-expression',
+            valueString: PATHOLOGICAL_FHIRPATH,
+          },
+        ],
+      };
       await must(call(base, 'PUT', 'Subscription/hostile', sub), 'subscription');
     },
     send: async (base) => (await call(base, 'PUT', 'Patient/big', bigPatient('big', 150))).status,
@@ -97,14 +145,35 @@ const HOSTILES: Hostile[] = [
     boundMs: 200,
     setup: async (base) => {
       const profile = {
-        resourceType: 'StructureDefinition', id: 'hostile-patient', url: 'http://example.org/StructureDefinition/hostile-patient', name: 'HostilePatient', status: 'active', kind: 'resource', abstract: false, type: 'Patient',
-        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint',
-        differential: { element: [{ id: 'Patient', path: 'Patient', constraint: [{ key: 'hostile-1', severity: 'error', human: 'hostile', expression: PATHOLOGICAL_FHIRPATH }] }] },
+        resourceType: 'StructureDefinition',
+        id: 'hostile-patient',
+        url: 'http://example.org/StructureDefinition/hostile-patient',
+        name: 'HostilePatient',
+        status: 'active',
+        kind: 'resource',
+        abstract: false,
+        type: 'Patient',
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient',
+        derivation: 'constraint',
+        differential: {
+          element: [
+            {
+              id: 'Patient',
+              path: 'Patient',
+              constraint: [
+                { key: 'hostile-1', severity: 'error', human: 'hostile', expression: PATHOLOGICAL_FHIRPATH },
+              ],
+            },
+          ],
+        },
       };
       await must(call(base, 'PUT', 'StructureDefinition/hostile-patient', profile), 'profile');
     },
     send: async (base) => {
-      const patient = { ...bigPatient('v', 150), meta: { profile: ['http://example.org/StructureDefinition/hostile-patient'] } };
+      const patient = {
+        ...bigPatient('v', 150),
+        meta: { profile: ['http://example.org/StructureDefinition/hostile-patient'] },
+      };
       return (await call(base, 'POST', 'Patient/$validate', patient)).status;
     },
   },
@@ -112,7 +181,10 @@ const HOSTILES: Hostile[] = [
     name: 'batch-10000',
     boundMs: 200,
     send: async (base) => {
-      const entry = Array.from({ length: 10_000 }, (_, i) => ({ request: { method: 'POST' as const, url: 'Basic' }, resource: { resourceType: 'Basic', code: { text: `b${i}` } } }));
+      const entry = Array.from({ length: 10_000 }, (_, i) => ({
+        request: { method: 'POST' as const, url: 'Basic' },
+        resource: { resourceType: 'Basic', code: { text: `b${i}` } },
+      }));
       return (await call(base, 'POST', '', { resourceType: 'Bundle', type: 'batch', entry } satisfies Bundle)).status;
     },
   },
@@ -120,8 +192,13 @@ const HOSTILES: Hostile[] = [
     name: 'transaction-17000',
     boundMs: 200,
     send: async (base) => {
-      const entry = Array.from({ length: 17_000 }, (_, i) => ({ fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, request: { method: 'POST' as const, url: 'Basic' }, resource: { resourceType: 'Basic', code: { text: `t${i}` } } }));
-      return (await call(base, 'POST', '', { resourceType: 'Bundle', type: 'transaction', entry } satisfies Bundle)).status;
+      const entry = Array.from({ length: 17_000 }, (_, i) => ({
+        fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+        request: { method: 'POST' as const, url: 'Basic' },
+        resource: { resourceType: 'Basic', code: { text: `t${i}` } },
+      }));
+      return (await call(base, 'POST', '', { resourceType: 'Bundle', type: 'transaction', entry } satisfies Bundle))
+        .status;
     },
   },
   {
@@ -130,7 +207,16 @@ const HOSTILES: Hostile[] = [
     setup: async (base) => {
       const entry = [
         { request: { method: 'PUT', url: 'Patient/rich' }, resource: { resourceType: 'Patient', id: 'rich' } },
-        ...Array.from({ length: 5000 }, (_, i) => ({ request: { method: 'POST', url: 'Observation' }, resource: { resourceType: 'Observation', status: 'final', code: { text: `o${i}` }, subject: { reference: 'Patient/rich' }, valueQuantity: { value: i } } })),
+        ...Array.from({ length: 5000 }, (_, i) => ({
+          request: { method: 'POST', url: 'Observation' },
+          resource: {
+            resourceType: 'Observation',
+            status: 'final',
+            code: { text: `o${i}` },
+            subject: { reference: 'Patient/rich' },
+            valueQuantity: { value: i },
+          },
+        })),
       ];
       await must(call(base, 'POST', '', { resourceType: 'Bundle', type: 'batch', entry }), 'observations');
     },
@@ -148,21 +234,62 @@ const HOSTILES: Hostile[] = [
         const entry = Array.from({ length: Math.min(1000, MEASURE_PATIENTS - start) }, (_, k) => {
           const i = start + k;
           return [
-            { request: { method: 'PUT', url: `Patient/m${i}` }, resource: { resourceType: 'Patient', id: `m${i}`, gender: i % 2 ? 'male' : 'female', birthDate: '1970-01-01' } },
-            { request: { method: 'POST', url: 'Encounter' }, resource: { resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/m${i}` }, period: { start: '2019-03-01T10:00:00Z', end: '2019-03-02T10:00:00Z' } } },
+            {
+              request: { method: 'PUT', url: `Patient/m${i}` },
+              resource: {
+                resourceType: 'Patient',
+                id: `m${i}`,
+                gender: i % 2 ? 'male' : 'female',
+                birthDate: '1970-01-01',
+              },
+            },
+            {
+              request: { method: 'POST', url: 'Encounter' },
+              resource: {
+                resourceType: 'Encounter',
+                status: 'finished',
+                class: { code: 'AMB' },
+                subject: { reference: `Patient/m${i}` },
+                period: { start: '2019-03-01T10:00:00Z', end: '2019-03-02T10:00:00Z' },
+              },
+            },
           ];
         }).flat();
         await must(call(base, 'POST', '', { resourceType: 'Bundle', type: 'batch', entry }), 'measure patients');
       }
-      const m = measure('hostile-measure', { scoringCode: 'proportion', library: [ownLibrary.url as string], group: [{ id: 'g', population: [pop('initial-population', cql('Initial Population')), pop('denominator', cql('Denominator')), pop('numerator', cql('Numerator'))] }] });
+      const m = measure('hostile-measure', {
+        scoringCode: 'proportion',
+        library: [ownLibrary.url as string],
+        group: [
+          {
+            id: 'g',
+            population: [
+              pop('initial-population', cql('Initial Population')),
+              pop('denominator', cql('Denominator')),
+              pop('numerator', cql('Numerator')),
+            ],
+          },
+        ],
+      });
       await must(call(base, 'PUT', `ValueSet/${hypertensionValueSet.id}`, hypertensionValueSet), 'value set');
       await must(call(base, 'PUT', `Library/${ownLibrary.id}`, ownLibrary), 'library');
       await must(call(base, 'PUT', `Measure/${m.id}`, m), 'measure');
       // The CQL engine loads with the first measure of a process: one patient's report first.
-      await must(call(base, 'GET', 'Measure/hostile-measure/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31&reportType=subject&subject=Patient/m0'), 'a first report');
+      await must(
+        call(
+          base,
+          'GET',
+          'Measure/hostile-measure/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31&reportType=subject&subject=Patient/m0',
+        ),
+        'a first report',
+      );
     },
     send: async (base) => {
-      const res = await call(base, 'GET', 'Measure/hostile-measure/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31&reportType=population');
+      const res = await call(
+        base,
+        'GET',
+        'Measure/hostile-measure/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31&reportType=population',
+      );
       const body = await res.text();
       if (res.status >= 300) console.log(`evaluate-measure: ${res.status} ${body.slice(0, 300)}`);
       return res.status;
@@ -204,10 +331,22 @@ interface Row {
 async function measureOne(base: string, hostile: Hostile): Promise<Omit<Row, 'backend'>> {
   const t0 = performance.now();
   const sent = hostile.send(base);
-  const times = await probe(base, sent.catch(() => undefined));
+  const times = await probe(
+    base,
+    sent.catch(() => undefined),
+  );
   const status = await sent.catch(() => -1);
   const ms = performance.now() - t0;
-  return { input: hostile.name, status, ms: Math.round(ms), probes: times.length, p50: Math.round(percentile(times, 50)), p99: Math.round(percentile(times, 99)), max: Math.round(times.at(-1) ?? 0), boundMs: hostile.boundMs };
+  return {
+    input: hostile.name,
+    status,
+    ms: Math.round(ms),
+    probes: times.length,
+    p50: Math.round(percentile(times, 50)),
+    p99: Math.round(percentile(times, 99)),
+    max: Math.round(times.at(-1) ?? 0),
+    boundMs: hostile.boundMs,
+  };
 }
 
 /** Sends the input again and a SIGTERM 100 ms later; answers the time from the signal to the exit. */
@@ -230,13 +369,17 @@ async function runAll(backend: string, env: Record<string, string>): Promise<Row
     // A fresh schema per input on PostgreSQL, as the SQLite runs get a fresh folder.
     const schema = env.DATABASE_URL ? await schemaIn(env.DATABASE_URL) : undefined;
     try {
-      await withBuiltServer(`hostile-${hostile.name}`, { DRAIN_TIMEOUT_MS: String(DRAIN_MS), ...env, ...(schema ? { DATABASE_URL: schema.url } : {}) }, async (base, server) => {
-        await hostile.setup?.(base);
-        const row: Row = { backend, ...(await measureOne(base, hostile)) };
-        row.termExitMs = await termDuring(base, server, hostile);
-        rows.push(row);
-        console.log(JSON.stringify(row));
-      });
+      await withBuiltServer(
+        `hostile-${hostile.name}`,
+        { DRAIN_TIMEOUT_MS: String(DRAIN_MS), ...env, ...(schema ? { DATABASE_URL: schema.url } : {}) },
+        async (base, server) => {
+          await hostile.setup?.(base);
+          const row: Row = { backend, ...(await measureOne(base, hostile)) };
+          row.termExitMs = await termDuring(base, server, hostile);
+          rows.push(row);
+          console.log(JSON.stringify(row));
+        },
+      );
     } finally {
       await schema?.drop();
     }
@@ -246,10 +389,16 @@ async function runAll(backend: string, env: Record<string, string>): Promise<Row
 
 async function main(): Promise<void> {
   const rows = await runAll('sqlite', {});
-  if (process.env.TEST_DATABASE_URL) rows.push(...(await runAll('postgres', { DATABASE_URL: process.env.TEST_DATABASE_URL })));
-  console.log('\n| backend | input | status | time ms | probes | probe p50 | p99 | max | bound (p99) | SIGTERM -> exit ms |');
+  if (process.env.TEST_DATABASE_URL)
+    rows.push(...(await runAll('postgres', { DATABASE_URL: process.env.TEST_DATABASE_URL })));
+  console.log(
+    '\n| backend | input | status | time ms | probes | probe p50 | p99 | max | bound (p99) | SIGTERM -> exit ms |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.backend} | ${r.input} | ${r.status} | ${r.ms} | ${r.probes} | ${r.p50} | ${r.p99} | ${r.max} | ${r.boundMs} | ${r.termExitMs} |`);
+  for (const r of rows)
+    console.log(
+      `| ${r.backend} | ${r.input} | ${r.status} | ${r.ms} | ${r.probes} | ${r.p50} | ${r.p99} | ${r.max} | ${r.boundMs} | ${r.termExitMs} |`,
+    );
 }
 
 runBench(main);

@@ -26,7 +26,11 @@ const ownMeasure = measure('bench-hypertension', {
   group: [
     {
       id: 'main',
-      population: [pop('initial-population', cql('Initial Population')), pop('denominator', cql('Denominator')), pop('numerator', cql('Numerator'))],
+      population: [
+        pop('initial-population', cql('Initial Population')),
+        pop('denominator', cql('Denominator')),
+        pop('numerator', cql('Numerator')),
+      ],
       stratifier: [{ id: 'by-gender', criteria: cql('Gender') }],
     },
   ],
@@ -36,7 +40,14 @@ const ownMeasure = measure('bench-hypertension', {
 /** Synthea codes hypertension as SNOMED 59621000 (Essential hypertension). */
 const benchValueSet: ValueSet = {
   ...hypertensionValueSet,
-  compose: { include: [{ system: 'http://snomed.info/sct', concept: [{ code: '59621000', display: 'Essential hypertension' }, { code: '38341003' }] }] },
+  compose: {
+    include: [
+      {
+        system: 'http://snomed.info/sct',
+        concept: [{ code: '59621000', display: 'Essential hypertension' }, { code: '38341003' }],
+      },
+    ],
+  },
 };
 
 function percentile(sorted: number[], p: number): number {
@@ -50,18 +61,38 @@ async function main(): Promise<void> {
   try {
     const resources = syntheaResources();
     const loadStarted = Date.now();
-    for (let i = 0; i < resources.length; i += 1000) await server.core.repository.in('default').transaction((tx) => tx.putMany(resources.slice(i, i + 1000)));
-    const content: Resource[] = [benchValueSet, ownLibrary, ownMeasure, ...libraries(), ...valueSets(), breastCancerScreeningMeasure as Resource];
+    for (let i = 0; i < resources.length; i += 1000)
+      await server.core.repository.in('default').transaction((tx) => tx.putMany(resources.slice(i, i + 1000)));
+    const content: Resource[] = [
+      benchValueSet,
+      ownLibrary,
+      ownMeasure,
+      ...libraries(),
+      ...valueSets(),
+      breastCancerScreeningMeasure as Resource,
+    ];
     for (const r of content) {
-      const res = await server.app.inject({ method: 'PUT', url: `/fhir/R4/${r.resourceType}/${r.id}`, headers: { 'content-type': 'application/fhir+json' }, payload: r });
-      if (res.statusCode >= 300) throw new Error(`${r.resourceType}/${r.id}: ${res.statusCode} ${res.body.slice(0, 300)}`);
+      const res = await server.app.inject({
+        method: 'PUT',
+        url: `/fhir/R4/${r.resourceType}/${r.id}`,
+        headers: { 'content-type': 'application/fhir+json' },
+        payload: r,
+      });
+      if (res.statusCode >= 300)
+        throw new Error(`${r.resourceType}/${r.id}: ${res.statusCode} ${res.body.slice(0, 300)}`);
     }
-    console.log(`stored ${resources.length} Synthea resources and ${content.length} measure resources in ${Date.now() - loadStarted} ms`);
+    console.log(
+      `stored ${resources.length} Synthea resources and ${content.length} measure resources in ${Date.now() - loadStarted} ms`,
+    );
     const patients = resources.filter((r) => r.resourceType === 'Patient').map((r) => r.id as string);
 
     for (const [label, id, period] of [
       ['own proportion measure (CQL as ELM)', ownMeasure.id as string, 'periodStart=2019-01-01&periodEnd=2019-12-31'],
-      ['published Breast Cancer Screening eCQM', breastCancerScreeningMeasure.id, 'periodStart=2019-01-01&periodEnd=2019-12-31'],
+      [
+        'published Breast Cancer Screening eCQM',
+        breastCancerScreeningMeasure.id,
+        'periodStart=2019-01-01&periodEnd=2019-12-31',
+      ],
     ] as const) {
       const url = `/fhir/R4/Measure/${id}/$evaluate-measure?${period}`;
       // One warm-up: the first evaluation compiles the libraries and expands the value sets.
@@ -76,7 +107,9 @@ async function main(): Promise<void> {
         continue;
       }
       const report = res.json() as MeasureReport;
-      const counts = (report.group?.[0]?.population ?? []).map((p) => `${p.code?.coding?.[0]?.code} ${p.count}`).join(', ');
+      const counts = (report.group?.[0]?.population ?? [])
+        .map((p) => `${p.code?.coding?.[0]?.code} ${p.count}`)
+        .join(', ');
       const times: number[] = [];
       for (const patient of patients) {
         const t = process.hrtime.bigint();
@@ -91,7 +124,8 @@ async function main(): Promise<void> {
           `individual reports p50 ${p50.toFixed(1)} ms, p95 ${percentile(times, 95).toFixed(1)} ms, max ${times[times.length - 1].toFixed(1)} ms`,
       );
       if (id === ownMeasure.id) {
-        if (populationMs > TARGET_POPULATION_MS) failures.push(`${label}: population ${populationMs} ms > ${TARGET_POPULATION_MS} ms`);
+        if (populationMs > TARGET_POPULATION_MS)
+          failures.push(`${label}: population ${populationMs} ms > ${TARGET_POPULATION_MS} ms`);
         if (p50 > TARGET_P50_MS) failures.push(`${label}: p50 ${p50.toFixed(1)} ms > ${TARGET_P50_MS} ms`);
       }
     }

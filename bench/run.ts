@@ -67,7 +67,10 @@ async function drive(base: string, load: Load, connections: number, pids: () => 
   const before = cpuMs(pids());
   const measured = await shoot(base, load, connections, SECONDS);
   const answered = measured.requestsPerSecond * SECONDS;
-  return { ...measured, cpuUsPerRequest: answered > 0 ? Math.round(((cpuMs(pids()) - before) * 1000) / answered) : undefined };
+  return {
+    ...measured,
+    cpuUsPerRequest: answered > 0 ? Math.round(((cpuMs(pids()) - before) * 1000) / answered) : undefined,
+  };
 }
 
 async function shoot(base: string, load: Load, connections: number, seconds: number): Promise<Measured> {
@@ -82,7 +85,13 @@ async function shoot(base: string, load: Load, connections: number, seconds: num
         headers: load.body ? { 'content-type': FHIR_JSON } : {},
         body: load.body,
         ...(load.paths || load.bodies
-          ? { setupRequest: (req: autocannon.Request) => ({ ...req, ...(load.paths ? { path: load.paths() } : {}), ...(load.bodies ? { body: load.bodies() } : {}) }) }
+          ? {
+              setupRequest: (req: autocannon.Request) => ({
+                ...req,
+                ...(load.paths ? { path: load.paths() } : {}),
+                ...(load.bodies ? { body: load.bodies() } : {}),
+              }),
+            }
           : {}),
       },
     ],
@@ -122,7 +131,11 @@ function distinct(pool: string[]): Load {
 function distinctPosts(pool: string[]): Load {
   const body = (path: string) => {
     const q = new URLSearchParams(path.slice(path.indexOf('?') + 1));
-    const entries: object[] = [{ name: 'url', valueUri: q.get('url') }, { name: 'system', valueUri: q.get('system') }, { name: 'code', valueCode: q.get('code') }];
+    const entries: object[] = [
+      { name: 'url', valueUri: q.get('url') },
+      { name: 'system', valueUri: q.get('system') },
+      { name: 'code', valueCode: q.get('code') },
+    ];
     if (q.has('display')) entries.push({ name: 'display', valueString: q.get('display') });
     return params(...entries);
   };
@@ -148,15 +161,28 @@ function distinctPosts(pool: string[]): Load {
  * duration of `work`, which gets its base URL, a function naming its processes (a WORKERS primary
  * and its workers) and the milliseconds from the process's start to its first validate-code answer.
  */
-async function withServer(env: Record<string, string>, work: (base: string, pids: () => number[], readyMs: number) => Promise<void>): Promise<void> {
+async function withServer(
+  env: Record<string, string>,
+  work: (base: string, pids: () => number[], readyMs: number) => Promise<void>,
+): Promise<void> {
   const port = await freePort();
   const started = Date.now();
-  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AUTH_TOKENS: '', ...env });
+  const server = startProcess(START_ARGS, {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    AUTH_TOKENS: '',
+    ...env,
+  });
   const base = `http://127.0.0.1:${port}`;
   const pid = server.pid as number;
-  const children = () => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const children = () =>
+    readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
   try {
-    await waitForOk(`${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`, 60_000);
+    await waitForOk(
+      `${base}/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`,
+      60_000,
+    );
     await work(base, () => [pid, ...children()], Date.now() - started);
   } finally {
     await stop(server);
@@ -170,8 +196,19 @@ async function main(): Promise<void> {
   const facts: Record<string, number> = {};
   const print = (run: Run) => {
     runs.push(run);
-    const cells = [run.scenario.padEnd(62), String(run.connections).padStart(4), String(run.requestsPerSecond).padStart(8), String(run.p50).padStart(5), String(run.p99).padStart(5)];
-    cells.push(String(run.errors + run.non2xx).padStart(6), String(run.limit ?? '').padStart(6), (run.ratio === undefined ? '' : run.ratio.toFixed(2)).padStart(6), String(run.serverRssMb ?? '').padStart(6));
+    const cells = [
+      run.scenario.padEnd(62),
+      String(run.connections).padStart(4),
+      String(run.requestsPerSecond).padStart(8),
+      String(run.p50).padStart(5),
+      String(run.p99).padStart(5),
+    ];
+    cells.push(
+      String(run.errors + run.non2xx).padStart(6),
+      String(run.limit ?? '').padStart(6),
+      (run.ratio === undefined ? '' : run.ratio.toFixed(2)).padStart(6),
+      String(run.serverRssMb ?? '').padStart(6),
+    );
     cells.push(String(run.cpuUsPerRequest ?? '').padStart(6), String(run.limitCpuUsPerRequest ?? '').padStart(6));
     console.log(cells.join(' '));
   };
@@ -189,12 +226,22 @@ async function main(): Promise<void> {
     // The limit sends the very answer the server gives for this scenario, on its route, to the
     // same stream of requests (distinct paths and bodies cost the load generator, which shares the
     // machine, as much for the limit as for the server).
-    const sample = await fetch(`${base}${load.path}`, load.body ? { method: 'POST', headers: { 'content-type': FHIR_JSON }, body: load.body } : {});
-    await fetch(`${bareBase}/__answer`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: await sample.text() });
+    const sample = await fetch(
+      `${base}${load.path}`,
+      load.body ? { method: 'POST', headers: { 'content-type': FHIR_JSON }, body: load.body } : {},
+    );
+    await fetch(`${bareBase}/__answer`, {
+      method: 'PUT',
+      headers: { 'content-type': FHIR_JSON },
+      body: await sample.text(),
+    });
     for (const connections of CONNECTIONS) {
       let peak = 0;
       const sampler = setInterval(() => {
-        peak = Math.max(peak, pids().reduce((sum, pid) => sum + rssMb(pid), 0));
+        peak = Math.max(
+          peak,
+          pids().reduce((sum, pid) => sum + rssMb(pid), 0),
+        );
       }, 50);
       const rounds: { limit: Measured; measured: Measured }[] = [];
       try {
@@ -206,7 +253,11 @@ async function main(): Promise<void> {
       } finally {
         clearInterval(sampler);
       }
-      rounds.sort((a, b) => a.measured.requestsPerSecond / a.limit.requestsPerSecond - b.measured.requestsPerSecond / b.limit.requestsPerSecond);
+      rounds.sort(
+        (a, b) =>
+          a.measured.requestsPerSecond / a.limit.requestsPerSecond -
+          b.measured.requestsPerSecond / b.limit.requestsPerSecond,
+      );
       const { limit, measured } = rounds[Math.floor(rounds.length / 2)];
       const errors = rounds.reduce((n, r) => n + r.measured.errors, 0);
       const non2xx = rounds.reduce((n, r) => n + r.measured.non2xx, 0);
@@ -227,10 +278,19 @@ async function main(): Promise<void> {
   // Calibration: the limit's own route spending 30 µs of CPU more per answer. The ratio it reaches
   // says what a ratio means on this machine (the load generator shares the cores, and a server
   // slower than it pays for waking it on every answer).
-  const { child: calibration, base: calibrationBase } = await startBareServer({ BARE_WORK_US: String(CALIBRATION_WORK_US) });
+  const { child: calibration, base: calibrationBase } = await startBareServer({
+    BARE_WORK_US: String(CALIBRATION_WORK_US),
+  });
   try {
     console.log(`${'scenario'.padEnd(62)} conn    req/s   p50   p99 errors  limit  ratio peakMB  µs/rq  limit`);
-    await scenarioOn(calibrationBase, () => [calibration.pid as number], '')(`0 calibration: the limit + ${CALIBRATION_WORK_US} µs CPU per answer, distinct`, distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
+    await scenarioOn(
+      calibrationBase,
+      () => [calibration.pid as number],
+      '',
+    )(
+      `0 calibration: the limit + ${CALIBRATION_WORK_US} µs CPU per answer, distinct`,
+      distinct(validateCodePool(Number.MAX_SAFE_INTEGER)),
+    );
   } finally {
     await stop(calibration);
   }
@@ -240,12 +300,18 @@ async function main(): Promise<void> {
     await withServer({ DATA_DIR: dataDir, BODY_LIMIT: String(64 * 1024 * 1024) }, async (base, pids, readyMs) => {
       facts.coldStartMs = readyMs;
       facts.rssWithR4Mb = rssMb(pids()[0]);
-      console.log(`cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`);
+      console.log(
+        `cold start to first validate-code: ${facts.coldStartMs} ms; RSS with R4 content: ${facts.rssWithR4Mb} MB`,
+      );
 
       const scenario = scenarioOn(base, pids, '');
       const vc = (values: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${query(values)}`;
-      await scenario('1 GET validate-code, core VS, hit', { path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }) });
-      await scenario('1 GET validate-code, core VS, miss', { path: vc({ url: GENDER_VS, system: GENDER, code: 'nonsense' }) });
+      await scenario('1 GET validate-code, core VS, hit', {
+        path: vc({ url: GENDER_VS, system: GENDER, code: 'female' }),
+      });
+      await scenario('1 GET validate-code, core VS, miss', {
+        path: vc({ url: GENDER_VS, system: GENDER, code: 'nonsense' }),
+      });
       // Every request different (an extra parameter the operation ignores): no answer is reused,
       // so this is the engine's own speed.
       let n1 = 0;
@@ -255,27 +321,49 @@ async function main(): Promise<void> {
       });
       // Distinct real requests (bench/validate-code-pool.ts): what a validator checking coded
       // elements sends; none repeats, so the answer cache cannot serve it (the engine's own memos may).
-      await scenario('1 GET validate-code, distinct real requests', distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
+      await scenario(
+        '1 GET validate-code, distinct real requests',
+        distinct(validateCodePool(Number.MAX_SAFE_INTEGER)),
+      );
       await scenario('2 POST validate-code, coding', {
         method: 'POST',
         path: '/fhir/R4/ValueSet/$validate-code',
-        body: params({ name: 'url', valueUri: GENDER_VS }, { name: 'coding', valueCoding: { system: GENDER, code: 'male', display: 'Male' } }),
+        body: params(
+          { name: 'url', valueUri: GENDER_VS },
+          { name: 'coding', valueCoding: { system: GENDER, code: 'male', display: 'Male' } },
+        ),
       });
       await scenario('2 POST validate-code, codeableConcept x3', {
         method: 'POST',
         path: '/fhir/R4/ValueSet/$validate-code',
         body: params(
           { name: 'url', valueUri: GENDER_VS },
-          { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: 'http://example.org/local', code: 'F' }, { system: GENDER, code: 'female' }, { system: 'http://loinc.org', code: 'LA3-6' }] } },
+          {
+            name: 'codeableConcept',
+            valueCodeableConcept: {
+              coding: [
+                { system: 'http://example.org/local', code: 'F' },
+                { system: GENDER, code: 'female' },
+                { system: 'http://loinc.org', code: 'LA3-6' },
+              ],
+            },
+          },
         ),
       });
-      await scenario('2 POST validate-code, distinct real requests', distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)));
+      await scenario(
+        '2 POST validate-code, distinct real requests',
+        distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)),
+      );
       await scenario('5 GET lookup, distinct real requests', distinct(lookupPool()));
       await scenario('5 GET expand, distinct text filters, count=10', distinct(expandPool()));
 
       // The synthetic code system: PUT it and its value sets, then time to the first answer on it.
       const put = async (resource: { resourceType: string; id?: string }) => {
-        const res = await fetch(`${base}/fhir/R4/${resource.resourceType}/${resource.id}`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify(resource) });
+        const res = await fetch(`${base}/fhir/R4/${resource.resourceType}/${resource.id}`, {
+          method: 'PUT',
+          headers: { 'content-type': FHIR_JSON },
+          body: JSON.stringify(resource),
+        });
         if (!res.ok) throw new Error(`PUT ${resource.resourceType}/${resource.id}: ${res.status} ${await res.text()}`);
       };
       const loadStart = Date.now();
@@ -285,9 +373,15 @@ async function main(): Promise<void> {
       await waitForOk(`${base}${vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit })}`, 60_000);
       facts.syntheticLoadMs = Date.now() - loadStart;
       facts.rssWithSyntheticMb = rssMb(pids()[0]);
-      console.log(`100,000-concept code system (depth ${synthetic.depth}): loaded and first answer in ${facts.syntheticLoadMs} ms; RSS now ${facts.rssWithSyntheticMb} MB (+${facts.rssWithSyntheticMb - facts.rssWithR4Mb} MB)`);
-      await scenario('3 GET validate-code, 100k is-a + exclude, hit', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }) });
-      await scenario('3 GET validate-code, 100k is-a + exclude, miss', { path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.excluded }) });
+      console.log(
+        `100,000-concept code system (depth ${synthetic.depth}): loaded and first answer in ${facts.syntheticLoadMs} ms; RSS now ${facts.rssWithSyntheticMb} MB (+${facts.rssWithSyntheticMb - facts.rssWithR4Mb} MB)`,
+      );
+      await scenario('3 GET validate-code, 100k is-a + exclude, hit', {
+        path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }),
+      });
+      await scenario('3 GET validate-code, 100k is-a + exclude, miss', {
+        path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.excluded }),
+      });
       let n3 = 0;
       await scenario('3 GET validate-code, 100k, hit, uncached', {
         path: vc({ url: SYNTHETIC_VS_URL, system: SYNTHETIC_URL, code: synthetic.hit }),
@@ -296,7 +390,8 @@ async function main(): Promise<void> {
       let page = 0;
       await scenario('4 GET expand 10,000 codes, count=100 paging', {
         path: `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: '0' })}`,
-        paths: () => `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: String((page++ % 100) * 100) })}`,
+        paths: () =>
+          `/fhir/R4/ValueSet/$expand?${query({ url: SYNTHETIC_EXPAND_VS_URL, count: '100', offset: String((page++ % 100) * 100) })}`,
       });
     });
   } finally {
@@ -306,10 +401,15 @@ async function main(): Promise<void> {
   // The headline scenarios again: on PostgreSQL (when TEST_DATABASE_URL or BENCH_DATABASE_URL
   // names one), and with WORKERS=2 on SQLite (the load generator shares the two cores).
   const headline = async (scenario: (name: string, load: Load) => Promise<void>, all: boolean) => {
-    await scenario('1 GET validate-code, core VS, hit', { path: `/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}` });
+    await scenario('1 GET validate-code, core VS, hit', {
+      path: `/fhir/R4/ValueSet/$validate-code?${query({ url: GENDER_VS, system: GENDER, code: 'female' })}`,
+    });
     await scenario('1 GET validate-code, distinct real requests', distinct(validateCodePool(Number.MAX_SAFE_INTEGER)));
     if (!all) return;
-    await scenario('2 POST validate-code, distinct real requests', distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)));
+    await scenario(
+      '2 POST validate-code, distinct real requests',
+      distinctPosts(validateCodePool(Number.MAX_SAFE_INTEGER)),
+    );
     await scenario('5 GET lookup, distinct real requests', distinct(lookupPool()));
     await scenario('5 GET expand, distinct text filters, count=10', distinct(expandPool()));
   };
@@ -318,7 +418,9 @@ async function main(): Promise<void> {
     if (pgUrl) {
       const schema = await schemaIn(pgUrl);
       try {
-        await withServer({ DATABASE_URL: schema.url }, async (base, pids) => headline(scenarioOn(base, pids, 'PostgreSQL: '), true));
+        await withServer({ DATABASE_URL: schema.url }, async (base, pids) =>
+          headline(scenarioOn(base, pids, 'PostgreSQL: '), true),
+        );
       } finally {
         await schema.drop();
       }
@@ -327,7 +429,9 @@ async function main(): Promise<void> {
     }
     const workersDir = mkdtempSync(join(tmpdir(), 'fhir-bench-workers-'));
     try {
-      await withServer({ DATA_DIR: workersDir, WORKERS: '2' }, async (base, pids) => headline(scenarioOn(base, pids, 'WORKERS=2: '), false));
+      await withServer({ DATA_DIR: workersDir, WORKERS: '2' }, async (base, pids) =>
+        headline(scenarioOn(base, pids, 'WORKERS=2: '), false),
+      );
     } finally {
       rmSync(workersDir, { recursive: true, force: true });
     }
@@ -339,7 +443,10 @@ async function main(): Promise<void> {
   const validation = await validationBench();
   console.log('resource validation:', JSON.stringify(validation));
   const out = join(ROOT, 'bench', 'results.json');
-  writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, secondsPerRun: SECONDS, facts, runs, validation }, null, 2)}\n`);
+  writeFileSync(
+    out,
+    `${JSON.stringify({ date: new Date().toISOString(), node: process.version, secondsPerRun: SECONDS, facts, runs, validation }, null, 2)}\n`,
+  );
   console.log(`written ${out}`);
   const failed = runs.filter((r) => r.errors + r.non2xx > 0);
   if (failed.length > 0) {

@@ -35,7 +35,11 @@ const BACKENDS = (process.env.BENCH_BACKENDS ?? 'sqlite,postgres').split(',');
  */
 async function reindexAll(env: Record<string, string>): Promise<number> {
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'src/cli/reindex.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'pipe'] });
+  const child = spawn(process.execPath, [...profile, '--import', 'tsx', 'src/cli/reindex.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'pipe'],
+  });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
@@ -76,13 +80,22 @@ async function drive(port: number, paths: () => string, concurrency: number): Pr
       });
       req.end();
     });
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (Date.now() < end) await one(paths());
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < end) await one(paths());
+    }),
+  );
   agent.destroy();
   times.sort((a, b) => a - b);
   const at = (q: number) => Math.round(times[Math.min(times.length - 1, Math.floor(q * times.length))] * 10) / 10;
-  return { requests: times.length, perSecond: Math.round(times.length / SECONDS), p50: at(0.5), p95: at(0.95), p99: at(0.99), failures };
+  return {
+    requests: times.length,
+    perSecond: Math.round(times.length / SECONDS),
+    p50: at(0.5),
+    p95: at(0.95),
+    p99: at(0.99),
+    failures,
+  };
 }
 
 function scenarios(resources: Resource[]): [string, () => string][] {
@@ -97,9 +110,19 @@ function scenarios(resources: Resource[]): [string, () => string][] {
     ['Patient?family=<prefix>', () => `/fhir/R4/Patient?family=${encodeURIComponent(pick(families))}`],
     ['Observation?code=<loinc>', () => `/fhir/R4/Observation?code=http://loinc.org|${pick(codes)}`],
     ['Observation?patient=<id>', () => `/fhir/R4/Observation?patient=Patient/${pick(patients).id}`],
-    ['Observation?patient&code&_sort=-date&_count=5', () => `/fhir/R4/Observation?patient=Patient/${pick(patients).id}&code=http://loinc.org|${pick(codes)}&_sort=-date&_count=5`],
-    ['Encounter?patient=<id>&date=ge<year>', () => `/fhir/R4/Encounter?patient=${pick(patients).id}&date=ge${2000 + (n % 20)}`],
-    ['Patient?_has:Observation:patient:code', () => `/fhir/R4/Patient?_has:Observation:patient:code=http://loinc.org|${pick(codes)}`],
+    [
+      'Observation?patient&code&_sort=-date&_count=5',
+      () =>
+        `/fhir/R4/Observation?patient=Patient/${pick(patients).id}&code=http://loinc.org|${pick(codes)}&_sort=-date&_count=5`,
+    ],
+    [
+      'Encounter?patient=<id>&date=ge<year>',
+      () => `/fhir/R4/Encounter?patient=${pick(patients).id}&date=ge${2000 + (n % 20)}`,
+    ],
+    [
+      'Patient?_has:Observation:patient:code',
+      () => `/fhir/R4/Patient?_has:Observation:patient:code=http://loinc.org|${pick(codes)}`,
+    ],
   ];
 }
 
@@ -125,7 +148,11 @@ async function pageWhileWriting(port: number): Promise<{ originals: number; page
     }
     if (first) {
       const put = (id: string, body: Observation) =>
-        fetch(`${base}/Observation/${id}`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify(body) }).then(async (res) => {
+        fetch(`${base}/Observation/${id}`, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/fhir+json' },
+          body: JSON.stringify(body),
+        }).then(async (res) => {
           if (res.status >= 300) throw new Error(`PUT Observation/${id}: ${res.status} ${await res.text()}`);
         });
       await put(`paging-new-${writes}`, { ...first, id: `paging-new-${writes}`, meta: undefined });
@@ -138,7 +165,9 @@ async function pageWhileWriting(port: number): Promise<{ originals: number; page
   const originals = [...seen].filter(([id]) => !id.startsWith('paging-new-'));
   const twice = [...seen].filter(([, n]) => n > 1);
   if (twice.length > 0 || originals.length !== README_COUNTS.Observation) {
-    throw new Error(`paging while writing: ${originals.length} of ${README_COUNTS.Observation} Observations, ${twice.length} seen more than once`);
+    throw new Error(
+      `paging while writing: ${originals.length} of ${README_COUNTS.Observation} Observations, ${twice.length} seen more than once`,
+    );
   }
   return { originals: originals.length, pages, writes };
 }
@@ -159,7 +188,14 @@ async function main(): Promise<void> {
   try {
     for (const backend of backends) {
       const port = await freePort();
-      const env: Record<string, string> = { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: backend.dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '', BODY_LIMIT: '64mb' };
+      const env: Record<string, string> = {
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: backend.dataDir,
+        LOG_LEVEL: 'warn',
+        AUTH_TOKENS: '',
+        BODY_LIMIT: '64mb',
+      };
       if (backend.databaseUrl) env.DATABASE_URL = backend.databaseUrl;
       let server = startProcess(START_ARGS, env);
       try {
@@ -171,19 +207,29 @@ async function main(): Promise<void> {
         );
         await stop(server);
         const reindexMs = await reindexAll(env);
-        console.log(`${backend.name}: reindexed ${loaded.resources} in ${(reindexMs / 1000).toFixed(1)} s (${Math.round(loaded.resources / (reindexMs / 1000))}/s)`);
+        console.log(
+          `${backend.name}: reindexed ${loaded.resources} in ${(reindexMs / 1000).toFixed(1)} s (${Math.round(loaded.resources / (reindexMs / 1000))}/s)`,
+        );
         if (LOAD_ONLY) continue;
         server = startProcess(START_ARGS, env);
         await waitForOk(`http://127.0.0.1:${port}/fhir/R4/metadata`, 60_000);
         const paged = await pageWhileWriting(port);
-        console.log(`${backend.name}: paged through ${paged.originals} Observations 1,000 at a time in ${paged.pages} pages while another client wrote ${paged.writes} times: each exactly once`);
+        console.log(
+          `${backend.name}: paged through ${paged.originals} Observations 1,000 at a time in ${paged.pages} pages while another client wrote ${paged.writes} times: each exactly once`,
+        );
         console.log(`${'scenario'.padEnd(48)} clients   req/s    p50    p95    p99  fail  limit  ratio`);
         for (const [name, paths] of scenarios(resources)) {
           await drive(port, paths, 16); // warm-up, unmeasured
           // The limit answers the scenario's median-sized answer (of 11 taken) to every request.
-          const samples = await Promise.all(Array.from({ length: 11 }, async () => (await fetch(`http://127.0.0.1:${port}${paths()}`)).text()));
+          const samples = await Promise.all(
+            Array.from({ length: 11 }, async () => (await fetch(`http://127.0.0.1:${port}${paths()}`)).text()),
+          );
           const median = samples.sort((a, b) => a.length - b.length)[5];
-          await fetch(`http://127.0.0.1:${barePort}/__answer`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: median });
+          await fetch(`http://127.0.0.1:${barePort}/__answer`, {
+            method: 'PUT',
+            headers: { 'content-type': 'application/fhir+json' },
+            body: median,
+          });
           for (const concurrency of CONCURRENCIES) {
             // Limit first, then the server: both figures of a ratio from the same minute.
             const limit = await drive(barePort, paths, concurrency);

@@ -22,16 +22,33 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-soak-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
+  const server = startProcess(START_ARGS, {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    AUTH_TOKENS: '',
+  });
   const samples: { second: number; rssMb: number }[] = [];
   try {
     await waitForOk(`${base}/fhir/R4/metadata`, 30_000);
     // The resource read below must exist from the start; deletes only touch odd ids.
-    await fetch(`${base}/fhir/R4/Patient/soak-0`, { method: 'PUT', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify({ resourceType: 'Patient', id: 'soak-0' }) });
+    await fetch(`${base}/fhir/R4/Patient/soak-0`, {
+      method: 'PUT',
+      headers: { 'content-type': FHIR_JSON },
+      body: JSON.stringify({ resourceType: 'Patient', id: 'soak-0' }),
+    });
     let n = 0;
     const next = () => n++;
-    const vc = (extra: Record<string, string>) => `/fhir/R4/ValueSet/$validate-code?${new URLSearchParams({ url: GENDER_VS, system: GENDER, ...extra })}`;
-    const patient = (i: number) => JSON.stringify({ resourceType: 'Patient', id: `soak-${i % 500}`, gender: i % 2 ? 'male' : 'female', birthDate: '1970-01-01' });
+    const vc = (extra: Record<string, string>) =>
+      `/fhir/R4/ValueSet/$validate-code?${new URLSearchParams({ url: GENDER_VS, system: GENDER, ...extra })}`;
+    const patient = (i: number) =>
+      JSON.stringify({
+        resourceType: 'Patient',
+        id: `soak-${i % 500}`,
+        gender: i % 2 ? 'male' : 'female',
+        birthDate: '1970-01-01',
+      });
     // Each connection walks this list in order, again and again; ids differ per request.
     const requests: autocannon.Request[] = [
       { method: 'GET', path: vc({ code: 'female' }) },
@@ -40,17 +57,48 @@ async function main(): Promise<void> {
         method: 'POST',
         path: '/fhir/R4/ValueSet/$validate-code',
         headers: { 'content-type': FHIR_JSON },
-        body: JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: GENDER_VS }, { name: 'coding', valueCoding: { system: GENDER, code: 'male' } }] }),
+        body: JSON.stringify({
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'url', valueUri: GENDER_VS },
+            { name: 'coding', valueCoding: { system: GENDER, code: 'male' } },
+          ],
+        }),
       },
-      { method: 'PUT', path: '/fhir/R4/Patient/soak-0', headers: { 'content-type': FHIR_JSON }, body: patient(0), setupRequest: (r) => {
-        const i = next();
-        return { ...r, path: `/fhir/R4/Patient/soak-${i % 500}`, body: patient(i) };
-      } },
+      {
+        method: 'PUT',
+        path: '/fhir/R4/Patient/soak-0',
+        headers: { 'content-type': FHIR_JSON },
+        body: patient(0),
+        setupRequest: (r) => {
+          const i = next();
+          return { ...r, path: `/fhir/R4/Patient/soak-${i % 500}`, body: patient(i) };
+        },
+      },
       { method: 'GET', path: '/fhir/R4/Patient/soak-0' },
-      { method: 'POST', path: '/fhir/R4/Patient', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify({ resourceType: 'Patient', active: true }) },
-      { method: 'GET', path: '/fhir/R4/ValueSet/$expand', setupRequest: (r) => ({ ...r, path: `/fhir/R4/ValueSet/$expand?url=${encodeURIComponent('http://hl7.org/fhir/ValueSet/resource-types')}&count=20&offset=${(next() % 7) * 20}` }) },
-      { method: 'GET', path: '/fhir/R4/CodeSystem/$lookup?system=http://hl7.org/fhir/administrative-gender&code=other' },
-      { method: 'DELETE', path: '/fhir/R4/Patient/soak-1', setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/soak-${(next() % 500) | 1}` }) },
+      {
+        method: 'POST',
+        path: '/fhir/R4/Patient',
+        headers: { 'content-type': FHIR_JSON },
+        body: JSON.stringify({ resourceType: 'Patient', active: true }),
+      },
+      {
+        method: 'GET',
+        path: '/fhir/R4/ValueSet/$expand',
+        setupRequest: (r) => ({
+          ...r,
+          path: `/fhir/R4/ValueSet/$expand?url=${encodeURIComponent('http://hl7.org/fhir/ValueSet/resource-types')}&count=20&offset=${(next() % 7) * 20}`,
+        }),
+      },
+      {
+        method: 'GET',
+        path: '/fhir/R4/CodeSystem/$lookup?system=http://hl7.org/fhir/administrative-gender&code=other',
+      },
+      {
+        method: 'DELETE',
+        path: '/fhir/R4/Patient/soak-1',
+        setupRequest: (r) => ({ ...r, path: `/fhir/R4/Patient/soak-${(next() % 500) | 1}` }),
+      },
     ];
     const sampler = setInterval(() => samples.push({ second: samples.length + 1, rssMb: rssMb(server.pid) }), 1000);
     const result = await autocannon({ url: base, connections: CONNECTIONS, duration: SECONDS, requests });

@@ -21,10 +21,16 @@ const LATENCY_SAMPLES = 200;
 const THROUGHPUT = Number(process.env.BENCH_DELIVERIES ?? 5000);
 const WORKERS = Number(process.env.JOB_WORKERS ?? 4);
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
 
 async function post(server: ServerApp, url: string, body: object, project?: string): Promise<{ id: string }> {
-  const res = await server.app.inject({ method: 'POST', url: `/fhir/R4/${url}`, headers: { 'content-type': 'application/fhir+json', ...(project ? { 'x-project': project } : {}) }, payload: body });
+  const res = await server.app.inject({
+    method: 'POST',
+    url: `/fhir/R4/${url}`,
+    headers: { 'content-type': 'application/fhir+json', ...(project ? { 'x-project': project } : {}) },
+    payload: body,
+  });
   if (res.statusCode !== 201) throw new Error(`${url}: ${res.statusCode} ${res.body}`);
   return res.json() as { id: string };
 }
@@ -32,12 +38,23 @@ async function post(server: ServerApp, url: string, body: object, project?: stri
 /** Mean microseconds per POST Patient, `count` of them, in `project`. */
 async function writeCost(server: ServerApp, count: number, project?: string): Promise<number> {
   const started = process.hrtime.bigint();
-  for (let i = 0; i < count; i++) await post(server, 'Patient', { resourceType: 'Patient', name: [{ family: `Bench${i}` }], gender: 'female' } satisfies Patient, project);
+  for (let i = 0; i < count; i++)
+    await post(
+      server,
+      'Patient',
+      { resourceType: 'Patient', name: [{ family: `Bench${i}` }], gender: 'female' } satisfies Patient,
+      project,
+    );
   return Number(process.hrtime.bigint() - started) / 1000 / count;
 }
 
 async function newProject(server: ServerApp, name: string): Promise<string> {
-  const res = await server.app.inject({ method: 'POST', url: '/fhir/R4/Project/$init', headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: name }] } });
+  const res = await server.app.inject({
+    method: 'POST',
+    url: '/fhir/R4/Project/$init',
+    headers: { 'content-type': 'application/fhir+json' },
+    payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: name }] },
+  });
   if (res.statusCode !== 201) throw new Error(`$init: ${res.statusCode} ${res.body}`);
   return (res.json() as { id: string }).id;
 }
@@ -45,13 +62,27 @@ async function newProject(server: ServerApp, name: string): Promise<string> {
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'fhir-bench-subs-'));
   const receiver = await new Receiver().start();
-  const server = await createServerApp({ ...loadConfig({ LOG_LEVEL: 'silent', OUTBOUND_ALLOW_PRIVATE: 'true', JOB_WORKERS: String(WORKERS) }), dataDir: dir });
+  const server = await createServerApp({
+    ...loadConfig({ LOG_LEVEL: 'silent', OUTBOUND_ALLOW_PRIVATE: 'true', JOB_WORKERS: String(WORKERS) }),
+    dataDir: dir,
+  });
   try {
     // Write cost. Ten Subscriptions that never match, in their own project.
     const quiet = await newProject(server, 'no subscriptions');
     const busy = await newProject(server, 'ten non-matching subscriptions');
     for (let i = 0; i < 10; i++) {
-      await post(server, 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria: `Patient?identifier=urn:never|${i}`, channel: { type: 'rest-hook', endpoint: receiver.url } }, busy);
+      await post(
+        server,
+        'Subscription',
+        {
+          resourceType: 'Subscription',
+          status: 'requested',
+          reason: 'bench',
+          criteria: `Patient?identifier=urn:never|${i}`,
+          channel: { type: 'rest-hook', endpoint: receiver.url },
+        },
+        busy,
+      );
     }
     const baselineProject = await newProject(server, 'observer removed');
     await writeCost(server, 200, quiet);
@@ -70,10 +101,18 @@ async function main(): Promise<void> {
     const base = median(costs.baseline);
     const none = median(costs.without);
     const ten = median(costs.nonMatching);
-    console.log(`write cost (POST Patient, median of ${ROUNDS} rounds of ${WRITES / ROUNDS}): observer removed ${base.toFixed(0)} us; no subscriptions ${none.toFixed(0)} us (${(((none - base) / base) * 100).toFixed(1)}%); ten non-matching ${ten.toFixed(0)} us (${(((ten - base) / base) * 100).toFixed(1)}%)`);
+    console.log(
+      `write cost (POST Patient, median of ${ROUNDS} rounds of ${WRITES / ROUNDS}): observer removed ${base.toFixed(0)} us; no subscriptions ${none.toFixed(0)} us (${(((none - base) / base) * 100).toFixed(1)}%); ten non-matching ${ten.toFixed(0)} us (${(((ten - base) / base) * 100).toFixed(1)}%)`,
+    );
 
     // Commit-to-delivery latency, one at a time.
-    await post(server, 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'bench', criteria: 'Patient?identifier=urn:bench|hot', channel: { type: 'rest-hook', endpoint: receiver.url, payload: 'application/fhir+json' } });
+    await post(server, 'Subscription', {
+      resourceType: 'Subscription',
+      status: 'requested',
+      reason: 'bench',
+      criteria: 'Patient?identifier=urn:bench|hot',
+      channel: { type: 'rest-hook', endpoint: receiver.url, payload: 'application/fhir+json' },
+    });
     const hot: Patient = { resourceType: 'Patient', identifier: [{ system: 'urn:bench', value: 'hot' }] };
     const latencies: number[] = [];
     for (let i = 0; i < LATENCY_SAMPLES; i++) {
@@ -84,17 +123,22 @@ async function main(): Promise<void> {
       latencies.push(receiver.received[before].at - committed);
     }
     latencies.sort((a, b) => a - b);
-    console.log(`commit-to-delivery (${LATENCY_SAMPLES} creates, one at a time): p50 ${percentile(latencies, 50)} ms, p95 ${percentile(latencies, 95)} ms, max ${latencies[latencies.length - 1]} ms`);
+    console.log(
+      `commit-to-delivery (${LATENCY_SAMPLES} creates, one at a time): p50 ${percentile(latencies, 50)} ms, p95 ${percentile(latencies, 95)} ms, max ${latencies[latencies.length - 1]} ms`,
+    );
 
     // Throughput: everything committed, then delivered by JOB_WORKERS workers.
     receiver.clear();
     const queueStarted = Date.now();
     const patients = Array.from({ length: THROUGHPUT }, (_, i) => ({ ...hot, id: `bench-${i}` }) as Patient);
-    for (let i = 0; i < patients.length; i += 500) await server.core.repository.in('default').transaction((tx) => tx.putMany(patients.slice(i, i + 500)));
+    for (let i = 0; i < patients.length; i += 500)
+      await server.core.repository.in('default').transaction((tx) => tx.putMany(patients.slice(i, i + 500)));
     const committedMs = Date.now() - queueStarted;
     await receiver.until((r) => r.length >= THROUGHPUT, 600_000);
     const totalMs = Date.now() - queueStarted;
-    console.log(`throughput: ${THROUGHPUT} matching writes committed in ${committedMs} ms; all delivered ${totalMs} ms after the first commit: ${Math.round(THROUGHPUT / (totalMs / 1000))} deliveries/s (${WORKERS} workers)`);
+    console.log(
+      `throughput: ${THROUGHPUT} matching writes committed in ${committedMs} ms; all delivered ${totalMs} ms after the first commit: ${Math.round(THROUGHPUT / (totalMs / 1000))} deliveries/s (${WORKERS} workers)`,
+    );
   } finally {
     await server.close();
     await receiver.stop();

@@ -45,7 +45,11 @@ export function syntheticContent(size = 100_000, seed = 20261122): SyntheticCont
   let made = 0;
   const make = (): CodeSystemConcept => {
     made++;
-    return { code: code(made), display: `Synthetic concept ${made}`, definition: `Concept number ${made} of the benchmark hierarchy` };
+    return {
+      code: code(made),
+      display: `Synthetic concept ${made}`,
+      definition: `Concept number ${made} of the benchmark hierarchy`,
+    };
   };
   for (let i = 0; i < 10; i++) {
     const root = make();
@@ -108,7 +112,9 @@ export function syntheticContent(size = 100_000, seed = 20261122): SyntheticCont
     id: 'bench-synthetic-10k',
     url: SYNTHETIC_EXPAND_VS_URL,
     status: 'active',
-    compose: { include: [{ system: SYNTHETIC_URL, concept: Array.from({ length: 10_000 }, (_, i) => ({ code: code(i + 1) })) }] },
+    compose: {
+      include: [{ system: SYNTHETIC_URL, concept: Array.from({ length: 10_000 }, (_, i) => ({ code: code(i + 1) })) }],
+    },
   };
   return { codeSystem, branchValueSet, expandValueSet, hit, excluded, outside, depth };
 }

@@ -20,17 +20,27 @@ const QUESTION =
 
 function importTho(env: NodeJS.ProcessEnv): string {
   const started = Date.now();
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/import.ts', 'node_modules/hl7.terminology.r4'], { cwd: ROOT, env, encoding: 'utf8' });
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/import.ts', 'node_modules/hl7.terminology.r4'], {
+    cwd: ROOT,
+    env,
+    encoding: 'utf8',
+  });
   if (run.status !== 0) throw new Error(`import failed: ${run.stderr}`);
   const summary = /^\s+(\d+ resources in .*)$/m.exec(run.stdout)?.[1] ?? run.stdout;
   return `${summary}; command ${((Date.now() - started) / 1000).toFixed(1)} s`;
 }
 
 /** Milliseconds from spawning the server to its first answer, and its RSS (MB) then. */
-async function coldStart(env: NodeJS.ProcessEnv): Promise<{ ms: number; cpuMs: number; rssMb: number; answer: string }> {
+async function coldStart(
+  env: NodeJS.ProcessEnv,
+): Promise<{ ms: number; cpuMs: number; rssMb: number; answer: string }> {
   const port = await freePort();
   const started = performance.now();
-  const child = spawn(process.execPath, START_ARGS, { cwd: ROOT, env: { ...env, PORT: String(port), LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, START_ARGS, {
+    cwd: ROOT,
+    env: { ...env, PORT: String(port), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let errors = '';
   child.stderr.on('data', (d) => (errors += d));
   const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -39,12 +49,19 @@ async function coldStart(env: NodeJS.ProcessEnv): Promise<{ ms: number; cpuMs: n
       if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}: ${errors}`);
       try {
         const res = await fetch(`http://127.0.0.1:${port}/fhir/R4${QUESTION}`);
-        const body = (await res.json()) as { parameter?: { name: string; valueBoolean?: boolean; valueString?: string }[] };
+        const body = (await res.json()) as {
+          parameter?: { name: string; valueBoolean?: boolean; valueString?: string }[];
+        };
         const ms = performance.now() - started;
         // The CPU time is the work, whatever else runs.
         const cpu = cpuMs([child.pid]);
         const get = (name: string) => body.parameter?.find((p) => p.name === name);
-        return { ms: Math.round(ms), cpuMs: cpu, rssMb: rssMb(child.pid), answer: `${res.status} result=${get('result')?.valueBoolean} version=${get('version')?.valueString}` };
+        return {
+          ms: Math.round(ms),
+          cpuMs: cpu,
+          rssMb: rssMb(child.pid),
+          answer: `${res.status} result=${get('result')?.valueBoolean} version=${get('version')?.valueString}`,
+        };
       } catch (err) {
         if (!(err instanceof TypeError)) throw err;
         await new Promise((resolve) => setTimeout(resolve, 10));
@@ -69,7 +86,9 @@ async function main(): Promise<void> {
     ] as const) {
       for (let round = 1; round <= ROUNDS; round++) {
         const { ms, cpuMs, rssMb, answer } = await coldStart(env);
-        console.log(`${name.padEnd(10)} round ${round}: first answer after ${ms} ms (server CPU ${cpuMs} ms), RSS ${rssMb} MB (${answer})`);
+        console.log(
+          `${name.padEnd(10)} round ${round}: first answer after ${ms} ms (server CPU ${cpuMs} ms), RSS ${rssMb} MB (${answer})`,
+        );
       }
     }
   } finally {

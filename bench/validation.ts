@@ -47,14 +47,18 @@ async function timed(work: () => Promise<unknown>): Promise<number> {
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+const percentile = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 const round = (x: number, digits = 1) => Number(x.toFixed(digits));
 
 /** One pass over the examples: total ms and each resource's ms. */
 async function pass(validator: ResourceValidator, all: Example[]): Promise<{ total: number; each: number[] }> {
   const each: number[] = [];
   const start = performance.now();
-  for (const { resource } of all) each.push(await timed(() => validator.validate(resource, { deadline: Date.now() + DEADLINE_MS, project: 'default' })));
+  for (const { resource } of all)
+    each.push(
+      await timed(() => validator.validate(resource, { deadline: Date.now() + DEADLINE_MS, project: 'default' })),
+    );
   return { total: performance.now() - start, each };
 }
 
@@ -70,12 +74,17 @@ export async function inProcess(): Promise<ValidationFigures> {
   const byType = new Map<string, Example>();
   for (const e of all) if (!byType.has(String(e.resource.resourceType))) byType.set(String(e.resource.resourceType), e);
   const [first, ...others] = [...byType.values()];
-  figures.firstValidationMs = round(await timed(() => validator.validate(first.resource, { deadline: Date.now() + DEADLINE_MS, project: 'default' })));
+  figures.firstValidationMs = round(
+    await timed(() => validator.validate(first.resource, { deadline: Date.now() + DEADLINE_MS, project: 'default' })),
+  );
   // Then the first resource of each of 40 further types: each compiles its type's definition.
   const firstTypes = others.slice(0, 40).map((e) => e.resource);
   const byNewType: { type: string; ms: number }[] = [];
   for (const resource of firstTypes) {
-    byNewType.push({ type: String(resource.resourceType), ms: await timed(() => validator.validate(resource, { deadline: Date.now() + DEADLINE_MS, project: 'default' })) });
+    byNewType.push({
+      type: String(resource.resourceType),
+      ms: await timed(() => validator.validate(resource, { deadline: Date.now() + DEADLINE_MS, project: 'default' })),
+    });
   }
   const newType = byNewType.map((t) => t.ms);
   figures.firstOfNewTypeMedianMs = round(median(newType));
@@ -99,7 +108,10 @@ export async function inProcess(): Promise<ValidationFigures> {
   figures.warmTotalWorstRoundMs = Math.round(Math.max(...rounds.map((r) => r.total)));
 
   // Definitions compiled, binding verdicts not kept: every code goes to the terminology engine.
-  const freshVerdicts = new ResourceValidator({ library: validator.library, terminology: terminologyPort(terminology) });
+  const freshVerdicts = new ResourceValidator({
+    library: validator.library,
+    terminology: terminologyPort(terminology),
+  });
   const fresh = await pass(freshVerdicts, all);
   figures.warmWithoutVerdictMemoMs = Math.round(fresh.total);
   figures.warmWithoutVerdictMemoMedianMs = round(median(fresh.each), 3);
@@ -114,7 +126,13 @@ export async function overHttp(): Promise<ValidationFigures> {
   const base = `http://127.0.0.1:${port}`;
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-bench-validate-'));
   const started = Date.now();
-  const server = startProcess(START_ARGS, { PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', AUTH_TOKENS: '' });
+  const server = startProcess(START_ARGS, {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    AUTH_TOKENS: '',
+  });
   const figures: ValidationFigures = {};
   try {
     await waitForOk(`${base}/fhir/R4/metadata`, 30_000);
@@ -122,7 +140,11 @@ export async function overHttp(): Promise<ValidationFigures> {
     figures.rssAtStartMb = rssMb(server.pid);
     const post = async (resource: Record<string, unknown>) => {
       const start = performance.now();
-      const res = await fetch(`${base}/fhir/R4/${String(resource.resourceType)}/$validate`, { method: 'POST', headers: { 'content-type': FHIR_JSON }, body: JSON.stringify(resource) });
+      const res = await fetch(`${base}/fhir/R4/${String(resource.resourceType)}/$validate`, {
+        method: 'POST',
+        headers: { 'content-type': FHIR_JSON },
+        body: JSON.stringify(resource),
+      });
       if (res.status !== 200) throw new Error(`$validate answered ${res.status}: ${await res.text()}`);
       await res.text();
       return performance.now() - start;
@@ -146,12 +168,19 @@ export async function overHttp(): Promise<ValidationFigures> {
 
 /** Runs the in-process part pinned to one core (a child process under taskset when there is one). */
 export async function validationBench(): Promise<ValidationFigures> {
-  const pinned = spawnSync('taskset', ['-c', '0', process.execPath, '--import', 'tsx', 'bench/validation.ts', '--in-process'], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const inProc = pinned.status === 0 ? (JSON.parse(pinned.stdout.trim().split('\n').pop() as string) as ValidationFigures) : await inProcess();
+  const pinned = spawnSync(
+    'taskset',
+    ['-c', '0', process.execPath, '--import', 'tsx', 'bench/validation.ts', '--in-process'],
+    {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const inProc =
+    pinned.status === 0
+      ? (JSON.parse(pinned.stdout.trim().split('\n').pop() as string) as ValidationFigures)
+      : await inProcess();
   const http = await overHttp();
   return { ...inProc, ...http, pinnedToOneCore: pinned.status === 0 ? 1 : 0 };
 }
@@ -159,14 +188,20 @@ export async function validationBench(): Promise<ValidationFigures> {
 const self = import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('bench/validation.ts');
 if (self) {
   if (process.argv.includes('--in-process')) {
-    inProcess().then((f) => console.log(JSON.stringify(f)), (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    });
+    inProcess().then(
+      (f) => console.log(JSON.stringify(f)),
+      (err: unknown) => {
+        console.error(err);
+        process.exit(1);
+      },
+    );
   } else {
-    validationBench().then((f) => console.log(JSON.stringify(f, null, 2)), (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    });
+    validationBench().then(
+      (f) => console.log(JSON.stringify(f, null, 2)),
+      (err: unknown) => {
+        console.error(err);
+        process.exit(1);
+      },
+    );
   }
 }

@@ -104,7 +104,13 @@ export async function buildApp<S>(parts: AppParts<S>): Promise<FastifyInstance> 
   registerServerRoutes(app, publicRoutes, wiring);
   // Last: the websocket plugin wraps the handler of every route declared after it.
   const { config, subscriptionSocket } = parts;
-  if (subscriptionSocket) await registerSubscriptionSocketRoute(app, { hub: subscriptionSocket, bindTimeoutMs: config.wsBindTimeoutMs, maxPerAddress: config.wsMaxPerAddress, maxConnections: config.wsMaxConnections });
+  if (subscriptionSocket)
+    await registerSubscriptionSocketRoute(app, {
+      hub: subscriptionSocket,
+      bindTimeoutMs: config.wsBindTimeoutMs,
+      maxPerAddress: config.wsMaxPerAddress,
+      maxConnections: config.wsMaxConnections,
+    });
   await app.ready();
   return app;
 }
@@ -135,7 +141,8 @@ function createFastify(config: Config, log: Logger): FastifyInstance {
   const routes: AppRoute[] = [];
   routeTables.set(app, routes);
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) routes.push({ method, url: route.url, public: route.config?.public === true });
+    for (const method of [route.method].flat())
+      routes.push({ method, url: route.url, public: route.config?.public === true });
   });
   return app;
 }
@@ -150,7 +157,12 @@ function registerRequestHandling<S>(app: FastifyInstance, parts: AppParts<S>): P
   // Both before authentication: a preflight carries no token, and the public pages need none.
   registerCors(app, config.corsOrigins);
   const publicRoutes = registerPublicRoutes(app);
-  registerAuth(app, { tokens: config.authTokens, base: FHIR_BASE, verify: parts.oauth?.verify, projectExists: parts.oauth?.projectExists });
+  registerAuth(app, {
+    tokens: config.authTokens,
+    base: FHIR_BASE,
+    verify: parts.oauth?.verify,
+    projectExists: parts.oauth?.projectExists,
+  });
   app.addHook('onRequest', (request, reply, done) => {
     // Pages for people (the sign-in form) are HTML whatever the browser accepts.
     if (request.routeOptions.config?.html === true) return done();
@@ -196,15 +208,43 @@ function registerFhirRoutes<S>(app: FastifyInstance, { parts, baseUrlOf, resourc
 }
 
 /** The server's own pages beside the API: sign-in, health, the docs and the console. */
-function registerServerRoutes<S>(app: FastifyInstance, publicRoutes: PublicRoutes, { parts, baseUrlOf, resourceTypes }: Wiring<S>): void {
+function registerServerRoutes<S>(
+  app: FastifyInstance,
+  publicRoutes: PublicRoutes,
+  { parts, baseUrlOf, resourceTypes }: Wiring<S>,
+): void {
   const { config, registry } = parts;
   if (parts.oauth) {
-    const tokenUrls = tokenEndpoints({ baseUrl: config.baseUrl, basePath: FHIR_BASE, host: config.host, port: config.port, hostname: hostname() });
-    registerOAuthRoutes(app, { auth: parts.oauth.auth, keys: parts.oauth.keys, baseUrlOf, fhirBase: FHIR_BASE, tokenEndpoints: tokenUrls });
+    const tokenUrls = tokenEndpoints({
+      baseUrl: config.baseUrl,
+      basePath: FHIR_BASE,
+      host: config.host,
+      port: config.port,
+      hostname: hostname(),
+    });
+    registerOAuthRoutes(app, {
+      auth: parts.oauth.auth,
+      keys: parts.oauth.keys,
+      baseUrlOf,
+      fhirBase: FHIR_BASE,
+      tokenEndpoints: tokenUrls,
+    });
   }
   registerHealthRoutes(publicRoutes, parts.readiness ?? {});
   registerDocsRoutes(publicRoutes, {
-    source: { base: FHIR_BASE, title: parts.software.name, version: parts.software.version, resourceTypes, readOnlyTypes: READ_ONLY_TYPES, operations: registry.operations.map((op) => op.spec), searchParams: parts.searchParams, oauth: parts.oauth !== undefined, bulk: parts.bulk !== undefined, admin: parts.jobs !== undefined, subscriptionSocket: parts.subscriptionSocket !== undefined },
+    source: {
+      base: FHIR_BASE,
+      title: parts.software.name,
+      version: parts.software.version,
+      resourceTypes,
+      readOnlyTypes: READ_ONLY_TYPES,
+      operations: registry.operations.map((op) => op.spec),
+      searchParams: parts.searchParams,
+      oauth: parts.oauth !== undefined,
+      bulk: parts.bulk !== undefined,
+      admin: parts.jobs !== undefined,
+      subscriptionSocket: parts.subscriptionSocket !== undefined,
+    },
     revision: parts.searchParamsRevision,
   });
   registerConsoleRoutes(publicRoutes);
@@ -212,12 +252,19 @@ function registerServerRoutes<S>(app: FastifyInstance, publicRoutes: PublicRoute
 
 /** The CapabilityStatement's security: SMART on FHIR with its OAuth URIs when sign-in is on. */
 function securityOf(base: string, oauth: boolean): CapabilityStatementRestSecurity {
-  if (!oauth) return { cors: false, description: 'Bearer tokens (Authorization: Bearer <token>) when AUTH_TOKENS is configured' };
+  if (!oauth)
+    return { cors: false, description: 'Bearer tokens (Authorization: Bearer <token>) when AUTH_TOKENS is configured' };
   const uris = oauthUris(base, FHIR_BASE);
   return {
     cors: false,
-    service: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' }], text: 'OAuth2 using SMART-on-FHIR profile (see http://docs.smarthealthit.org)' }],
-    description: 'Bearer tokens: access tokens from the token endpoint (SMART App Launch, Backend Services), or the operators\' AUTH_TOKENS',
+    service: [
+      {
+        coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' }],
+        text: 'OAuth2 using SMART-on-FHIR profile (see http://docs.smarthealthit.org)',
+      },
+    ],
+    description:
+      "Bearer tokens: access tokens from the token endpoint (SMART App Launch, Backend Services), or the operators' AUTH_TOKENS",
     extension: [
       {
         url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',

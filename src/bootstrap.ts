@@ -76,7 +76,10 @@ export interface ServerApp {
  * core, authentication, the features (jobs, bots, subscriptions, GraphQL), the operations, and the
  * HTTP app last. The cycles of the composition are closed by the late bindings of `LateParts`.
  */
-export async function createServerApp(config: Config, options: { logStream?: NodeJS.WritableStream } = {}): Promise<ServerApp> {
+export async function createServerApp(
+  config: Config,
+  options: { logStream?: NodeJS.WritableStream } = {},
+): Promise<ServerApp> {
   const log = createLogger(config, options.logStream);
   const registry = buildRegistry<AppServices>(loadDefinitions(DEFINITIONS_DIR), operationModules);
   const store = await openStore(config);
@@ -120,7 +123,22 @@ async function compose({ config, log, registry, store }: Composition): Promise<S
   const { core, terminology, fhirpath, validator, schema } = base;
   const { auth, accounts } = access;
   const { graphql, jobs, bots, subscriptions } = features;
-  const services: AppServices = { config, fhirpath, repository: core.repository, terminology, validator, checkResource: core.checkResource, auth, accounts, graphql, rest: core.rest, search: core.search, jobs, bots, subscriptions };
+  const services: AppServices = {
+    config,
+    fhirpath,
+    repository: core.repository,
+    terminology,
+    validator,
+    checkResource: core.checkResource,
+    auth,
+    accounts,
+    graphql,
+    rest: core.rest,
+    search: core.search,
+    jobs,
+    bots,
+    subscriptions,
+  };
   const invoker = bindOperations(core, {
     registry,
     services,
@@ -144,16 +162,32 @@ async function compose({ config, log, registry, store }: Composition): Promise<S
 }
 
 /** Storage and the FHIR core over it: terminology, FHIRPath workers, the validator, and the index brought current. */
-async function composeCore({ config, store, registry, late }: { config: Config; store: ResourceStore; registry: OperationRegistry<AppServices>; late: LateParts }) {
+async function composeCore({
+  config,
+  store,
+  registry,
+  late,
+}: {
+  config: Config;
+  store: ResourceStore;
+  registry: OperationRegistry<AppServices>;
+  late: LateParts;
+}) {
   const stored = new StoredTerminologies(store);
   const terminology = new TerminologyService(loadCoreContent(), stored);
   // FHIRPath users wrote runs in these workers, bounded; none starts before the first such expression.
-  const fhirpath = new FhirPathPool({ workers: config.fhirpathWorkers, timeoutMs: config.fhirpathTimeoutMs, memoryMb: config.fhirpathMemoryMb });
+  const fhirpath = new FhirPathPool({
+    workers: config.fhirpathWorkers,
+    timeoutMs: config.fhirpathTimeoutMs,
+    memoryMb: config.fhirpathMemoryMb,
+  });
   // Definitions are read and compiled on first use, not here: start-up stays quick.
   const validator = new ResourceValidator({
     userExpressions: fhirpath,
     stored: storedDefinitions({
-      search: async (type, query, project) => ({ resources: await late.repository.get().in(project).byCanonical(type, query.url, query.version) }),
+      search: async (type, query, project) => ({
+        resources: await late.repository.get().in(project).byCanonical(type, query.url, query.version),
+      }),
       changeMarks: (project, types) => store.changeMarks(project, types),
       shared: SYSTEM_PROJECT,
     }),
@@ -161,7 +195,10 @@ async function composeCore({ config, store, registry, late }: { config: Config; 
   });
   const schema = new StructuralCheck(validator);
   // Before the core: its write checks ask it whether a client's jwksUri may be called.
-  const clientKeysOutbound = new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets });
+  const clientKeysOutbound = new Outbound({
+    allowPrivate: config.outboundAllowPrivate,
+    allowTargets: config.outboundAllowTargets,
+  });
   const core = buildCore({
     store,
     schema,
@@ -177,7 +214,8 @@ async function composeCore({ config, store, registry, late }: { config: Config; 
       await late.writeChecks.get()(resource, ctx);
     },
     validate: async (resource, ctx) => {
-      if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite)) await validateBeforeWrite(validator, resource, { deadline: ctx.deadline, project: ctx.project });
+      if (validatesOnWrite(config.validateOnWrite, ctx.validateOnWrite))
+        await validateBeforeWrite(validator, resource, { deadline: ctx.deadline, project: ctx.project });
     },
   });
   late.repository.bind(core.repository);
@@ -209,7 +247,12 @@ async function composeAuth({ config, store, base }: { config: Config; store: Res
     notices: store.notices,
   });
   await live.start();
-  const tokens = new TokenService(keys, store.ephemeral, config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER, live);
+  const tokens = new TokenService(
+    keys,
+    store.ephemeral,
+    config.baseUrl ? new URL(config.baseUrl).origin : TOKEN_ISSUER,
+    live,
+  );
   const auth = new AuthService({
     accounts,
     ephemeral: store.ephemeral,
@@ -240,7 +283,12 @@ function composeFeatures({ config, log, store, base, access, late }: FeatureOpti
     handle: (request, ctx) => core.rest.handle(request, ctx),
     read: (type, id, ctx) => core.rest.readResource(type, id, ctx),
     searchParams: (type) => [...core.params.declared(type).keys()],
-    referenceTargets: (type) => new Set([...core.params.declared(type).values()].filter((p) => p.type === 'reference').flatMap((p) => (p.target.length > 0 ? p.target : ['Resource']))),
+    referenceTargets: (type) =>
+      new Set(
+        [...core.params.declared(type).values()]
+          .filter((p) => p.type === 'reference')
+          .flatMap((p) => (p.target.length > 0 ? p.target : ['Resource'])),
+      ),
     revision: () => core.params.revision,
     fhirpath,
   });
@@ -259,7 +307,10 @@ function composeFeatures({ config, log, store, base, access, late }: FeatureOpti
     log,
   });
   // Medplum's convention: a rest-hook Subscription whose endpoint is Bot/[id] runs that bot.
-  subscriptions.delivery.registerEndpointHandler('Bot/', botEndpointHandler({ bots, rest: core.rest }, { baseUrl: config.baseUrl }));
+  subscriptions.delivery.registerEndpointHandler(
+    'Bot/',
+    botEndpointHandler({ bots, rest: core.rest }, { baseUrl: config.baseUrl }),
+  );
   // Bots with a schedule (Bot.cronString, Bot.cronTiming) run from the job queue.
   const botCron = new BotCron({ bots, rest: core.rest, jobs, baseUrl: config.baseUrl, log });
   core.repository.observe(botCron);
@@ -274,8 +325,16 @@ function composeFeatures({ config, log, store, base, access, late }: FeatureOpti
 type Features = ReturnType<typeof composeFeatures>;
 
 /** The bot service; its sandbox process starts with the first bot deployed or run, not here. */
-function botService(config: Config, { core, accounts, anonymous }: { core: Core; accounts: Accounts; anonymous: LateBound<AnonymousCalls> }): BotService {
-  const runner = new BotRunner({ memoryMb: config.botMemoryMb, sandboxMemoryMb: config.botSandboxMemoryMb, slotsPerProject: config.botSlotsPerProject, queuePerProject: config.botQueuePerProject });
+function botService(
+  config: Config,
+  { core, accounts, anonymous }: { core: Core; accounts: Accounts; anonymous: LateBound<AnonymousCalls> },
+): BotService {
+  const runner = new BotRunner({
+    memoryMb: config.botMemoryMb,
+    sandboxMemoryMb: config.botSandboxMemoryMb,
+    slotsPerProject: config.botSlotsPerProject,
+    queuePerProject: config.botQueuePerProject,
+  });
   return new BotService({
     rest: core.rest,
     accounts,
@@ -285,7 +344,12 @@ function botService(config: Config, { core, accounts, anonymous }: { core: Core;
     bodyLimit: config.bodyLimit,
     secrets: config.botSecrets,
     fetchAllow: config.botFetchAllow,
-    outbound: new Outbound({ allowPrivate: config.outboundAllowPrivate, allowTargets: config.outboundAllowTargets, timeoutMs: 10_000, maxBytes: config.botOutputBytes }),
+    outbound: new Outbound({
+      allowPrivate: config.outboundAllowPrivate,
+      allowTargets: config.outboundAllowTargets,
+      timeoutMs: 10_000,
+      maxBytes: config.botOutputBytes,
+    }),
     anonymous,
   });
 }
@@ -302,7 +366,16 @@ interface AppComposition {
 }
 
 /** What the HTTP app is given: the composed services; it only registers routes over them. */
-function appParts({ config, log, store, registry, base, access, features, invoker }: AppComposition): AppParts<AppServices> {
+function appParts({
+  config,
+  log,
+  store,
+  registry,
+  base,
+  access,
+  features,
+  invoker,
+}: AppComposition): AppParts<AppServices> {
   const { core, schema, terminology } = base;
   return {
     config,
@@ -319,7 +392,11 @@ function appParts({ config, log, store, registry, base, access, features, invoke
       decorateBulkData(statement);
     },
     metadataModes: {
-      terminology: async () => terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), { name: pkg.name, version: pkg.version }),
+      terminology: async () =>
+        terminologyCapabilities(registry, await terminology.resolver(DEFAULT_PROJECT), {
+          name: pkg.name,
+          version: pkg.version,
+        }),
     },
     readiness: readinessChecks(store, terminology),
     bulk: features.bulk,
@@ -346,17 +423,32 @@ function readinessChecks(store: ResourceStore, terminology: TerminologyService):
       });
       await store.writable().catch((err: unknown) => {
         if (!(err instanceof StorageFullError)) throw err;
-        throw fhirError('ERR_SERVER_NOT_READY', { check: 'storage', reason: 'the disk is full: writes fail until space is freed' }, { headers: { 'retry-after': '60' } });
+        throw fhirError(
+          'ERR_SERVER_NOT_READY',
+          { check: 'storage', reason: 'the disk is full: writes fail until space is freed' },
+          { headers: { 'retry-after': '60' } },
+        );
       });
     },
     content: async () => {
-      if (!terminology.core.find('ValueSet', 'http://hl7.org/fhir/ValueSet/administrative-gender')) throw new Error('the bundled R4 terminology is not loaded');
+      if (!terminology.core.find('ValueSet', 'http://hl7.org/fhir/ValueSet/administrative-gender'))
+        throw new Error('the bundled R4 terminology is not loaded');
     },
   };
 }
 
 /** Bulk export over the core, its job handler registered on the queue. */
-function bulkExports({ core, store, jobs, config }: { core: Core; store: ResourceStore; jobs: JobQueue; config: Config }): BulkExports {
+function bulkExports({
+  core,
+  store,
+  jobs,
+  config,
+}: {
+  core: Core;
+  store: ResourceStore;
+  jobs: JobQueue;
+  config: Config;
+}): BulkExports {
   const compartment = r4Model().compartment('Patient') ?? {};
   const bulk = new BulkExports({
     jobs,
@@ -370,7 +462,8 @@ function bulkExports({ core, store, jobs, config }: { core: Core; store: Resourc
         .reference.filter((r) => r.target_type !== null && r.target_id !== null)
         .map((r) => ({ param: r.param, type: r.target_type as string, id: r.target_id as string })),
     readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
-    typeFilter: (type, query) => memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
+    typeFilter: (type, query) =>
+      memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
     subset: (resource, elements) => subsetWithMandatory(resource, r4Model(), elements),
     perProject: config.bulkExportsPerProject,
     keepMs: config.bulkExportExpiryHours * 3_600_000,

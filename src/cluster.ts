@@ -38,7 +38,8 @@ export function runPrimary(options: ClusterOptions): void {
     worker.on('message', (message: unknown) => {
       const notice = noticeOf(message);
       if (!notice) return;
-      for (const other of Object.values(cluster.workers ?? {})) if (other?.isConnected()) other.send({ [NOTICE_KEY]: notice });
+      for (const other of Object.values(cluster.workers ?? {}))
+        if (other?.isConnected()) other.send({ [NOTICE_KEY]: notice });
     });
     return worker;
   };
@@ -58,7 +59,10 @@ export function runPrimary(options: ClusterOptions): void {
       process.exit(1);
     }
     restartDelay = lived < YOUNG_MS ? Math.min(MAX_RESTART_DELAY_MS, Math.max(100, restartDelay * 2)) : 0;
-    log.error({ worker: worker.process.pid, code, signal, livedMs: lived, restartInMs: restartDelay }, 'worker stopped; starting another');
+    log.error(
+      { worker: worker.process.pid, code, signal, livedMs: lived, restartInMs: restartDelay },
+      'worker stopped; starting another',
+    );
     setTimeout(() => {
       if (!stopping) fork();
     }, restartDelay).unref();

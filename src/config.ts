@@ -135,7 +135,9 @@ export function loadConfig(env: Env): Config {
   const operationTimeoutMs = integer(env, 'OPERATION_TIMEOUT_MS', 30_000, 10, 3_600_000);
   const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000);
   if (headersTimeoutMs > requestTimeoutMs) {
-    throw new ConfigError(`HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS (${requestTimeoutMs}), which includes the headers`);
+    throw new ConfigError(
+      `HEADERS_TIMEOUT_MS: ${headersTimeoutMs} is longer than REQUEST_TIMEOUT_MS (${requestTimeoutMs}), which includes the headers`,
+    );
   }
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
@@ -176,7 +178,9 @@ export function loadConfig(env: Env): Config {
     botFetchAllow: origins(env, 'BOT_FETCH_ALLOW'),
     botSlotsPerProject: integer(env, 'BOT_SLOTS_PER_PROJECT', 8, 1, 16),
     botQueuePerProject: integer(env, 'BOT_QUEUE_PER_PROJECT', 64, 0, 100_000),
-    botSandboxMemoryMb: env.BOT_SANDBOX_MEMORY_MB?.trim() ? integer(env, 'BOT_SANDBOX_MEMORY_MB', 0, 128, 1_048_576) : undefined,
+    botSandboxMemoryMb: env.BOT_SANDBOX_MEMORY_MB?.trim()
+      ? integer(env, 'BOT_SANDBOX_MEMORY_MB', 0, 128, 1_048_576)
+      : undefined,
     bulkExportsPerProject: integer(env, 'BULK_EXPORTS_PER_PROJECT', 2, 1, 1000),
     bulkExportExpiryHours: integer(env, 'BULK_EXPORT_EXPIRY_HOURS', 24, 1, 24 * 365),
   };
@@ -202,7 +206,10 @@ function baseUrl(env: Env): string | undefined {
 function origins(env: Env, name: string): string[] {
   const raw = env[name]?.trim();
   if (!raw) return [];
-  const list = raw.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  const list = raw
+    .split(',')
+    .map((o) => o.trim())
+    .filter((o) => o !== '');
   for (const origin of list) {
     if (origin === '*') continue;
     let url: URL | undefined;
@@ -212,7 +219,9 @@ function origins(env: Env, name: string): string[] {
       url = undefined;
     }
     if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin.replace(/\/$/, '').toLowerCase()) {
-      throw new ConfigError(`${name}: '${origin}' is not an origin such as https://app.example.org or http://localhost:3000 (no path)`);
+      throw new ConfigError(
+        `${name}: '${origin}' is not an origin such as https://app.example.org or http://localhost:3000 (no path)`,
+      );
     }
   }
   return list.map((o) => (o === '*' ? o : new URL(o).origin));
@@ -225,25 +234,31 @@ function origins(env: Env, name: string): string[] {
 function addressPorts(env: Env, name: string): string[] {
   const raw = env[name]?.trim();
   if (!raw) return [];
-  return raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '').map((entry) => {
-    const match = /^(\[[0-9a-fA-F:.]+\]|\d+\.\d+\.\d+\.\d+):(\d{1,5})$/.exec(entry);
-    const port = match ? Number(match[2]) : 0;
-    if (!match || port < 1 || port > 65535) throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
-    let host: string;
-    try {
-      host = new URL(`http://${match[1]}/`).hostname;
-    } catch {
-      throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
-    }
-    return `${host}:${port}`;
-  });
+  return raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+    .map((entry) => {
+      const match = /^(\[[0-9a-fA-F:.]+\]|\d+\.\d+\.\d+\.\d+):(\d{1,5})$/.exec(entry);
+      const port = match ? Number(match[2]) : 0;
+      if (!match || port < 1 || port > 65535)
+        throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
+      let host: string;
+      try {
+        host = new URL(`http://${match[1]}/`).hostname;
+      } catch {
+        throw new ConfigError(`${name}: '${entry}' is not an address and port such as 10.0.0.5:8443 or [fd00::5]:9000`);
+      }
+      return `${host}:${port}`;
+    });
 }
 
 /** `{"*": {"NAME": "value"}, "<project id>": {...}}`: names to string values, by project. */
 function botSecrets(env: Env): Record<string, Record<string, string>> {
   const raw = env.BOT_SECRETS?.trim();
   if (!raw) return {};
-  const fail = () => new ConfigError('BOT_SECRETS: must be JSON such as {"*": {"API_KEY": "..."}, "<project id>": {"NAME": "value"}}');
+  const fail = () =>
+    new ConfigError('BOT_SECRETS: must be JSON such as {"*": {"API_KEY": "..."}, "<project id>": {"NAME": "value"}}');
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
@@ -252,7 +267,13 @@ function botSecrets(env: Env): Record<string, Record<string, string>> {
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw fail();
   for (const values of Object.values(parsed)) {
-    if (!values || typeof values !== 'object' || Array.isArray(values) || Object.values(values).some((v) => typeof v !== 'string')) throw fail();
+    if (
+      !values ||
+      typeof values !== 'object' ||
+      Array.isArray(values) ||
+      Object.values(values).some((v) => typeof v !== 'string')
+    )
+      throw fail();
   }
   return parsed as Record<string, Record<string, string>>;
 }
@@ -309,7 +330,10 @@ function size(env: Env, name: string, fallback: number): number {
 function tokens(env: Env): string[] {
   const raw = env.AUTH_TOKENS?.trim();
   if (!raw) return [];
-  const list = raw.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  const list = raw
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t !== '');
   for (const token of list) {
     if (token.length < 16 || !/^[\x21-\x7e]+$/.test(token)) {
       throw new ConfigError('AUTH_TOKENS: every token must be at least 16 printable characters without spaces');

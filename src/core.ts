@@ -94,7 +94,8 @@ export function buildCore(options: CoreOptions): Core {
   const patientCompartment = r4Model().compartment('Patient') ?? {};
   const guard = new AccessGuard({
     patientCompartment: (type) => patientCompartment[type],
-    references: (resource) => extractor.extract(resource).reference.map((r) => ({ param: r.param, type: r.target_type, id: r.target_id })),
+    references: (resource) =>
+      extractor.extract(resource).reference.map((r) => ({ param: r.param, type: r.target_type, id: r.target_id })),
   });
   const custom = new CustomSearchParameters(options.store, params, indexer, options.log);
   const search = new SearchService({
@@ -122,7 +123,10 @@ export function buildCore(options: CoreOptions): Core {
 }
 
 /** The REST interactions over the core's parts, with the write checks and limits the options give. */
-function restService(options: CoreOptions, parts: Pick<Core, 'repository' | 'search' | 'builtIn' | 'guard' | 'custom' | 'checkResource' | 'operations'>): RestService {
+function restService(
+  options: CoreOptions,
+  parts: Pick<Core, 'repository' | 'search' | 'builtIn' | 'guard' | 'custom' | 'checkResource' | 'operations'>,
+): RestService {
   const { custom, checkResource } = parts;
   return new RestService({
     operations: parts.operations,
@@ -186,7 +190,16 @@ function refuseSecrets(type: string, resource: Resource): void {
   if (type !== 'User') return;
   for (const element of ['passwordHash', 'mfaSecret']) {
     if (element in resource) {
-      throw fhirError('ERR_RESOURCE_INVALID', { type, path: `User.${element}`, reason: 'passwords and secrets are never stored in the User resource (the owner password is set by Project/$init)' }, { expression: [`User.${element}`] });
+      throw fhirError(
+        'ERR_RESOURCE_INVALID',
+        {
+          type,
+          path: `User.${element}`,
+          reason:
+            'passwords and secrets are never stored in the User resource (the owner password is set by Project/$init)',
+        },
+        { expression: [`User.${element}`] },
+      );
     }
   }
 }
@@ -195,4 +208,3 @@ const noCodes: CodeMatcher = {
   valueSet: async () => undefined,
   hierarchy: async () => undefined,
 };
-

@@ -19,4 +19,7 @@ function findRoot(): string {
 
 export const PROJECT_ROOT = findRoot();
 export const DEFINITIONS_DIR = join(PROJECT_ROOT, 'definitions');
-export const PACKAGE = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
+export const PACKAGE = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
+  name: string;
+  version: string;
+};

@@ -7,35 +7,81 @@ import { ConfigError, loadConfig, readEnv } from '../src/config';
 describe('configuration', () => {
   test('defaults', () => {
     const config = loadConfig({});
-    expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', dataDir: './data', authTokens: [], logLevel: 'info', bodyLimit: 10 * 1024 * 1024 });
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      dataDir: './data',
+      authTokens: [],
+      logLevel: 'info',
+      bodyLimit: 10 * 1024 * 1024,
+    });
     expect(config.databaseUrl).toBeUndefined();
-    expect(config).toMatchObject({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, answerCacheBytes: 64 * 1024 * 1024 });
+    expect(config).toMatchObject({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 60_000,
+      answerCacheBytes: 64 * 1024 * 1024,
+    });
     expect(config.baseUrl).toBeUndefined();
   });
 
   test('timeouts, the answer cache bound and the public base URL', () => {
-    const config = loadConfig({ HEADERS_TIMEOUT_MS: '2000', REQUEST_TIMEOUT_MS: '5000', ANSWER_CACHE_BYTES: '16mb', BASE_URL: 'https://tx.example.org/fhir/R4/' });
-    expect(config).toMatchObject({ headersTimeoutMs: 2000, requestTimeoutMs: 5000, answerCacheBytes: 16 * 1024 * 1024, baseUrl: 'https://tx.example.org/fhir/R4' });
+    const config = loadConfig({
+      HEADERS_TIMEOUT_MS: '2000',
+      REQUEST_TIMEOUT_MS: '5000',
+      ANSWER_CACHE_BYTES: '16mb',
+      BASE_URL: 'https://tx.example.org/fhir/R4/',
+    });
+    expect(config).toMatchObject({
+      headersTimeoutMs: 2000,
+      requestTimeoutMs: 5000,
+      answerCacheBytes: 16 * 1024 * 1024,
+      baseUrl: 'https://tx.example.org/fhir/R4',
+    });
   });
 
   test('CORS origins: none by default, a comma-separated list, or any', () => {
     expect(loadConfig({}).corsOrigins).toEqual([]);
-    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.org, http://localhost:3000/' }).corsOrigins).toEqual(['https://app.example.org', 'http://localhost:3000']);
+    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.org, http://localhost:3000/' }).corsOrigins).toEqual([
+      'https://app.example.org',
+      'http://localhost:3000',
+    ]);
     expect(loadConfig({ CORS_ORIGINS: '*' }).corsOrigins).toEqual(['*']);
   });
 
   test('values are read and typed', () => {
     const config = loadConfig({
-      PORT: '9000', HOST: 'localhost', DATA_DIR: '/var/x', DATABASE_URL: 'postgres://u@h:5432/db',
-      AUTH_TOKENS: 'aaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb', LOG_LEVEL: 'warn', BODY_LIMIT: '2mb',
+      PORT: '9000',
+      HOST: 'localhost',
+      DATA_DIR: '/var/x',
+      DATABASE_URL: 'postgres://u@h:5432/db',
+      AUTH_TOKENS: 'aaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb',
+      LOG_LEVEL: 'warn',
+      BODY_LIMIT: '2mb',
     });
-    expect(config).toMatchObject({ port: 9000, host: 'localhost', dataDir: '/var/x', databaseUrl: 'postgres://u@h:5432/db', logLevel: 'warn', bodyLimit: 2 * 1024 * 1024 });
+    expect(config).toMatchObject({
+      port: 9000,
+      host: 'localhost',
+      dataDir: '/var/x',
+      databaseUrl: 'postgres://u@h:5432/db',
+      logLevel: 'warn',
+      bodyLimit: 2 * 1024 * 1024,
+    });
     expect(config.authTokens).toEqual(['aaaaaaaaaaaaaaaa', 'bbbbbbbbbbbbbbbb']);
   });
 
   test('outbound exceptions and websocket limits', () => {
-    expect(loadConfig({})).toMatchObject({ outboundAllowTargets: [], wsBindTimeoutMs: 10_000, wsMaxPerAddress: 16, wsMaxConnections: 512 });
-    const config = loadConfig({ OUTBOUND_ALLOW_TARGETS: '10.0.0.5:8443, [FD00:0:0::5]:9000', WS_BIND_TIMEOUT_MS: '2000', WS_MAX_PER_ADDRESS: '4', WS_MAX_CONNECTIONS: '100' });
+    expect(loadConfig({})).toMatchObject({
+      outboundAllowTargets: [],
+      wsBindTimeoutMs: 10_000,
+      wsMaxPerAddress: 16,
+      wsMaxConnections: 512,
+    });
+    const config = loadConfig({
+      OUTBOUND_ALLOW_TARGETS: '10.0.0.5:8443, [FD00:0:0::5]:9000',
+      WS_BIND_TIMEOUT_MS: '2000',
+      WS_MAX_PER_ADDRESS: '4',
+      WS_MAX_CONNECTIONS: '100',
+    });
     // Written as the URL parser writes them: the outbound connector compares them as text.
     expect(config.outboundAllowTargets).toEqual(['10.0.0.5:8443', '[fd00::5]:9000']);
     expect(config).toMatchObject({ wsBindTimeoutMs: 2000, wsMaxPerAddress: 4, wsMaxConnections: 100 });

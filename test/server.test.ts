@@ -55,7 +55,14 @@ describe('the server process', () => {
     const { BASE_URL: _vite, ...env } = process.env;
     const npm = spawn('npm', ['start'], {
       cwd: PROJECT_ROOT,
-      env: { ...env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: mkdtempSync(join(tmpdir(), 'fhir-npm-start-')), WORKERS: '2', LOG_LEVEL: 'info' },
+      env: {
+        ...env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: mkdtempSync(join(tmpdir(), 'fhir-npm-start-')),
+        WORKERS: '2',
+        LOG_LEVEL: 'info',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -63,10 +70,17 @@ describe('the server process', () => {
     npm.stderr.on('data', (d) => (output += d));
     const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
     try {
-      await waitForServer({ child: npm, port, base: `http://127.0.0.1:${port}/fhir/R4`, output: () => output, exited }, 90_000);
+      await waitForServer(
+        { child: npm, port, base: `http://127.0.0.1:${port}/fhir/R4`, output: () => output, exited },
+        90_000,
+      );
       // The script execs node: npm's child is the server (the primary), which has the workers.
       const primary = Number(readFileSync(`/proc/${npm.pid}/task/${npm.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
-      const workers = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+      const workers = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8')
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(Number);
       expect(workers).toHaveLength(2);
       npm.kill('SIGTERM');
       await exited;
@@ -81,7 +95,10 @@ describe('the server process', () => {
       // npm returns once its child has exited; the workers stop with the primary.
       const end = Date.now() + 30_000;
       while (![primary, ...workers].every(gone) && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
-      expect([primary, ...workers].filter((pid) => !gone(pid)), output).toEqual([]);
+      expect(
+        [primary, ...workers].filter((pid) => !gone(pid)),
+        output,
+      ).toEqual([]);
       expect(output).toContain('stopping the workers');
     } finally {
       if (npm.exitCode === null) npm.kill('SIGKILL');

@@ -1,5 +1,9 @@
 import type { Reference, Resource } from 'fhir/r4';
-import type { AccessPolicyResource as AccessPolicy, ClientApplicationResource as ClientApplication, ProjectMembershipResource as ProjectMembership } from '../fhir/admin-types';
+import type {
+  AccessPolicyResource as AccessPolicy,
+  ClientApplicationResource as ClientApplication,
+  ProjectMembershipResource as ProjectMembership,
+} from '../fhir/admin-types';
 import type { Repository } from '../storage/repository';
 import { firstHolder, membershipsOf, projectsHolding, type MembershipKey } from '../storage/admin-lookups';
 import { NEVER as NEVER_EXPIRES, type EphemeralStore } from '../storage/ephemeral';
@@ -79,7 +83,9 @@ export class Accounts {
   }
 
   private async clientOwner(id: string): Promise<string | undefined> {
-    const projects = (await projectsHolding(this.repository.store, 'ClientApplication', id)).filter((p) => p !== SYSTEM_PROJECT);
+    const projects = (await projectsHolding(this.repository.store, 'ClientApplication', id)).filter(
+      (p) => p !== SYSTEM_PROJECT,
+    );
     if (projects.length <= 1) return projects[0];
     return firstHolder(this.repository.store, 'ClientApplication', id, projects);
   }
@@ -115,9 +121,12 @@ export class Accounts {
     const parts = referenceParts(reference);
     if (parts?.type !== 'AccessPolicy') return [];
     try {
-      const policy = (await this.repository.in(project).read('AccessPolicy', parts.id)).resource as unknown as AccessPolicy;
+      const policy = (await this.repository.in(project).read('AccessPolicy', parts.id))
+        .resource as unknown as AccessPolicy;
       // A rule limited by criteria this server does not enforce would allow the whole type: it allows nothing.
-      return (policy.resource ?? []).filter((r) => typeof r.resourceType === 'string' && r.criteria === undefined).map((r) => ({ type: r.resourceType as string, readonly: r.readonly === true }));
+      return (policy.resource ?? [])
+        .filter((r) => typeof r.resourceType === 'string' && r.criteria === undefined)
+        .map((r) => ({ type: r.resourceType as string, readonly: r.readonly === true }));
     } catch {
       return [];
     }

@@ -30,7 +30,8 @@ export interface AdminWriteDeps {
 /** The membership rule, before a write (a project administrator's; operators' are theirs to decide). */
 export async function checkAdminWrite(resource: Resource, ctx: RequestContext, deps: AdminWriteDeps): Promise<void> {
   if (ctx.principal.operator) return;
-  if (resource.resourceType === 'ProjectMembership') await checkMember(resource as ProjectMembershipResource, ctx.project, deps);
+  if (resource.resourceType === 'ProjectMembership')
+    await checkMember(resource as ProjectMembershipResource, ctx.project, deps);
 }
 
 /** The client id rule, inside every writing transaction. */
@@ -48,14 +49,25 @@ export class UniqueClientIds implements WriteObserver {
   }
 }
 
-async function checkMember(membership: ProjectMembershipResource, project: string, deps: AdminWriteDeps): Promise<void> {
+async function checkMember(
+  membership: ProjectMembershipResource,
+  project: string,
+  deps: AdminWriteDeps,
+): Promise<void> {
   const member = referenceParts(membership.user);
   if (member?.type === 'User') {
     const joined = (await deps.memberships({ type: 'User', id: member.id })).some((m) => m.project === project);
-    if (!joined) throw refused("a person joins a project through the server's operators; the membership's user must be a member of this project already");
+    if (!joined)
+      throw refused(
+        "a person joins a project through the server's operators; the membership's user must be a member of this project already",
+      );
     return;
   }
-  if ((member?.type === 'ClientApplication' || member?.type === 'Bot') && (await deps.exists(project, member.type, member.id))) return;
+  if (
+    (member?.type === 'ClientApplication' || member?.type === 'Bot') &&
+    (await deps.exists(project, member.type, member.id))
+  )
+    return;
   throw refused("the membership's user must be a User of this project, or one of its ClientApplications or Bots");
 }
 

@@ -42,7 +42,8 @@ export class ClientAssertions {
     const { decodeJwt } = await jose();
     try {
       const claims = decodeJwt(assertion);
-      if (typeof claims.iss !== 'string' || claims.iss !== claims.sub) throw new OAuthError('invalid_client', 'the client assertion must have iss and sub both the client id');
+      if (typeof claims.iss !== 'string' || claims.iss !== claims.sub)
+        throw new OAuthError('invalid_client', 'the client assertion must have iss and sub both the client id');
       return claims.iss;
     } catch (err) {
       if (err instanceof OAuthError) throw err;
@@ -60,11 +61,18 @@ export class ClientAssertions {
     } catch {
       throw new OAuthError('invalid_client', 'the client assertion is not a JWT');
     }
-    if (!ASSERTION_ALGORITHMS.includes(String(header.alg))) throw new OAuthError('invalid_client', `the client assertion is signed ${String(header.alg)}; this server accepts ${ASSERTION_ALGORITHMS.join(' and ')}`);
-    if (typeof header.kid !== 'string') throw new OAuthError('invalid_client', 'the client assertion names no key (kid)');
+    if (!ASSERTION_ALGORITHMS.includes(String(header.alg)))
+      throw new OAuthError(
+        'invalid_client',
+        `the client assertion is signed ${String(header.alg)}; this server accepts ${ASSERTION_ALGORITHMS.join(' and ')}`,
+      );
+    if (typeof header.kid !== 'string')
+      throw new OAuthError('invalid_client', 'the client assertion names no key (kid)');
     let keys = await this.keySet(jwksUri, false);
-    if (!keys.keys.some((k) => k.kid === header.kid) && !jwksUri.startsWith('data:')) keys = await this.keySet(jwksUri, true);
-    if (!keys.keys.some((k) => k.kid === header.kid)) throw new OAuthError('invalid_client', `no key '${header.kid}' is registered for the client`);
+    if (!keys.keys.some((k) => k.kid === header.kid) && !jwksUri.startsWith('data:'))
+      keys = await this.keySet(jwksUri, true);
+    if (!keys.keys.some((k) => k.kid === header.kid))
+      throw new OAuthError('invalid_client', `no key '${header.kid}' is registered for the client`);
     let payload;
     try {
       ({ payload } = await jwtVerify(assertion, createLocalJWKSet(keys), {
@@ -80,10 +88,17 @@ export class ClientAssertions {
     }
     const now = Math.floor((this.deps.now?.() ?? Date.now()) / 1000);
     if (typeof payload.exp !== 'number') throw new OAuthError('invalid_client', 'the client assertion has no exp');
-    if (payload.exp > now + MAX_LIFETIME_S + TOLERANCE_S) throw new OAuthError('invalid_client', `the client assertion expires more than ${MAX_LIFETIME_S} seconds ahead`);
-    if (typeof payload.jti !== 'string' || payload.jti === '') throw new OAuthError('invalid_client', 'the client assertion has no jti');
+    if (payload.exp > now + MAX_LIFETIME_S + TOLERANCE_S)
+      throw new OAuthError('invalid_client', `the client assertion expires more than ${MAX_LIFETIME_S} seconds ahead`);
+    if (typeof payload.jti !== 'string' || payload.jti === '')
+      throw new OAuthError('invalid_client', 'the client assertion has no jti');
     // Kept past its expiry (and the tolerance), so no replay can come in while it would pass.
-    const first = await this.deps.store.claim('client-jti', `${clientId}\u0001${payload.jti}`, '1', (payload.exp + TOLERANCE_S + 60) * 1000);
+    const first = await this.deps.store.claim(
+      'client-jti',
+      `${clientId}\u0001${payload.jti}`,
+      '1',
+      (payload.exp + TOLERANCE_S + 60) * 1000,
+    );
     if (!first) throw new OAuthError('invalid_client', 'the client assertion was used before (its jti is not new)');
   }
 
@@ -98,7 +113,8 @@ export class ClientAssertions {
     } catch (err) {
       throw new OAuthError('invalid_client', `the client's jwksUri could not be read: ${(err as Error).message}`);
     }
-    if (fetched.status !== 200) throw new OAuthError('invalid_client', `the client's jwksUri answered ${fetched.status}`);
+    if (fetched.status !== 200)
+      throw new OAuthError('invalid_client', `the client's jwksUri answered ${fetched.status}`);
     const set = parseKeySet(fetched.body);
     const seconds = cacheSeconds(fetched.headers['cache-control']);
     if (seconds > 0) this.remote.set(uri, { set, until: now + seconds * 1000 });
@@ -117,13 +133,17 @@ export async function checkClientKeysUri(resource: Resource, outbound: Outbound)
   const uri = (resource as ClientApplicationResource).jwksUri;
   if (uri === undefined || uri.startsWith('data:')) return;
   await outbound.check(uri).catch((err: Error) => {
-    throw fhirError('ERR_RESOURCE_INVALID', { type: 'ClientApplication', path: 'ClientApplication.jwksUri', reason: err.message });
+    throw fhirError('ERR_RESOURCE_INVALID', {
+      type: 'ClientApplication',
+      path: 'ClientApplication.jwksUri',
+      reason: err.message,
+    });
   });
 }
 
 /** How long Cache-Control lets a response be kept (0: not at all; also when it says nothing). */
 export function cacheSeconds(header: string | string[] | undefined): number {
-  const text = (Array.isArray(header) ? header.join(',') : header ?? '').toLowerCase();
+  const text = (Array.isArray(header) ? header.join(',') : (header ?? '')).toLowerCase();
   if (/(^|,)\s*(no-store|no-cache|private)\b/.test(text)) return 0;
   const match = /(?:^|,)\s*max-age\s*=\s*"?(\d+)/.exec(text);
   return match ? Math.min(Number(match[1]), 24 * 3600) : 0;
@@ -131,7 +151,7 @@ export function cacheSeconds(header: string | string[] | undefined): number {
 
 function decodeDataUri(uri: string): string {
   const comma = uri.indexOf(',');
-  if (comma < 0) throw new OAuthError('invalid_client', 'the client\'s inline keys are not a data: URI');
+  if (comma < 0) throw new OAuthError('invalid_client', "the client's inline keys are not a data: URI");
   const meta = uri.slice(5, comma);
   const data = uri.slice(comma + 1);
   return meta.endsWith(';base64') ? Buffer.from(data, 'base64').toString('utf8') : decodeURIComponent(data);
@@ -145,6 +165,7 @@ function parseKeySet(text: string): JSONWebKeySet {
     throw new OAuthError('invalid_client', "the client's keys are not JSON");
   }
   const keys = (parsed as { keys?: unknown }).keys;
-  if (!Array.isArray(keys)) throw new OAuthError('invalid_client', "the client's keys are not a JWKS ({\"keys\": [...]})");
+  if (!Array.isArray(keys))
+    throw new OAuthError('invalid_client', 'the client\'s keys are not a JWKS ({"keys": [...]})');
   return { keys: keys as JSONWebKeySet['keys'] };
 }

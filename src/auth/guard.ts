@@ -21,7 +21,14 @@ import { contextsAllowing, type Permission } from './scopes';
 
 export type Interaction = 'read' | 'search' | 'history' | 'create' | 'update' | 'delete';
 
-const PERMISSION: Record<Interaction, Permission> = { read: 'r', search: 's', history: 'r', create: 'c', update: 'u', delete: 'd' };
+const PERMISSION: Record<Interaction, Permission> = {
+  read: 'r',
+  search: 's',
+  history: 'r',
+  create: 'c',
+  update: 'u',
+  delete: 'd',
+};
 
 /** What an allowed interaction is limited to. */
 export interface Grant {
@@ -55,9 +62,12 @@ export class AccessGuard {
       if (writing) throw forbidden(`${type} resources are changed by the server's operators`);
       grant.ids = type === 'Project' ? [principal.project] : principal.user ? [principal.user] : [];
     }
-    if (PROJECT_ADMIN_TYPES.has(type) && !principal.admin) throw forbidden(`${type} resources are the project administrators' to see and change`);
-    if (ADMIN_WRITTEN_TYPES.has(type) && writing && !principal.admin) throw forbidden(`${type} resources are the project administrators' to change`);
-    if (type === 'SearchParameter' && writing) throw forbidden("search parameters apply to the whole server; the server's operators define them");
+    if (PROJECT_ADMIN_TYPES.has(type) && !principal.admin)
+      throw forbidden(`${type} resources are the project administrators' to see and change`);
+    if (ADMIN_WRITTEN_TYPES.has(type) && writing && !principal.admin)
+      throw forbidden(`${type} resources are the project administrators' to change`);
+    if (type === 'SearchParameter' && writing)
+      throw forbidden("search parameters apply to the whole server; the server's operators define them");
     if (principal.policy) {
       const rule = principal.policy.find((r) => r.type === type) ?? principal.policy.find((r) => r.type === '*');
       if (!rule) throw forbidden(`the access policy does not include ${type}`);
@@ -67,17 +77,26 @@ export class AccessGuard {
       const contexts = contextsAllowing(principal.scopes, type, PERMISSION[interaction]);
       if (contexts.size === 0) throw forbidden(`the token's scopes do not allow ${interaction} of ${type}`);
       // Only patient/ scopes allow it: within the launch patient's compartment.
-      if (!contexts.has('system') && !contexts.has('user')) this.withinPatient(grant, principal.patient, interaction, type, "the token's patient/ scopes");
+      if (!contexts.has('system') && !contexts.has('user'))
+        this.withinPatient(grant, principal.patient, interaction, type, "the token's patient/ scopes");
     }
     // A patient's own membership without an access policy: the patient's compartment, whatever
     // scopes the person asked for at sign-in (they choose those themselves).
-    if (isPatientMember(principal)) this.withinPatient(grant, principal.patient, interaction, type, 'a patient membership without an access policy');
+    if (isPatientMember(principal))
+      this.withinPatient(grant, principal.patient, interaction, type, 'a patient membership without an access policy');
     return grant;
   }
 
-  private withinPatient(grant: Grant, patient: string | undefined, interaction: Interaction, type: string, by: string): void {
+  private withinPatient(
+    grant: Grant,
+    patient: string | undefined,
+    interaction: Interaction,
+    type: string,
+    by: string,
+  ): void {
     if (!patient) throw forbidden(`${by}: no patient in context`);
-    if (type !== 'Patient' && !this.deps.patientCompartment(type)) throw forbidden(`${type} is not in a patient's compartment (${by})`);
+    if (type !== 'Patient' && !this.deps.patientCompartment(type))
+      throw forbidden(`${type} is not in a patient's compartment (${by})`);
     if (interaction === 'history') throw forbidden(`history is not available to ${by}`);
     grant.patient = patient;
   }
@@ -92,11 +111,14 @@ export class AccessGuard {
   /** Every type in the grant's terms: a search of all types, or system history. */
   allowAll(principal: Principal | undefined, interaction: Interaction): void {
     if (!principal || principal.operator) return;
-    if (isPatientMember(principal)) throw forbidden("a patient's membership reaches its own compartment one type at a time; name the types (_type)");
-    if (principal.policy && !principal.policy.some((r) => r.type === '*')) throw forbidden('the access policy does not include every type; name the types (_type)');
+    if (isPatientMember(principal))
+      throw forbidden("a patient's membership reaches its own compartment one type at a time; name the types (_type)");
+    if (principal.policy && !principal.policy.some((r) => r.type === '*'))
+      throw forbidden('the access policy does not include every type; name the types (_type)');
     if (principal.scopes) {
       const contexts = contextsAllowing(principal.scopes, '*', PERMISSION[interaction]);
-      if (!contexts.has('system') && !contexts.has('user')) throw forbidden(`the token's scopes do not allow ${interaction} of every type; name the types (_type)`);
+      if (!contexts.has('system') && !contexts.has('user'))
+        throw forbidden(`the token's scopes do not allow ${interaction} of every type; name the types (_type)`);
     }
   }
 
@@ -104,13 +126,20 @@ export class AccessGuard {
     if (resource.resourceType === 'Patient' && resource.id === patient) return true;
     const params = this.deps.patientCompartment(resource.resourceType);
     if (!params) return false;
-    return this.deps.references(resource).some((r) => r.type === 'Patient' && r.id === patient && params.includes(r.param));
+    return this.deps
+      .references(resource)
+      .some((r) => r.type === 'Patient' && r.id === patient && params.includes(r.param));
   }
 }
 
 /** A membership whose profile is a Patient, with no access policy and not an administrator's. */
 function isPatientMember(principal: Principal): principal is Principal & { patient: string } {
-  return principal.patient !== undefined && principal.profile === `Patient/${principal.patient}` && !principal.policy && !principal.admin;
+  return (
+    principal.patient !== undefined &&
+    principal.profile === `Patient/${principal.patient}` &&
+    !principal.policy &&
+    !principal.admin
+  );
 }
 
 function forbidden(reason: string) {

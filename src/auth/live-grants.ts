@@ -85,13 +85,17 @@ export class LiveGrants implements Revocations {
   private async stillHolds(principal: Principal, membership: string): Promise<boolean> {
     const grant = await this.deps.grantOf({ project: principal.project, id: membership });
     if (!grant) return false;
-    if (grant.admin !== principal.admin || grant.user !== principal.user || grant.profile !== principal.profile) return false;
+    if (grant.admin !== principal.admin || grant.user !== principal.user || grant.profile !== principal.profile)
+      return false;
     if (!samePolicy(grant.policy, principal.policy)) return false;
     return principal.user === undefined || this.deps.userExists(principal.user);
   }
 
   private async marksOf(project: string): Promise<string> {
-    const [own, users] = await Promise.all([this.deps.marks(project, WATCHED), this.deps.marks(SYSTEM_PROJECT, ['User'])]);
+    const [own, users] = await Promise.all([
+      this.deps.marks(project, WATCHED),
+      this.deps.marks(SYSTEM_PROJECT, ['User']),
+    ]);
     return `${WATCHED.map((t) => own.get(t) ?? 0).join(':')}:${users.get('User') ?? 0}`;
   }
 

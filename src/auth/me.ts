@@ -19,8 +19,17 @@ export type ReadResource = (project: string, type: string, id: string) => Promis
 
 export interface SessionDetails {
   user?: { resourceType: 'User'; id: string; email?: string; identifier?: Identifier[] };
-  project: { resourceType: 'Project'; id: string; name?: string; description?: string; strictMode?: boolean; superAdmin?: boolean };
-  membership?: Pick<ProjectMembershipResource, 'resourceType' | 'identifier' | 'user' | 'profile' | 'admin'> & { id: string };
+  project: {
+    resourceType: 'Project';
+    id: string;
+    name?: string;
+    description?: string;
+    strictMode?: boolean;
+    superAdmin?: boolean;
+  };
+  membership?: Pick<ProjectMembershipResource, 'resourceType' | 'identifier' | 'user' | 'profile' | 'admin'> & {
+    id: string;
+  };
   profile?: Resource;
   config: { resourceType: 'UserConfiguration' };
   accessPolicy?: Resource;
@@ -32,20 +41,44 @@ export interface SessionDetails {
 }
 
 export async function sessionDetails(principal: Principal, read: ReadResource): Promise<SessionDetails> {
-  const project = (await read(SYSTEM_PROJECT, 'Project', principal.project)) as (ProjectResource & { description?: string; strictMode?: boolean; superAdmin?: boolean }) | undefined;
-  const user = principal.user ? ((await read(SYSTEM_PROJECT, 'User', principal.user)) as (UserResource & { identifier?: Identifier[] }) | undefined) : undefined;
-  const membership = principal.membership ? ((await read(principal.project, 'ProjectMembership', principal.membership)) as ProjectMembershipResource | undefined) : undefined;
+  const project = (await read(SYSTEM_PROJECT, 'Project', principal.project)) as
+    (ProjectResource & { description?: string; strictMode?: boolean; superAdmin?: boolean }) | undefined;
+  const user = principal.user
+    ? ((await read(SYSTEM_PROJECT, 'User', principal.user)) as
+        (UserResource & { identifier?: Identifier[] }) | undefined)
+    : undefined;
+  const membership = principal.membership
+    ? ((await read(principal.project, 'ProjectMembership', principal.membership)) as
+        ProjectMembershipResource | undefined)
+    : undefined;
   const inProject = async (reference: string | undefined) => {
     const parts = referenceParts(reference ? { reference } : undefined);
     return parts ? read(principal.project, parts.type, parts.id) : undefined;
   };
   const policy = membership?.accessPolicy ?? membership?.access?.[0]?.policy;
   return {
-    user: user && principal.user ? { resourceType: 'User', id: principal.user, email: user.email, identifier: user.identifier } : undefined,
-    project: { resourceType: 'Project', id: principal.project, name: project?.name, description: project?.description, strictMode: project?.strictMode, superAdmin: project?.superAdmin },
+    user:
+      user && principal.user
+        ? { resourceType: 'User', id: principal.user, email: user.email, identifier: user.identifier }
+        : undefined,
+    project: {
+      resourceType: 'Project',
+      id: principal.project,
+      name: project?.name,
+      description: project?.description,
+      strictMode: project?.strictMode,
+      superAdmin: project?.superAdmin,
+    },
     membership:
       membership && principal.membership
-        ? { resourceType: 'ProjectMembership', id: principal.membership, identifier: membership.identifier, user: membership.user, profile: membership.profile, admin: membership.admin }
+        ? {
+            resourceType: 'ProjectMembership',
+            id: principal.membership,
+            identifier: membership.identifier,
+            user: membership.user,
+            profile: membership.profile,
+            admin: membership.admin,
+          }
         : undefined,
     profile: withoutSecret(await inProject(principal.profile)),
     config: { resourceType: 'UserConfiguration' },

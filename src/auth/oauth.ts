@@ -100,7 +100,11 @@ export class AuthService {
   }
 
   /** The token endpoint: `form` is its parameters; `basic` the client's HTTP Basic credentials. */
-  async token(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrls: string[]): Promise<TokenAnswer> {
+  async token(
+    form: Record<string, string | undefined>,
+    basic: { id: string; secret: string } | undefined,
+    tokenUrls: string[],
+  ): Promise<TokenAnswer> {
     switch (form.grant_type) {
       case 'authorization_code':
         return this.codeGrant(form, basic);
@@ -111,7 +115,10 @@ export class AuthService {
       case undefined:
         throw new OAuthError('invalid_request', 'grant_type is required');
       default:
-        throw new OAuthError('unsupported_grant_type', `grant_type '${String(form.grant_type).slice(0, 50)}' is not supported (authorization_code, refresh_token, client_credentials)`);
+        throw new OAuthError(
+          'unsupported_grant_type',
+          `grant_type '${String(form.grant_type).slice(0, 50)}' is not supported (authorization_code, refresh_token, client_credentials)`,
+        );
     }
   }
 
@@ -138,7 +145,9 @@ export class AuthService {
   async authorizeClient(clientId: string, redirectUri: string): Promise<ClientApplicationResource | undefined> {
     const found = await this.deps.accounts.client(clientId);
     if (!found || found.client.status === 'off') return undefined;
-    const allowed = [found.client.redirectUri, ...(found.client.redirectUris ?? [])].filter((u): u is string => typeof u === 'string');
+    const allowed = [found.client.redirectUri, ...(found.client.redirectUris ?? [])].filter(
+      (u): u is string => typeof u === 'string',
+    );
     return allowed.includes(redirectUri) ? found.client : undefined;
   }
 
@@ -149,14 +158,23 @@ export class AuthService {
     if (clientId !== undefined) {
       const client = await accounts.client(clientId);
       if (!client) throw new OAuthError('invalid_client', 'the client is not known');
-      if (wanted !== undefined && wanted !== client.project) throw new OAuthError('invalid_request', "the client belongs to another project than the one asked for");
+      if (wanted !== undefined && wanted !== client.project)
+        throw new OAuthError('invalid_request', 'the client belongs to another project than the one asked for');
       wanted = client.project;
     }
     if (wanted !== undefined) memberships = memberships.filter((m) => m.project === wanted);
-    if (memberships.length === 0) throw new OAuthError('access_denied', wanted ? 'the user is not a member of that project' : 'the user is not a member of any project');
+    if (memberships.length === 0)
+      throw new OAuthError(
+        'access_denied',
+        wanted ? 'the user is not a member of that project' : 'the user is not a member of any project',
+      );
     if (memberships.length > 1) {
       const projects = [...new Set(memberships.map((m) => m.project))];
-      if (projects.length > 1) throw new OAuthError('invalid_request', `the user belongs to several projects; name one (projectId): ${projects.join(', ')}`);
+      if (projects.length > 1)
+        throw new OAuthError(
+          'invalid_request',
+          `the user belongs to several projects; name one (projectId): ${projects.join(', ')}`,
+        );
     }
     const grant = await accounts.grantOf(memberships[0]);
     if (!grant) throw new OAuthError('access_denied', 'the membership is not active');
@@ -164,13 +182,17 @@ export class AuthService {
     return grant;
   }
 
-  private async codeGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined): Promise<TokenAnswer> {
+  private async codeGrant(
+    form: Record<string, string | undefined>,
+    basic: { id: string; secret: string } | undefined,
+  ): Promise<TokenAnswer> {
     const code = form.code;
     const verifier = form.code_verifier;
     if (!code) throw new OAuthError('invalid_request', 'code is required');
     if (!verifier) throw new OAuthError('invalid_request', 'code_verifier is required (PKCE)');
     const stored = await this.deps.ephemeral.take('auth-code', digest(code));
-    if (stored === undefined) throw new OAuthError('invalid_grant', 'the code is not valid: unknown, expired or used already');
+    if (stored === undefined)
+      throw new OAuthError('invalid_grant', 'the code is not valid: unknown, expired or used already');
     const state = JSON.parse(stored) as CodeState;
     if (createHash('sha256').update(verifier, 'ascii').digest('base64url') !== state.challenge) {
       throw new OAuthError('invalid_grant', 'the code_verifier does not match the code_challenge');
@@ -178,7 +200,8 @@ export class AuthService {
     if (state.clientId !== undefined) {
       const clientId = form.client_id ?? basic?.id;
       if (clientId !== state.clientId) throw new OAuthError('invalid_grant', 'the code was issued to another client');
-      if (form.redirect_uri !== state.redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one the code was issued for');
+      if (form.redirect_uri !== state.redirectUri)
+        throw new OAuthError('invalid_grant', 'redirect_uri differs from the one the code was issued for');
     }
     // A new sign-in: the family its refresh tokens descend from, revoked together on reuse.
     return this.issue({ ...state.grant, family: randomBytes(16).toString('base64url') }, true);
@@ -187,25 +210,40 @@ export class AuthService {
   private async refreshGrant(form: Record<string, string | undefined>): Promise<TokenAnswer> {
     if (!form.refresh_token) throw new OAuthError('invalid_request', 'refresh_token is required');
     const previous = await this.deps.tokens.useRefreshToken(form.refresh_token);
-    if (!previous?.membership) throw new OAuthError('invalid_grant', 'the refresh token is not valid: unknown, expired or used already');
+    if (!previous?.membership)
+      throw new OAuthError('invalid_grant', 'the refresh token is not valid: unknown, expired or used already');
     // The membership as it is now: removed, deactivated or changed since the first token.
     const current = await this.deps.accounts.grantOf({ project: previous.project, id: previous.membership });
     if (!current) throw new OAuthError('invalid_grant', 'the membership behind the refresh token is gone');
-    return this.issue({ ...current, client: previous.client ?? current.client, scope: previous.scope, family: previous.family }, true);
+    return this.issue(
+      { ...current, client: previous.client ?? current.client, scope: previous.scope, family: previous.family },
+      true,
+    );
   }
 
-  private async clientGrant(form: Record<string, string | undefined>, basic: { id: string; secret: string } | undefined, tokenUrls: string[]): Promise<TokenAnswer> {
+  private async clientGrant(
+    form: Record<string, string | undefined>,
+    basic: { id: string; secret: string } | undefined,
+    tokenUrls: string[],
+  ): Promise<TokenAnswer> {
     const { accounts, assertions } = this.deps;
     let clientId: string;
     const assertion = form.client_assertion;
     if (assertion !== undefined || form.client_assertion_type !== undefined) {
-      if (form.client_assertion_type !== ASSERTION_TYPE) throw new OAuthError('invalid_request', `client_assertion_type must be ${ASSERTION_TYPE}`);
+      if (form.client_assertion_type !== ASSERTION_TYPE)
+        throw new OAuthError('invalid_request', `client_assertion_type must be ${ASSERTION_TYPE}`);
       if (!assertion) throw new OAuthError('invalid_request', 'client_assertion is required');
       clientId = await assertions.claimedClient(assertion);
-      if (form.client_id !== undefined && form.client_id !== clientId) throw new OAuthError('invalid_client', 'client_id differs from the assertion');
+      if (form.client_id !== undefined && form.client_id !== clientId)
+        throw new OAuthError('invalid_client', 'client_id differs from the assertion');
     } else {
       const id = basic?.id ?? form.client_id;
-      if (!id) throw new OAuthError('invalid_client', 'client authentication is required (client_secret_basic, client_secret_post or private_key_jwt)', 401);
+      if (!id)
+        throw new OAuthError(
+          'invalid_client',
+          'client authentication is required (client_secret_basic, client_secret_post or private_key_jwt)',
+          401,
+        );
       clientId = id;
     }
     const found = await accounts.client(clientId);
@@ -214,10 +252,16 @@ export class AuthService {
       await assertions.verify(assertion, clientId, found.client.jwksUri, tokenUrls);
     } else {
       const secret = basic?.secret ?? form.client_secret;
-      if (!secret || !found.client.secret || !sameSecret(secret, found.client.secret)) throw new OAuthError('invalid_client', 'the client secret is not right');
+      if (!secret || !found.client.secret || !sameSecret(secret, found.client.secret))
+        throw new OAuthError('invalid_client', 'the client secret is not right');
     }
-    const memberships = (await accounts.memberships({ type: 'ClientApplication', id: clientId })).filter((m) => m.project === found.project);
-    const grant: TokenGrant = memberships.length > 0 ? ((await accounts.grantOf(memberships[0])) ?? { project: found.project, admin: false }) : { project: found.project, admin: false };
+    const memberships = (await accounts.memberships({ type: 'ClientApplication', id: clientId })).filter(
+      (m) => m.project === found.project,
+    );
+    const grant: TokenGrant =
+      memberships.length > 0
+        ? ((await accounts.grantOf(memberships[0])) ?? { project: found.project, admin: false })
+        : { project: found.project, admin: false };
     grant.client = clientId;
     grant.user = undefined;
     const allowed = found.client.defaultScope?.join(' ') || SYSTEM_SCOPES;
@@ -255,9 +299,15 @@ function text(value: unknown, name: string): string {
 
 /** The S256 challenge (43 to 128 base64url characters); `plain` and no challenge are refused. */
 function pkce(challenge: unknown, method: unknown): string {
-  if (challenge === undefined || challenge === '') throw new OAuthError('invalid_request', 'codeChallenge is required (PKCE with S256)');
-  if (method !== 'S256') throw new OAuthError('invalid_request', `code challenge method '${String(method ?? '').slice(0, 20)}' is not supported: only S256`);
-  if (typeof challenge !== 'string' || !/^[A-Za-z0-9\-._~]{43,128}$/.test(challenge)) throw new OAuthError('invalid_request', 'the code challenge must be 43 to 128 base64url characters');
+  if (challenge === undefined || challenge === '')
+    throw new OAuthError('invalid_request', 'codeChallenge is required (PKCE with S256)');
+  if (method !== 'S256')
+    throw new OAuthError(
+      'invalid_request',
+      `code challenge method '${String(method ?? '').slice(0, 20)}' is not supported: only S256`,
+    );
+  if (typeof challenge !== 'string' || !/^[A-Za-z0-9\-._~]{43,128}$/.test(challenge))
+    throw new OAuthError('invalid_request', 'the code challenge must be 43 to 128 base64url characters');
   return challenge;
 }
 
@@ -265,7 +315,11 @@ function pkce(challenge: unknown, method: unknown): string {
 function scopeText(scope: string, contexts: string[]): string {
   const set = parseScopesOr(scope);
   const wrong = set.resources.find((r) => !contexts.includes(r.context));
-  if (wrong) throw new OAuthError('invalid_scope', `'${wrong.text}' is not for this kind of sign-in (${contexts.map((c) => `${c}/`).join(' or ')} scopes)`);
+  if (wrong)
+    throw new OAuthError(
+      'invalid_scope',
+      `'${wrong.text}' is not for this kind of sign-in (${contexts.map((c) => `${c}/`).join(' or ')} scopes)`,
+    );
   return formatScopes(set);
 }
 
@@ -276,8 +330,10 @@ function narrowTo(requested: string, allowed: string): string {
   if (wrong) throw new OAuthError('invalid_scope', `'${wrong.text}': a client acting on its own gets system/ scopes`);
   const granted = narrow(asked, parseScopesOr(allowed));
   const beyond = asked.resources.find((r) => !granted.resources.includes(r));
-  if (beyond) throw new OAuthError('invalid_scope', `'${beyond.text}' is beyond what the client may be granted (${allowed})`);
-  if (asked.resources.length === 0) throw new OAuthError('invalid_scope', 'no resource scope asked for (system/[type].[permissions])');
+  if (beyond)
+    throw new OAuthError('invalid_scope', `'${beyond.text}' is beyond what the client may be granted (${allowed})`);
+  if (asked.resources.length === 0)
+    throw new OAuthError('invalid_scope', 'no resource scope asked for (system/[type].[permissions])');
   return formatScopes(asked);
 }
 
@@ -295,4 +351,3 @@ function sameSecret(given: string, expected: string): boolean {
   const b = createHash('sha256').update(expected).digest();
   return timingSafeEqual(a, b);
 }
-

@@ -47,8 +47,10 @@ function parseResourceScope(scope: string): ResourceScope | undefined {
   const match = /^(patient|user|system)\/([^.]+)\.(.+)$/.exec(scope);
   if (!match) return undefined;
   const [, context, type, rest] = match;
-  if (rest.includes('?')) throw new ScopeError(`the scope '${scope}' restricts by a query, which this server does not support`);
-  if (type !== '*' && !/^[A-Z][A-Za-z]{1,63}$/.test(type)) throw new ScopeError(`the scope '${scope}' names no resource type`);
+  if (rest.includes('?'))
+    throw new ScopeError(`the scope '${scope}' restricts by a query, which this server does not support`);
+  if (type !== '*' && !/^[A-Z][A-Za-z]{1,63}$/.test(type))
+    throw new ScopeError(`the scope '${scope}' names no resource type`);
   return { context: context as ScopeContext, type, permissions: permissionsOf(rest, scope), text: scope };
 }
 
@@ -61,7 +63,10 @@ function permissionsOf(text: string, scope: string): Set<Permission> {
   const out = new Set<Permission>();
   for (const letter of text) {
     const index = ORDER.indexOf(letter as Permission, at);
-    if (index < 0) throw new ScopeError(`the scope '${scope}' has permissions '${text}' (expected read, write, * or some of c, r, u, d, s in that order)`);
+    if (index < 0)
+      throw new ScopeError(
+        `the scope '${scope}' has permissions '${text}' (expected read, write, * or some of c, r, u, d, s in that order)`,
+      );
     out.add(letter as Permission);
     at = index + 1;
   }
@@ -85,7 +90,9 @@ export function contextsAllowing(scopes: ScopeSet, type: string, permission: Per
 export function narrow(requested: ScopeSet, allowed: ScopeSet): ScopeSet {
   const resources = requested.resources.filter((want) =>
     [...want.permissions].every((p) =>
-      allowed.resources.some((a) => a.context === want.context && (a.type === '*' || a.type === want.type) && a.permissions.has(p)),
+      allowed.resources.some(
+        (a) => a.context === want.context && (a.type === '*' || a.type === want.type) && a.permissions.has(p),
+      ),
     ),
   );
   return { resources, other: requested.other.filter((o) => allowed.other.includes(o)) };

@@ -128,7 +128,12 @@ export class SigningKeys {
       const { exportJWK, generateKeyPair } = await jose();
       const { privateKey } = await generateKeyPair(ALG, { extractable: true });
       const stored: StoredKey = { kid: randomUUID(), created: this.now(), jwk: await exportJWK(privateKey) };
-      await this.store.put(KIND, stored.kid, JSON.stringify(stored), stored.created + KEY_SIGNS_FOR + this.maxTokenLifetimeMs + DAY);
+      await this.store.put(
+        KIND,
+        stored.kid,
+        JSON.stringify(stored),
+        stored.created + KEY_SIGNS_FOR + this.maxTokenLifetimeMs + DAY,
+      );
     }
     await this.reload();
     // Another process is making it: wait for it to appear (a second or so at most).

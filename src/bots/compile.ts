@@ -21,7 +21,9 @@ export async function compileBot(source: string, filename: string): Promise<Comp
   } catch (err) {
     const first = (err as TransformFailure).errors?.[0];
     if (!first) return { ok: false, error: err instanceof Error ? err.message : String(err) };
-    const where = first.location ? `${filename} line ${first.location.line}, column ${first.location.column + 1}: ` : '';
+    const where = first.location
+      ? `${filename} line ${first.location.line}, column ${first.location.column + 1}: `
+      : '';
     return { ok: false, error: `${where}${first.text}` };
   }
 }

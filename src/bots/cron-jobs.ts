@@ -70,11 +70,16 @@ export class BotCron implements WriteObserver {
         const { bot: id, version } = job.input;
         const ctx = internalContext({ project: job.project, baseUrl: this.deps.baseUrl, log: this.log });
         const bot = await this.current(id, ctx);
-        if (!bot || bot.meta?.versionId !== version) return { skipped: bot ? 'the Bot changed; its new version keeps its own schedule' : 'the Bot is gone' };
+        if (!bot || bot.meta?.versionId !== version)
+          return { skipped: bot ? 'the Bot changed; its new version keeps its own schedule' : 'the Bot is gone' };
         await this.queue({ bot: id, version, at: Math.max(Date.now(), job.input.at) }, bot, job.project);
         // Scheduled before its code was deployed ($deploy writes a new version, with its own schedule).
         if (!bot.executableCode) return { skipped: 'the Bot has no deployed code yet' };
-        const answer = await this.deps.bots.executeForServer(bot, { input: bot, contentType: 'application/fhir+json' }, ctx);
+        const answer = await this.deps.bots.executeForServer(
+          bot,
+          { input: bot, contentType: 'application/fhir+json' },
+          ctx,
+        );
         return { ran: new Date(job.input.at).toISOString(), log: answer.log.slice(0, 1000) };
       },
     };
@@ -95,7 +100,10 @@ export class BotCron implements WriteObserver {
     const input: CronInput = { bot: after.bot, version: after.version, at };
     const id = `${BOT_CRON_JOB}:${project}:${after.bot}:${after.version}:${at}`;
     try {
-      await this.deps.jobs.enqueue({ kind: BOT_CRON_JOB, project, principal: operatorIn(project), input, maxAttempts: 1, id, runAt: at }, tx);
+      await this.deps.jobs.enqueue(
+        { kind: BOT_CRON_JOB, project, principal: operatorIn(project), input, maxAttempts: 1, id, runAt: at },
+        tx,
+      );
     } catch (err) {
       // Queued already: the id is the time, and the primary key says no to a second one.
       if (!tx && (await this.deps.jobs.get(id))) return;

@@ -31,7 +31,8 @@ export function placeUrl(url: string, base: string): UrlPlace | undefined {
   const pathname = parsed.pathname;
   if (pathname === root || pathname.startsWith(`${root}/`)) {
     const path = pathname.slice(root.length).replace(/^\/+/, '');
-    if (!SERVED_OUTSIDE_REST.has(path.replace(/\/+$/, ''))) return { kind: 'fhir', path, query: parsed.search.slice(1) };
+    if (!SERVED_OUTSIDE_REST.has(path.replace(/\/+$/, '')))
+      return { kind: 'fhir', path, query: parsed.search.slice(1) };
   }
   return { kind: 'server', pathAndQuery: `${pathname}${parsed.search}` };
 }

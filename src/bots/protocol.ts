@@ -75,9 +75,20 @@ export interface ClientAnswer {
  * This server's own routes outside the REST core, called without credentials (so only what
  * anyone may read answers; anything else is 401): the HTTP layer provides it (src/http/anonymous-calls.ts).
  */
-export type AnonymousCalls = (request: { method: string; pathAndQuery: string; headers?: Record<string, string>; body?: string }) => Promise<{ status: number; headers: Record<string, string>; text: string }>;
+export type AnonymousCalls = (request: {
+  method: string;
+  pathAndQuery: string;
+  headers?: Record<string, string>;
+  body?: string;
+}) => Promise<{ status: number; headers: Record<string, string>; text: string }>;
 
 /** A call refused before it reached the server: the answer both the client and fetch read. */
 export function refusedCall(err: FhirError): ClientAnswer {
-  return { status: err.status, message: err.message, body: err.outcome, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
+  return {
+    status: err.status,
+    message: err.message,
+    body: err.outcome,
+    text: JSON.stringify(err.outcome),
+    headers: { 'content-type': FHIR_JSON },
+  };
 }

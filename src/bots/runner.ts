@@ -3,7 +3,16 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { asFhirError } from '../fhir/outcome';
 import { parseJsonBody } from '../fhir/json-body';
-import { ENVELOPE_CHARS, refusedCall, type BotResult, type ClientAnswer, type ClientRequest, type FromSandbox, type RunLimits, type ToSandbox } from './protocol';
+import {
+  ENVELOPE_CHARS,
+  refusedCall,
+  type BotResult,
+  type ClientAnswer,
+  type ClientRequest,
+  type FromSandbox,
+  type RunLimits,
+  type ToSandbox,
+} from './protocol';
 import { FairSlots } from './slots';
 
 /**
@@ -47,7 +56,10 @@ const QUEUE_PER_PROJECT = 64;
  * answers in transit, logs) gets the process's ceiling as its limit (--max-old-space-size): a
  * fixed small one would let a few large bodies at once end every execution in the sandbox.
  */
-const SANDBOX_FLAGS = ['--no-node-snapshot', ...(Number(process.versions.node.split('.')[0]) < 24 ? ['--no-expose-wasm', '--no-harmony-rab-gsab'] : [])];
+const SANDBOX_FLAGS = [
+  '--no-node-snapshot',
+  ...(Number(process.versions.node.split('.')[0]) < 24 ? ['--no-expose-wasm', '--no-harmony-rab-gsab'] : []),
+];
 /** How often the server reads the sandbox's resident memory (Linux /proc). */
 const RSS_CHECK_MS = 200;
 /** What the sandbox process needs besides its isolates' heaps (Node, isolated-vm, messages). */
@@ -91,7 +103,11 @@ export class BotRunner {
   constructor(options: BotRunnerOptions = {}) {
     this.ceilingMb = options.sandboxMemoryMb ?? (options.memoryMb ?? 128) * MAX_RUNNING + SANDBOX_OVERHEAD_MB;
     const perProject = Math.min(options.slotsPerProject ?? MAX_RUNNING / 2, MAX_RUNNING);
-    this.slots = new FairSlots({ slots: MAX_RUNNING, perProject, queuePerProject: options.queuePerProject ?? QUEUE_PER_PROJECT });
+    this.slots = new FairSlots({
+      slots: MAX_RUNNING,
+      perProject,
+      queuePerProject: options.queuePerProject ?? QUEUE_PER_PROJECT,
+    });
   }
 
   /** The sandbox process's id, while one runs. */
@@ -104,7 +120,11 @@ export class BotRunner {
     const { code, event, limits, client } = execution;
     const release = await this.slots.acquire(execution.project);
     try {
-      return await this.send({ kind: 'run', id: ++this.nextId, code, event, limits }, limits.timeoutMs + GRACE_MS, client);
+      return await this.send(
+        { kind: 'run', id: ++this.nextId, code, event, limits },
+        limits.timeoutMs + GRACE_MS,
+        client,
+      );
     } finally {
       release();
     }
@@ -128,11 +148,16 @@ export class BotRunner {
     }
   }
 
-  private async send(message: ToSandbox & { id: number }, deadlineMs: number, client?: ClientHandler): Promise<RunOutcome> {
+  private async send(
+    message: ToSandbox & { id: number },
+    deadlineMs: number,
+    client?: ClientHandler,
+  ): Promise<RunOutcome> {
     if (this.closed) return { ok: false, error: 'the server is shutting down', log: '' };
     const child = this.sandbox();
     if (!(await this.ready)) return { ok: false, error: 'the bot sandbox stopped before it started', log: '' };
-    if (this.child !== child || !child.connected) return { ok: false, error: 'the bot sandbox stopped (a bot may have exhausted its memory)', log: '' };
+    if (this.child !== child || !child.connected)
+      return { ok: false, error: 'the bot sandbox stopped (a bot may have exhausted its memory)', log: '' };
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         // The sandbox did not answer in time: it is stuck, and so is anything else it runs.
@@ -189,7 +214,11 @@ export class BotRunner {
       readFile(`/proc/${child.pid}/status`, 'utf8')
         .then((status) => {
           const kb = Number(/^VmRSS:\s*(\d+)/m.exec(status)?.[1] ?? 0);
-          if (kb > this.ceilingMb * 1024) this.restart(child, `the bot sandbox held ${Math.round(kb / 1024)} MB, more than its ceiling of ${this.ceilingMb} MB, and was restarted`);
+          if (kb > this.ceilingMb * 1024)
+            this.restart(
+              child,
+              `the bot sandbox held ${Math.round(kb / 1024)} MB, more than its ceiling of ${this.ceilingMb} MB, and was restarted`,
+            );
         })
         .catch(() => clearInterval(timer))
         .finally(() => (reading = false));
@@ -203,28 +232,47 @@ export class BotRunner {
     if (!pending) return;
     if (message.kind === 'client-call') {
       void this.answerCall(pending.client, message).then((answer) => {
-        if (child.connected) child.send({ kind: 'client-answer', id: message.id, call: message.call, answer: JSON.stringify(answer) } satisfies ToSandbox);
+        if (child.connected)
+          child.send({
+            kind: 'client-answer',
+            id: message.id,
+            call: message.call,
+            answer: JSON.stringify(answer),
+          } satisfies ToSandbox);
       });
       return;
     }
     clearTimeout(pending.timer);
     this.pending.delete(message.id);
-    pending.resolve(message.ok ? { ok: true, result: message.result, log: message.log } : { ok: false, error: message.error, log: message.log });
+    pending.resolve(
+      message.ok
+        ? { ok: true, result: message.result, log: message.log }
+        : { ok: false, error: message.error, log: message.log },
+    );
   }
 
   /**
    * A bot's call, read as the HTTP layer reads a request (src/fhir/json-body.ts): the envelope is
    * small JSON; the body stays text for the handler to read under the body limits.
    */
-  private async answerCall(handler: ClientHandler | undefined, message: Extract<FromSandbox, { kind: 'client-call' }>): Promise<ClientAnswer> {
+  private async answerCall(
+    handler: ClientHandler | undefined,
+    message: Extract<FromSandbox, { kind: 'client-call' }>,
+  ): Promise<ClientAnswer> {
     if (!handler) return { status: 400, message: 'no client here' };
     let request: ClientRequest;
     try {
-      request = { ...(parseJsonBody(message.request, { bodyLimit: ENVELOPE_CHARS }) as ClientRequest), body: message.body };
+      request = {
+        ...(parseJsonBody(message.request, { bodyLimit: ENVELOPE_CHARS }) as ClientRequest),
+        body: message.body,
+      };
     } catch (err) {
       return refusedCall(asFhirError(err));
     }
-    return handler(request).catch((err: unknown) => ({ status: 500, message: err instanceof Error ? err.message : String(err) }));
+    return handler(request).catch((err: unknown) => ({
+      status: 500,
+      message: err instanceof Error ? err.message : String(err),
+    }));
   }
 
   private restart(child: ChildProcess, why: string): void {

@@ -3,7 +3,14 @@ import { createRequire } from 'node:module';
 import type IsolatedVM from 'isolated-vm-types';
 import { PRELUDE, RUN, wrapModule } from './prelude';
 import { fhirError } from '../fhir/errors';
-import { ENVELOPE_CHARS, refusedCall, type BotResult, type FromSandbox, type RunLimits, type ToSandbox } from './protocol';
+import {
+  ENVELOPE_CHARS,
+  refusedCall,
+  type BotResult,
+  type FromSandbox,
+  type RunLimits,
+  type ToSandbox,
+} from './protocol';
 
 /**
  * The bot sandbox: a child process of the server (src/bots/runner.ts forks it) that holds V8
@@ -30,7 +37,9 @@ function loadIsolatedVm(): typeof IsolatedVM {
       problems.push(`${name}: ${(err as Error).message.split('\n')[0]}`);
     }
   }
-  throw new Error(`no build of isolated-vm loads on Node ${process.version} (run npm ci on this Node): ${problems.join('; ')}`);
+  throw new Error(
+    `no build of isolated-vm loads on Node ${process.version} (run npm ci on this Node): ${problems.join('; ')}`,
+  );
 }
 
 const ivm = loadIsolatedVm();
@@ -109,7 +118,10 @@ async function run(message: Extract<ToSandbox, { kind: 'run' }>): Promise<void> 
     const global = context.global;
     await Promise.all([
       global.set('__hostLog', new ivm.Callback((level: string, text: string) => log.add(level, text))),
-      global.set('__hostClient', new ivm.Reference((request: unknown, body: unknown) => clientCall({ id, request, body, limits }))),
+      global.set(
+        '__hostClient',
+        new ivm.Reference((request: unknown, body: unknown) => clientCall({ id, request, body, limits })),
+      ),
       global.set('__botEvent', message.event),
     ]);
     await slot.prelude.run(context, { timeout: limits.timeoutMs });
@@ -134,7 +146,8 @@ function reason(err: unknown, facts: { timedOut: boolean; slot: Slot; limits: Ru
     if (!facts.slot.isolate.isDisposed) facts.slot.isolate.dispose();
     return `the bot ran out of memory (limit ${facts.limits.memoryMb} MB): ${message}`;
   }
-  if (/Script execution timed out/i.test(message)) return `the bot did not finish within its timeout of ${facts.limits.timeoutMs / 1000} s`;
+  if (/Script execution timed out/i.test(message))
+    return `the bot did not finish within its timeout of ${facts.limits.timeoutMs / 1000} s`;
   return message;
 }
 
@@ -146,12 +159,23 @@ function reason(err: unknown, facts: { timedOut: boolean; slot: Slot; limits: Ru
 function clientCall(call: { id: number; request: unknown; body: unknown; limits: RunLimits }): Promise<string> {
   const { id, request, body, limits } = call;
   if (typeof request !== 'string' || (body !== undefined && typeof body !== 'string')) {
-    return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_REQUEST_INVALID', { reason: 'a bot call must be text' }))));
+    return Promise.resolve(
+      JSON.stringify(refusedCall(fhirError('ERR_REQUEST_INVALID', { reason: 'a bot call must be text' }))),
+    );
   }
   if (request.length > ENVELOPE_CHARS) {
-    return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_REQUEST_INVALID', { reason: `the call's URL, query and headers are longer than ${ENVELOPE_CHARS} characters` }))));
+    return Promise.resolve(
+      JSON.stringify(
+        refusedCall(
+          fhirError('ERR_REQUEST_INVALID', {
+            reason: `the call's URL, query and headers are longer than ${ENVELOPE_CHARS} characters`,
+          }),
+        ),
+      ),
+    );
   }
-  if (body !== undefined && body.length > limits.bodyBytes) return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_BODY_TOO_LARGE', { limit: limits.bodyBytes }))));
+  if (body !== undefined && body.length > limits.bodyBytes)
+    return Promise.resolve(JSON.stringify(refusedCall(fhirError('ERR_BODY_TOO_LARGE', { limit: limits.bodyBytes }))));
   const number = ++calls;
   return new Promise((resolve) => {
     waiting.set(`${id}:${number}`, resolve);

@@ -34,7 +34,10 @@ function compile(pattern: string, path: string): BotSchedule {
   const fields = pattern.trim().split(/\s+/);
   // Croner also reads a seventh field (years); Medplum's schedules have five, six with seconds.
   if (!pattern.trim().startsWith('@') && fields.length !== 5 && fields.length !== 6) {
-    throw refused(path, `'${pattern.slice(0, 100)}' has ${fields.length} fields; a schedule has five (minute hour day month weekday) or six (seconds first)`);
+    throw refused(
+      path,
+      `'${pattern.slice(0, 100)}' has ${fields.length} fields; a schedule has five (minute hour day month weekday) or six (seconds first)`,
+    );
   }
   let cron: Cron;
   try {
@@ -53,18 +56,30 @@ function patternOfTiming(timing: Timing): string {
   const repeat = timing.repeat;
   if (!repeat) throw refused('Bot.cronTiming', 'it has no repeat');
   const days = (repeat.dayOfWeek ?? []).map((d) => DAYS.indexOf(d));
-  if (days.includes(-1)) throw refused('Bot.cronTiming.repeat.dayOfWeek', `'${repeat.dayOfWeek?.join(', ')}' names no day of the week`);
+  if (days.includes(-1))
+    throw refused('Bot.cronTiming.repeat.dayOfWeek', `'${repeat.dayOfWeek?.join(', ')}' names no day of the week`);
   const weekdays = days.length > 0 ? days.sort((a, b) => a - b).join(',') : '*';
   if (repeat.timeOfDay?.length) {
-    if ((repeat.period ?? 1) !== 1 || (repeat.frequency ?? 1) !== 1 || (repeat.periodUnit && repeat.periodUnit !== 'd' && repeat.periodUnit !== 'wk')) {
-      throw refused('Bot.cronTiming.repeat', 'times of day repeat every day (or on the days of dayOfWeek); use cronString for other schedules');
+    if (
+      (repeat.period ?? 1) !== 1 ||
+      (repeat.frequency ?? 1) !== 1 ||
+      (repeat.periodUnit && repeat.periodUnit !== 'd' && repeat.periodUnit !== 'wk')
+    ) {
+      throw refused(
+        'Bot.cronTiming.repeat',
+        'times of day repeat every day (or on the days of dayOfWeek); use cronString for other schedules',
+      );
     }
     // Times of day on the given days (every day when none): one pattern when they share minute and second.
     const times = repeat.timeOfDay.map((t) => /^(\d\d):(\d\d)(?::(\d\d))?$/.exec(t));
     if (times.some((t) => !t)) throw refused('Bot.cronTiming.repeat.timeOfDay', 'a time of day is hh:mm:ss');
     const parsed = times.map((t) => (t as RegExpExecArray).slice(1, 4).map((n) => Number(n ?? 0)));
     const [, minute, second] = parsed[0];
-    if (parsed.some(([, m, s]) => m !== minute || s !== second)) throw refused('Bot.cronTiming.repeat.timeOfDay', 'times of day that differ in their minutes or seconds are not one schedule; use cronString');
+    if (parsed.some(([, m, s]) => m !== minute || s !== second))
+      throw refused(
+        'Bot.cronTiming.repeat.timeOfDay',
+        'times of day that differ in their minutes or seconds are not one schedule; use cronString',
+      );
     const hours = [...new Set(parsed.map(([h]) => h))].sort((a, b) => a - b).join(',');
     return `${second} ${minute} ${hours} * * ${weekdays}`;
   }
@@ -78,13 +93,18 @@ function patternOfTiming(timing: Timing): string {
   const every = (per: number, perUnitBelow: number) => {
     if (frequency === 1) return { step: per, below: false };
     const total = per * perUnitBelow;
-    if (total % frequency !== 0) throw refused('Bot.cronTiming.repeat.frequency', `${frequency} times every ${period} ${unit} is not a whole interval`);
+    if (total % frequency !== 0)
+      throw refused(
+        'Bot.cronTiming.repeat.frequency',
+        `${frequency} times every ${period} ${unit} is not a whole interval`,
+      );
     return { step: total / frequency, below: true };
   };
   const step = (n: number) => (n === 1 ? '*' : `*/${n}`);
   switch (unit) {
     case 's':
-      if (frequency !== 1) throw refused('Bot.cronTiming.repeat.frequency', 'more than once a second is not a schedule');
+      if (frequency !== 1)
+        throw refused('Bot.cronTiming.repeat.frequency', 'more than once a second is not a schedule');
       return `${step(period)} * * * * *`;
     case 'min': {
       const e = every(period, 60);
@@ -96,12 +116,17 @@ function patternOfTiming(timing: Timing): string {
     }
     case 'd': {
       // Both a day of the month and a weekday restricted would mean either, in cron: not this.
-      if (period > 1 && days.length > 0) throw refused('Bot.cronTiming.repeat', 'every few days and dayOfWeek together are not one schedule; use cronString');
+      if (period > 1 && days.length > 0)
+        throw refused(
+          'Bot.cronTiming.repeat',
+          'every few days and dayOfWeek together are not one schedule; use cronString',
+        );
       const e = every(period, 24);
       return e.below ? `0 0 ${step(e.step)} * * ${weekdays}` : `0 0 0 ${step(e.step)} * ${weekdays}`;
     }
     case 'wk':
-      if (period !== 1 || frequency !== 1) throw refused('Bot.cronTiming.repeat', 'weeks repeat once a week (with dayOfWeek for the day)');
+      if (period !== 1 || frequency !== 1)
+        throw refused('Bot.cronTiming.repeat', 'weeks repeat once a week (with dayOfWeek for the day)');
       return `0 0 0 * * ${days.length > 0 ? weekdays : '0'}`;
     case 'mo':
       if (frequency !== 1) throw refused('Bot.cronTiming.repeat.frequency', 'months repeat once per period');

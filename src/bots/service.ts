@@ -77,24 +77,56 @@ export class BotService {
     const sandboxError = await this.deps.runner.compile(compiled.code);
     if (sandboxError) throw fhirError('ERR_BOT_DEPLOY', { reason: sandboxError });
     const binaryId = randomUUID();
-    const binary: Binary = { resourceType: 'Binary', id: binaryId, contentType: 'application/javascript', data: Buffer.from(compiled.code, 'utf8').toString('base64') };
+    const binary: Binary = {
+      resourceType: 'Binary',
+      id: binaryId,
+      contentType: 'application/javascript',
+      data: Buffer.from(compiled.code, 'utf8').toString('base64'),
+    };
     const updated: BotResource = {
       ...bot,
-      executableCode: { contentType: 'application/javascript', url: `Binary/${binaryId}`, title: filename.replace(/\.(c|m)?ts$/i, '.js'), hash: sha1(Buffer.from(compiled.code, 'utf8')) },
+      executableCode: {
+        contentType: 'application/javascript',
+        url: `Binary/${binaryId}`,
+        title: filename.replace(/\.(c|m)?ts$/i, '.js'),
+        hash: sha1(Buffer.from(compiled.code, 'utf8')),
+      },
     };
     delete updated.meta;
     const entries: NonNullable<Bundle['entry']> = [
       { resource: binary, request: { method: 'PUT', url: `Binary/${binaryId}` } },
-      { resource: updated, request: { method: 'PUT', url: `Bot/${bot.id}`, ifMatch: bot.meta?.versionId ? `W/"${bot.meta.versionId}"` : undefined } },
+      {
+        resource: updated,
+        request: {
+          method: 'PUT',
+          url: `Bot/${bot.id}`,
+          ifMatch: bot.meta?.versionId ? `W/"${bot.meta.versionId}"` : undefined,
+        },
+      },
       {
         fullUrl: `urn:uuid:${randomUUID()}`,
-        resource: { resourceType: 'ProjectMembership', project: { reference: `Project/${ctx.project}` }, user: { reference: `Bot/${bot.id}` }, profile: { reference: `Bot/${bot.id}` }, admin: false } as ProjectMembershipResource,
+        resource: {
+          resourceType: 'ProjectMembership',
+          project: { reference: `Project/${ctx.project}` },
+          user: { reference: `Bot/${bot.id}` },
+          profile: { reference: `Bot/${bot.id}` },
+          admin: false,
+        } as ProjectMembershipResource,
         request: { method: 'POST', url: 'ProjectMembership', ifNoneExist: `user=Bot/${bot.id}` },
       },
     ];
-    const answer = await this.deps.rest.handle({ method: 'POST', path: '', query: {}, headers: {}, body: { resourceType: 'Bundle', type: 'transaction', entry: entries } }, ctx);
+    const answer = await this.deps.rest.handle(
+      {
+        method: 'POST',
+        path: '',
+        query: {},
+        headers: {},
+        body: { resourceType: 'Bundle', type: 'transaction', entry: entries },
+      },
+      ctx,
+    );
     const stored = (answer.body as Bundle).entry?.[1]?.resource as BotResource | undefined;
-    return stored ?? (await this.deps.rest.readResource('Bot', bot.id as string, ctx) as BotResource);
+    return stored ?? ((await this.deps.rest.readResource('Bot', bot.id as string, ctx)) as BotResource);
   }
 
   /** Runs the bot once; throws ERR_BOT_FAILED (400, with the log) when it fails. */
@@ -102,7 +134,14 @@ export class BotService {
     const code = await this.executableCode(bot, ctx);
     const timeoutS = Math.min(Math.max(bot.timeout ?? DEFAULT_TIMEOUT_S, 1), MAX_TIMEOUT_S);
     const principal = bot.runAsUser ? ctx.principal : await this.botPrincipal(bot, ctx);
-    const botCtx: RequestContext = { ...ctx, requestId: `${ctx.requestId}:bot`, project: principal.project, principal, deadline: Date.now() + timeoutS * 1000, prefer: {} };
+    const botCtx: RequestContext = {
+      ...ctx,
+      requestId: `${ctx.requestId}:bot`,
+      project: principal.project,
+      principal,
+      deadline: Date.now() + timeoutS * 1000,
+      prefer: {},
+    };
     const event = {
       bot: { reference: `Bot/${bot.id}`, display: bot.name },
       input: call.input,
@@ -114,13 +153,40 @@ export class BotService {
       // For the client's getBaseUrl()/fhirUrl() (taken out of the event before the handler sees it).
       baseUrl: ctx.baseUrl,
     };
-    const limits: RunLimits = { memoryMb: this.deps.memoryMb, timeoutMs: timeoutS * 1000, outputBytes: this.deps.outputBytes, logBytes: LOG_BYTES, bodyBytes: this.deps.bodyLimit };
-    const outcome = await this.deps.runner.run({ code, event: JSON.stringify(event), limits, client: (request) => this.clientCall(request, botCtx), project: ctx.project });
-    const audit = this.audit(bot, outcome.ok ? undefined : outcome.error, outcome.log, ctx).finally(() => this.audits.delete(audit));
+    const limits: RunLimits = {
+      memoryMb: this.deps.memoryMb,
+      timeoutMs: timeoutS * 1000,
+      outputBytes: this.deps.outputBytes,
+      logBytes: LOG_BYTES,
+      bodyBytes: this.deps.bodyLimit,
+    };
+    const outcome = await this.deps.runner.run({
+      code,
+      event: JSON.stringify(event),
+      limits,
+      client: (request) => this.clientCall(request, botCtx),
+      project: ctx.project,
+    });
+    const audit = this.audit(bot, outcome.ok ? undefined : outcome.error, outcome.log, ctx).finally(() =>
+      this.audits.delete(audit),
+    );
     this.audits.add(audit);
     if (!outcome.ok) {
       const message = `the bot failed: ${outcome.error}`;
-      throw fhirError('ERR_BOT_FAILED', { message: outcome.error }, { issues: [{ severity: 'error', code: 'processing', details: { text: message }, diagnostics: outcome.log || undefined }] });
+      throw fhirError(
+        'ERR_BOT_FAILED',
+        { message: outcome.error },
+        {
+          issues: [
+            {
+              severity: 'error',
+              code: 'processing',
+              details: { text: message },
+              diagnostics: outcome.log || undefined,
+            },
+          ],
+        },
+      );
     }
     return { ...outcome.result, log: outcome.log };
   }
@@ -145,11 +211,16 @@ export class BotService {
       if (bot.executableCode?.data) return Buffer.from(bot.executableCode.data, 'base64').toString('utf8');
       throw fhirError('ERR_BOT_NOT_DEPLOYED', { id: bot.id as string });
     }
-    const binary = (await this.deps.rest.readResource('Binary', id, { ...ctx, principal: operatorIn(ctx.project) }).catch(() => undefined)) as { data?: string } | undefined;
+    const binary = (await this.deps.rest
+      .readResource('Binary', id, { ...ctx, principal: operatorIn(ctx.project) })
+      .catch(() => undefined)) as { data?: string } | undefined;
     if (!binary?.data) throw fhirError('ERR_BOT_NOT_DEPLOYED', { id: bot.id as string });
     const code = Buffer.from(binary.data, 'base64');
     const expected = bot.executableCode?.hash;
-    if (expected !== undefined && sha1(code) !== expected) throw fhirError('ERR_BOT_INPUT', { reason: `${url} no longer holds the code deployed to Bot/${bot.id}; deploy it again` });
+    if (expected !== undefined && sha1(code) !== expected)
+      throw fhirError('ERR_BOT_INPUT', {
+        reason: `${url} no longer holds the code deployed to Bot/${bot.id}; deploy it again`,
+      });
     return code.toString('utf8');
   }
 
@@ -158,8 +229,23 @@ export class BotService {
     const id = bot.id as string;
     let key = (await this.deps.accounts.memberships({ type: 'Bot', id })).find((m) => m.project === ctx.project);
     if (!key) {
-      const membership: ProjectMembershipResource = { resourceType: 'ProjectMembership', project: { reference: `Project/${ctx.project}` }, user: { reference: `Bot/${id}` }, profile: { reference: `Bot/${id}` }, admin: false };
-      const created = await this.deps.rest.handle({ method: 'POST', path: 'ProjectMembership', query: {}, headers: { 'if-none-exist': `user=Bot/${id}` }, body: membership }, { ...ctx, principal: operatorIn(ctx.project) });
+      const membership: ProjectMembershipResource = {
+        resourceType: 'ProjectMembership',
+        project: { reference: `Project/${ctx.project}` },
+        user: { reference: `Bot/${id}` },
+        profile: { reference: `Bot/${id}` },
+        admin: false,
+      };
+      const created = await this.deps.rest.handle(
+        {
+          method: 'POST',
+          path: 'ProjectMembership',
+          query: {},
+          headers: { 'if-none-exist': `user=Bot/${id}` },
+          body: membership,
+        },
+        { ...ctx, principal: operatorIn(ctx.project) },
+      );
       key = { project: ctx.project, id: (created.body as Resource).id as string };
     }
     const grant = await this.deps.accounts.grantOf(key);
@@ -170,7 +256,8 @@ export class BotService {
   private secrets(project: string): Record<string, { name: string; valueString: string }> {
     const out: Record<string, { name: string; valueString: string }> = {};
     for (const scope of ['*', project]) {
-      for (const [name, value] of Object.entries(this.deps.secrets[scope] ?? {})) out[name] = { name, valueString: value };
+      for (const [name, value] of Object.entries(this.deps.secrets[scope] ?? {}))
+        out[name] = { name, valueString: value };
     }
     return out;
   }
@@ -193,20 +280,35 @@ export class BotService {
     const place = isAbsoluteUrl(request.path) ? placeUrl(request.path, base) : placeOfPath(request.path, base);
     if (place === undefined) return this.restCall({ ...request, body }, ctx);
     if (place.kind === 'fhir') {
-      return this.restCall({ ...request, path: place.path, query: [...new URLSearchParams(place.query), ...pairsOf(request.query)], body }, ctx);
+      return this.restCall(
+        { ...request, path: place.path, query: [...new URLSearchParams(place.query), ...pairsOf(request.query)], body },
+        ctx,
+      );
     }
     const anonymous = this.deps.anonymous?.peek();
     if (place.kind === 'server' && anonymous) {
       const extra = new URLSearchParams(pairsOf(request.query)).toString();
-      const pathAndQuery = extra === '' ? place.pathAndQuery : `${place.pathAndQuery}${place.pathAndQuery.includes('?') ? '&' : '?'}${extra}`;
-      const answer = await anonymous({ method: request.method, pathAndQuery, headers: { 'content-type': request.contentType ?? 'application/fhir+json' }, body: request.body });
+      const pathAndQuery =
+        extra === ''
+          ? place.pathAndQuery
+          : `${place.pathAndQuery}${place.pathAndQuery.includes('?') ? '&' : '?'}${extra}`;
+      const answer = await anonymous({
+        method: request.method,
+        pathAndQuery,
+        headers: { 'content-type': request.contentType ?? 'application/fhir+json' },
+        body: request.body,
+      });
       let parsed: unknown;
       try {
         parsed = answer.text === '' ? undefined : JSON.parse(answer.text);
       } catch {
         parsed = answer.text;
       }
-      return { status: answer.status, body: parsed, message: answer.status >= 400 ? `HTTP ${answer.status}` : undefined };
+      return {
+        status: answer.status,
+        body: parsed,
+        message: answer.status >= 400 ? `HTTP ${answer.status}` : undefined,
+      };
     }
     const err = fhirError('ERR_ROUTE_UNKNOWN', { method: request.method, path: request.path.slice(0, 200) });
     return { status: err.status, body: err.outcome, message: err.message };
@@ -226,7 +328,10 @@ export class BotService {
     return parseJsonBody(text, { bodyLimit: this.deps.bodyLimit });
   }
 
-  private async restCall(request: Omit<ClientRequest, 'body'> & { body: unknown }, ctx: RequestContext): Promise<ClientAnswer> {
+  private async restCall(
+    request: Omit<ClientRequest, 'body'> & { body: unknown },
+    ctx: RequestContext,
+  ): Promise<ClientAnswer> {
     const query: Record<string, string[]> = {};
     const pairs = typeof request.query === 'string' ? [...new URLSearchParams(request.query)] : (request.query ?? []);
     for (const [name, value] of pairs) (query[name] ??= []).push(value);
@@ -239,7 +344,12 @@ export class BotService {
     };
     try {
       const answer = await this.deps.rest.handle(fhirRequest, ctx);
-      if (answer.json !== undefined) return { status: answer.status, body: answer.json, headers: { ...answer.headers, 'content-type': 'application/json' } };
+      if (answer.json !== undefined)
+        return {
+          status: answer.status,
+          body: answer.json,
+          headers: { ...answer.headers, 'content-type': 'application/json' },
+        };
       return { status: answer.status, body: answer.body, headers: answer.headers };
     } catch (err) {
       if (err instanceof FhirError) return { status: err.status, body: err.outcome, message: err.message };
@@ -266,22 +376,47 @@ export class BotService {
         if (!(err instanceof FhirError)) throw err;
         return { status: err.status, text: JSON.stringify(err.outcome), headers: { 'content-type': FHIR_JSON } };
       }
-      const answer = await this.restCall({ method: request.method, path: place.path, query: place.query, body, contentType: contentType ?? 'application/fhir+json', ifNoneExist: request.headers?.['if-none-exist'] }, ctx);
+      const answer = await this.restCall(
+        {
+          method: request.method,
+          path: place.path,
+          query: place.query,
+          body,
+          contentType: contentType ?? 'application/fhir+json',
+          ifNoneExist: request.headers?.['if-none-exist'],
+        },
+        ctx,
+      );
       // The REST core's headers (Location, ETag) as an HTTP client would see them.
       const headers = { 'content-type': FHIR_JSON, ...answer.headers };
       return { status: answer.status, text: answer.body === undefined ? '' : JSON.stringify(answer.body), headers };
     }
     const anonymous = this.deps.anonymous?.peek();
     if (place.kind === 'server' && anonymous) {
-      return anonymous({ method: request.method ?? 'GET', pathAndQuery: place.pathAndQuery, headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
+      return anonymous({
+        method: request.method ?? 'GET',
+        pathAndQuery: place.pathAndQuery,
+        headers: request.headers,
+        body: typeof request.body === 'string' ? request.body : undefined,
+      });
     }
     const origin = place.kind === 'elsewhere' ? place.origin : new URL(base).origin;
     const allowed = this.deps.fetchAllow.includes('*') || this.deps.fetchAllow.includes(origin);
-    if (!allowed) return { status: 0, message: `bots may fetch only this server's API and the origins BOT_FETCH_ALLOW names, not ${origin}` };
+    if (!allowed)
+      return {
+        status: 0,
+        message: `bots may fetch only this server's API and the origins BOT_FETCH_ALLOW names, not ${origin}`,
+      };
     try {
-      const answer = await this.deps.outbound.send({ url, method: request.method ?? 'GET', headers: request.headers, body: typeof request.body === 'string' ? request.body : undefined });
+      const answer = await this.deps.outbound.send({
+        url,
+        method: request.method ?? 'GET',
+        headers: request.headers,
+        body: typeof request.body === 'string' ? request.body : undefined,
+      });
       const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+      for (const [name, value] of Object.entries(answer.headers))
+        if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
       return { status: answer.status, text: answer.body, headers };
     } catch (err) {
       return { status: 0, message: err instanceof Error ? err.message : String(err) };
@@ -294,7 +429,12 @@ export class BotService {
    */
   private async audit(bot: BotResource, error: string | undefined, log: string, ctx: RequestContext): Promise<void> {
     const trigger = bot.auditEventTrigger ?? 'always';
-    if (trigger === 'never' || (trigger === 'on-error' && error === undefined) || (trigger === 'on-output' && log === '')) return;
+    if (
+      trigger === 'never' ||
+      (trigger === 'on-error' && error === undefined) ||
+      (trigger === 'on-output' && log === '')
+    )
+      return;
     const botRef: Reference = { reference: `Bot/${bot.id}`, display: bot.name };
     const text = error === undefined ? log : `${error}${log ? `\n${log}` : ''}`;
     const event: AuditEvent = {
@@ -310,7 +450,10 @@ export class BotService {
       entity: [{ what: botRef }],
     };
     try {
-      await this.deps.rest.handle({ method: 'POST', path: 'AuditEvent', query: {}, headers: {}, body: event }, { ...ctx, principal: operatorIn(ctx.project), prefer: { return: 'minimal' } });
+      await this.deps.rest.handle(
+        { method: 'POST', path: 'AuditEvent', query: {}, headers: {}, body: event },
+        { ...ctx, principal: operatorIn(ctx.project), prefer: { return: 'minimal' } },
+      );
     } catch (err) {
       ctx.log.warn({ err, bot: bot.id }, 'the AuditEvent of a bot execution was not stored');
     }
@@ -332,7 +475,13 @@ function sha1(data: Buffer): string {
  * Runs a bot with an input resource: for other parts of the server (a Subscription whose
  * channel.endpoint is `Bot/[id]`), in the bot's project (`ctx`), as the bot itself (executeForServer).
  */
-export async function executeBot(services: { bots: BotService; rest: RestService }, bot: Reference | string, input: unknown, ctx: RequestContext, contentType = 'application/fhir+json'): Promise<BotAnswer> {
+export async function executeBot(
+  services: { bots: BotService; rest: RestService },
+  bot: Reference | string,
+  input: unknown,
+  ctx: RequestContext,
+  contentType = 'application/fhir+json',
+): Promise<BotAnswer> {
   const { bots, rest } = services;
   const reference = typeof bot === 'string' ? bot : (bot.reference ?? '');
   const match = /^(?:.*\/)?Bot\/([A-Za-z0-9\-.]{1,64})$/.exec(reference);

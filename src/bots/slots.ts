@@ -39,7 +39,13 @@ export class FairSlots {
     const queue = this.waiting.get(project) ?? [];
     if (queue.length >= this.options.queuePerProject) {
       const running = this.running.get(project) ?? 0;
-      return Promise.reject(fhirError('ERR_BOT_BUSY', { running, waiting: queue.length }, { headers: { 'retry-after': String(RETRY_AFTER_S) } }));
+      return Promise.reject(
+        fhirError(
+          'ERR_BOT_BUSY',
+          { running, waiting: queue.length },
+          { headers: { 'retry-after': String(RETRY_AFTER_S) } },
+        ),
+      );
     }
     return new Promise<Release>((resolve) => {
       queue.push(resolve);

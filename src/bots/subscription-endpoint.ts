@@ -12,10 +12,17 @@ const BOT_ENDPOINT = /^Bot\/[A-Za-z0-9\-.]{1,64}$/;
  * (throws, times out) fails the attempt, so the Subscription's retry policy applies and its last
  * failure sets the Subscription to `error`.
  */
-export function botEndpointHandler(services: { bots: BotService; rest: RestService }, options: { baseUrl?: string } = {}): ChannelHandler {
+export function botEndpointHandler(
+  services: { bots: BotService; rest: RestService },
+  options: { baseUrl?: string } = {},
+): ChannelHandler {
   return {
     async check(endpoint) {
-      if (!BOT_ENDPOINT.test(endpoint)) throw fhirError('ERR_SUBSCRIPTION_INVALID', { path: 'Subscription.channel.endpoint', reason: `'${endpoint.slice(0, 100)}' is not Bot/[id]` });
+      if (!BOT_ENDPOINT.test(endpoint))
+        throw fhirError('ERR_SUBSCRIPTION_INVALID', {
+          path: 'Subscription.channel.endpoint',
+          reason: `'${endpoint.slice(0, 100)}' is not Bot/[id]`,
+        });
     },
     async deliver(notification) {
       const ctx = internalContext({ project: notification.project, baseUrl: options.baseUrl });

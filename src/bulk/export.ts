@@ -66,7 +66,8 @@ export interface ExportManifest {
 }
 
 /** Done: the manifest, and when its files are deleted (epoch ms). */
-type ExportStatus = { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
+type ExportStatus =
+  { state: 'running'; progress: string } | { state: 'done'; manifest: ExportManifest; expires: number };
 
 export interface BulkExportDeps {
   jobs: JobQueue;
@@ -103,17 +104,34 @@ export class BulkExports {
   }
 
   /** Starts an export; answers the job id (the status URL's last segment). */
-  async kickOff(call: { level: ExportLevel; groupId?: string; query: Record<string, string | string[]>; body?: unknown; url: string }, ctx: RequestContext): Promise<string> {
+  async kickOff(
+    call: {
+      level: ExportLevel;
+      groupId?: string;
+      query: Record<string, string | string[]>;
+      body?: unknown;
+      url: string;
+    },
+    ctx: RequestContext,
+  ): Promise<string> {
     if (!ctx.prefer.respondAsync) throw fhirError('ERR_BULK_ASYNC', {});
-    const params = readExportParameters(call.query, call.body, { level: call.level, lenient: ctx.prefer.handling === 'lenient', isResourceType: this.deps.isResourceType });
+    const params = readExportParameters(call.query, call.body, {
+      level: call.level,
+      lenient: ctx.prefer.handling === 'lenient',
+      isResourceType: this.deps.isResourceType,
+    });
     const exportable = (type: string) =>
-      !ADMIN_RESOURCE_TYPES.includes(type) && (call.level === 'system' || this.compartmentTypes.includes(type) || SUPPORTING_TYPES.includes(type));
+      !ADMIN_RESOURCE_TYPES.includes(type) &&
+      (call.level === 'system' || this.compartmentTypes.includes(type) || SUPPORTING_TYPES.includes(type));
     let types: string[];
     if (params.types) {
       for (const type of params.types) this.deps.guard.allow(ctx.principal, 'read', type);
       types = params.types.filter(exportable);
     } else {
-      const present = call.level === 'system' ? await this.deps.store.types(ctx.project) : [...this.compartmentTypes, ...SUPPORTING_TYPES];
+      const present =
+        call.level === 'system'
+          ? await this.deps.store.types(ctx.project)
+          : [...this.compartmentTypes, ...SUPPORTING_TYPES];
       types = present.filter((type) => exportable(type) && this.allowed(ctx.principal, type));
     }
     // A filter of a type not exported is left aside; the others are checked now, so a bad one is 400 at kick-off.
@@ -126,14 +144,31 @@ export class BulkExports {
     let patients = params.patients;
     if (call.level === 'group') {
       const group = await this.deps.readGroup(call.groupId as string, ctx);
-      const members = (group.member ?? []).map((m) => m.entity.reference ?? '').filter((r) => r.startsWith('Patient/')).map((r) => r.slice('Patient/'.length));
+      const members = (group.member ?? [])
+        .map((m) => m.entity.reference ?? '')
+        .filter((r) => r.startsWith('Patient/'))
+        .map((r) => r.slice('Patient/'.length));
       patients = patients ? patients.filter((p) => members.includes(p)) : members;
     }
-    const input: ExportJobInput = { level: call.level, patients, types: [...new Set(types)].sort(), typeFilters, since: params.since, elements: params.elements, transactionTime: new Date().toISOString(), request: call.url, refused: params.refused };
+    const input: ExportJobInput = {
+      level: call.level,
+      patients,
+      types: [...new Set(types)].sort(),
+      typeFilters,
+      since: params.since,
+      elements: params.elements,
+      transactionTime: new Date().toISOString(),
+      request: call.url,
+      refused: params.refused,
+    };
     return this.oneAtATime(ctx.project, async () => {
       // Across processes two kick-offs may still both see room: at most one over per process.
       if ((await this.deps.jobs.countActive(ctx.project, EXPORT_JOB)) >= this.deps.perProject) {
-        throw fhirError('ERR_BULK_TOO_MANY', { limit: this.deps.perProject, seconds: BUSY_RETRY_AFTER_SECONDS }, { headers: { 'retry-after': String(BUSY_RETRY_AFTER_SECONDS) } });
+        throw fhirError(
+          'ERR_BULK_TOO_MANY',
+          { limit: this.deps.perProject, seconds: BUSY_RETRY_AFTER_SECONDS },
+          { headers: { 'retry-after': String(BUSY_RETRY_AFTER_SECONDS) } },
+        );
       }
       return this.deps.jobs.enqueue({ kind: EXPORT_JOB, project: ctx.project, principal: ctx.principal, input });
     });
@@ -158,7 +193,11 @@ export class BulkExports {
       const now = Date.now();
       const last = this.polls.get(id);
       if (last !== undefined && now - last < RETRY_AFTER_SECONDS * 1000) {
-        throw fhirError('ERR_BULK_TOO_FAST', { seconds: RETRY_AFTER_SECONDS }, { headers: { 'retry-after': String(RETRY_AFTER_SECONDS) } });
+        throw fhirError(
+          'ERR_BULK_TOO_FAST',
+          { seconds: RETRY_AFTER_SECONDS },
+          { headers: { 'retry-after': String(RETRY_AFTER_SECONDS) } },
+        );
       }
       this.polls.delete(id);
       this.polls.set(id, now);
@@ -167,7 +206,11 @@ export class BulkExports {
     }
     this.polls.delete(id);
     const result = job.result as ExportJobResult;
-    const url = (file: ExportFile) => ({ type: file.type, url: `${ctx.baseUrl}/bulk/files/${id}/${file.file}`, count: file.count });
+    const url = (file: ExportFile) => ({
+      type: file.type,
+      url: `${ctx.baseUrl}/bulk/files/${id}/${file.file}`,
+      count: file.count,
+    });
     return {
       state: 'done',
       expires: (job.finishedAt ?? Date.now()) + this.deps.keepMs,
@@ -221,14 +264,19 @@ export class BulkExports {
     const { input } = job;
     await this.deps.store.removeFiles(job.id);
     const scope = new ExportScope(input, this.compartmentTypes, this.deps);
-    const writerOf = (file: string, type: string) => new FileWriter({ store: this.deps.store, job: job.id, file, type, signal: control.signal });
+    const writerOf = (file: string, type: string) =>
+      new FileWriter({ store: this.deps.store, job: job.id, file, type, signal: control.signal });
     const deleted = writerOf('deleted.ndjson', 'Bundle');
     const output: ExportFile[] = [];
     for (const type of scope.order()) {
       if (scope.nothingReferenced(type)) continue;
       const grant = this.grant(job.principal, type);
       if (!grant) continue;
-      const file = await this.exportType({ job, control, scope, deleted, writer: writerOf(`${type}.ndjson`, type) }, type, grant);
+      const file = await this.exportType(
+        { job, control, scope, deleted, writer: writerOf(`${type}.ndjson`, type) },
+        type,
+        grant,
+      );
       if (file) output.push(file);
     }
     const result: ExportJobResult = { output };
@@ -252,11 +300,19 @@ export class BulkExports {
     let after = '';
     for (;;) {
       if (control.signal.aborted) throw control.signal.reason;
-      const page = await this.deps.store.snapshot({ project: job.project, type, asOf: input.transactionTime, since: input.since, afterId: after, limit: PART });
+      const page = await this.deps.store.snapshot({
+        project: job.project,
+        type,
+        asOf: input.transactionTime,
+        since: input.since,
+        afterId: after,
+        limit: PART,
+      });
       for (const row of page.rows) {
         if (row.content === null) {
           // A deleted supporting resource cannot be told to have been referred to: left out.
-          if (input.since !== undefined && !scope.isSupporting(type)) await deleted.add(JSON.stringify(deletion(type, row.id)));
+          if (input.since !== undefined && !scope.isSupporting(type))
+            await deleted.add(JSON.stringify(deletion(type, row.id)));
           continue;
         }
         const resource = JSON.parse(row.content) as Resource;
@@ -290,7 +346,9 @@ export class BulkExports {
     const job = await this.deps.jobs.get<ExportJobInput, ExportJobResult>(id);
     if (!job || job.kind !== EXPORT_JOB || job.project !== ctx.project) throw fhirError('ERR_BULK_NOT_FOUND', {});
     const asker = job.principal;
-    const same = ctx.principal.operator ? asker.operator : !asker.operator && asker.client === ctx.principal.client && asker.user === ctx.principal.user;
+    const same = ctx.principal.operator
+      ? asker.operator
+      : !asker.operator && asker.client === ctx.principal.client && asker.user === ctx.principal.user;
     if (!same) throw fhirError('ERR_BULK_NOT_FOUND', {});
     return job;
   }
@@ -337,7 +395,11 @@ class FileWriter {
   private async flush(): Promise<void> {
     if (this.lines.length === 0) return;
     if (this.target.signal.aborted) throw this.target.signal.reason;
-    const stored = await this.target.store.putPart(this.target.job, this.target.file, { part: ++this.part, count: this.lines.length, content: `${this.lines.join('\n')}\n` });
+    const stored = await this.target.store.putPart(this.target.job, this.target.file, {
+      part: ++this.part,
+      count: this.lines.length,
+      content: `${this.lines.join('\n')}\n`,
+    });
     if (!stored) throw new Error('the export was cancelled (DELETE) while it ran');
     this.lines = [];
   }
@@ -345,24 +407,39 @@ class FileWriter {
 
 /** The `_elements` that apply to one type: the bare names and its own `Type.name` ones; undefined when none do. */
 function elementsOf(elements: string[], type: string): string[] | undefined {
-  const names = elements.flatMap((e) => (!e.includes('.') ? [e] : e.startsWith(`${type}.`) ? [e.slice(type.length + 1)] : []));
+  const names = elements.flatMap((e) =>
+    !e.includes('.') ? [e] : e.startsWith(`${type}.`) ? [e.slice(type.length + 1)] : [],
+  );
   return names.length > 0 ? names : undefined;
 }
 
 function deletion(type: string, id: string): Bundle {
-  return { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: `${type}/${id}` } }] };
+  return {
+    resourceType: 'Bundle',
+    type: 'transaction',
+    entry: [{ request: { method: 'DELETE', url: `${type}/${id}` } }],
+  };
 }
 
 function refusal(text: string): OperationOutcome {
-  return { resourceType: 'OperationOutcome', issue: [{ severity: 'warning', code: 'not-supported', details: { text } }] };
+  return {
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'warning', code: 'not-supported', details: { text } }],
+  };
 }
 
 /** The CapabilityStatement's Bulk Data declarations: it instantiates the Bulk Data server, with `export` at three levels. */
 export function decorateBulkData(statement: CapabilityStatement): void {
-  statement.instantiates = [...(statement.instantiates ?? []), 'http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data'];
+  statement.instantiates = [
+    ...(statement.instantiates ?? []),
+    'http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data',
+  ];
   const rest = statement.rest?.[0];
   if (!rest) return;
-  rest.operation = [...(rest.operation ?? []), { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' }];
+  rest.operation = [
+    ...(rest.operation ?? []),
+    { name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' },
+  ];
   for (const [type, definition] of [
     ['Patient', 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export'],
     ['Group', 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export'],

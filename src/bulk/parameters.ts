@@ -41,7 +41,11 @@ interface Reader {
   refuse(name: string, reason: string): void;
 }
 
-export function readExportParameters(query: Record<string, string | string[]>, body: unknown, options: ReadOptions): ExportParameters {
+export function readExportParameters(
+  query: Record<string, string | string[]>,
+  body: unknown,
+  options: ReadOptions,
+): ExportParameters {
   const result: ExportParameters = { refused: [] };
   const refuse = (name: string, reason: string) => {
     if (!options.lenient) throw fhirError('ERR_BULK_PARAM', { name, reason });
@@ -57,12 +61,17 @@ export function readExportParameters(query: Record<string, string | string[]>, b
 /** The parameters as given: the query's, then a Parameters body's. */
 function rawParameters(query: Record<string, string | string[]>, body: unknown): Raw[] {
   const raw: Raw[] = [];
-  for (const [name, value] of Object.entries(query)) for (const v of Array.isArray(value) ? value : [value]) raw.push({ name, value: v });
+  for (const [name, value] of Object.entries(query))
+    for (const v of Array.isArray(value) ? value : [value]) raw.push({ name, value: v });
   if (body !== undefined && body !== null && (typeof body !== 'object' || Object.keys(body).length > 0)) {
     const parameters = body as Parameters;
-    if (parameters.resourceType !== 'Parameters') throw fhirError('ERR_BODY_NOT_PARAMETERS', { found: String(parameters.resourceType ?? 'something that is not a resource') });
+    if (parameters.resourceType !== 'Parameters')
+      throw fhirError('ERR_BODY_NOT_PARAMETERS', {
+        found: String(parameters.resourceType ?? 'something that is not a resource'),
+      });
     for (const p of parameters.parameter ?? []) {
-      const value = p.valueString ?? p.valueCode ?? p.valueInstant ?? p.valueDateTime ?? p.valueUri ?? p.valueBoolean?.toString();
+      const value =
+        p.valueString ?? p.valueCode ?? p.valueInstant ?? p.valueDateTime ?? p.valueUri ?? p.valueBoolean?.toString();
       raw.push({ name: p.name, value, reference: p.valueReference?.reference });
     }
   }
@@ -73,14 +82,22 @@ function readParameter(p: Raw, reader: Reader): void {
   const { result, options, refuse } = reader;
   switch (p.name) {
     case '_outputFormat':
-      if (!OUTPUT_FORMATS.includes(p.value ?? '')) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: `'${clip(p.value)}' is not one of ${OUTPUT_FORMATS.join(', ')}` });
+      if (!OUTPUT_FORMATS.includes(p.value ?? ''))
+        throw fhirError('ERR_BULK_PARAM', {
+          name: p.name,
+          reason: `'${clip(p.value)}' is not one of ${OUTPUT_FORMATS.join(', ')}`,
+        });
       break;
     case '_since':
-      if (!INSTANT.test(p.value ?? '') || Number.isNaN(Date.parse(p.value ?? ''))) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: `'${clip(p.value)}' is not an instant` });
+      if (!INSTANT.test(p.value ?? '') || Number.isNaN(Date.parse(p.value ?? '')))
+        throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: `'${clip(p.value)}' is not an instant` });
       result.since = new Date(p.value as string).toISOString();
       break;
     case '_type':
-      for (const type of (p.value ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '')) {
+      for (const type of (p.value ?? '')
+        .split(',')
+        .map((t) => t.trim())
+        .filter((t) => t !== '')) {
         if (options.isResourceType(type)) (result.types ??= []).push(type);
         else refuse(p.name, `'${clip(type)}' is not a resource type`);
       }
@@ -93,7 +110,8 @@ function readParameter(p: Raw, reader: Reader): void {
       break;
     case 'patient':
       if (options.level === 'system') refuse(p.name, 'applies to Patient and Group level exports');
-      else if (!p.reference?.startsWith('Patient/')) throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: 'must be a valueReference to Patient/[id]' });
+      else if (!p.reference?.startsWith('Patient/'))
+        throw fhirError('ERR_BULK_PARAM', { name: p.name, reason: 'must be a valueReference to Patient/[id]' });
       else (result.patients ??= []).push(p.reference.slice('Patient/'.length));
       break;
     default:
@@ -115,11 +133,15 @@ function readTypeFilter(p: Raw, { result, options, refuse }: Reader): void {
 
 /** Only root elements are permitted (Bulk Data 2.0.0): `name` or `Type.name`. */
 function readElements(p: Raw, { result, options, refuse }: Reader): void {
-  for (const element of (p.value ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '')) {
+  for (const element of (p.value ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e !== '')) {
     const dot = element.indexOf('.');
     const type = dot < 0 ? undefined : element.slice(0, dot);
     const name = dot < 0 ? element : element.slice(dot + 1);
-    if (!ELEMENT_NAME.test(name) || (type !== undefined && !options.isResourceType(type))) refuse(p.name, `'${clip(element)}' is not [element] or [resource type].[element] of a root element`);
+    if (!ELEMENT_NAME.test(name) || (type !== undefined && !options.isResourceType(type)))
+      refuse(p.name, `'${clip(element)}' is not [element] or [resource type].[element] of a root element`);
     else (result.elements ??= []).push(element);
   }
 }

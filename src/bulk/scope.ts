@@ -18,7 +18,9 @@ export class ExportScope {
     private readonly deps: Pick<BulkExportDeps, 'compartmentParams' | 'referencesOf'>,
   ) {
     this.patients = input.patients ? new Set(input.patients) : undefined;
-    this.referenced = new Map(input.types.filter((type) => this.isSupporting(type)).map((type) => [type, new Set<string>()]));
+    this.referenced = new Map(
+      input.types.filter((type) => this.isSupporting(type)).map((type) => [type, new Set<string>()]),
+    );
   }
 
   isSupporting(type: string): boolean {
@@ -39,7 +41,8 @@ export class ExportScope {
   /** Whether the resource is exported; a compartment resource that is notes what it refers to. */
   inScope(resource: Resource): boolean {
     if (this.input.level === 'system') return true;
-    if (this.isSupporting(resource.resourceType)) return this.referenced.get(resource.resourceType)?.has(resource.id as string) === true;
+    if (this.isSupporting(resource.resourceType))
+      return this.referenced.get(resource.resourceType)?.has(resource.id as string) === true;
     const references = this.deps.referencesOf(resource);
     const patients = this.patients;
     let taken: boolean;

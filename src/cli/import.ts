@@ -33,13 +33,20 @@ async function main(): Promise<number> {
   const started = Date.now();
   const progress = new ProgressReport(process.stderr);
   const pkg = await readPackageAt(paths[0], { maxUnpackedBytes: MAX_UNPACKED_BYTES });
-  progress.line(`${pkg.manifest.name}#${pkg.manifest.version}: ${pkg.files.size} files${pkg.index ? ' (with .index.json)' : ''}`);
+  progress.line(
+    `${pkg.manifest.name}#${pkg.manifest.version}: ${pkg.files.size} files${pkg.index ? ' (with .index.json)' : ''}`,
+  );
   const store = await openStore(config);
   try {
     // Index rows as the server writes them: bare codes of required bindings get their system.
     const terminology = new TerminologyService(loadCoreContent(), new StoredTerminologies(store));
     const registry = buildRegistry(loadDefinitions(DEFINITIONS_DIR), operationModules);
-    const core = buildCore({ store, schema: new StructuralCheck(new ResourceValidator()), registry, bindingSystem: (vs) => terminology.systemOfValueSet(vs) });
+    const core = buildCore({
+      store,
+      schema: new StructuralCheck(new ResourceValidator()),
+      registry,
+      bindingSystem: (vs) => terminology.systemOfValueSet(vs),
+    });
     // As a server starting over this storage would: stored search parameters, then an index of
     // today's extraction (on a new database this only records its version, so the first server
     // to start over it does not index everything again).
@@ -85,7 +92,9 @@ class ProgressReport {
     if (this.tty) {
       const width = 30;
       const filled = Math.round(fraction * width);
-      this.out.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${String(Math.round(fraction * 100)).padStart(3)}% ${text}`);
+      this.out.write(
+        `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${String(Math.round(fraction * 100)).padStart(3)}% ${text}`,
+      );
       return;
     }
     const tenth = Math.floor(fraction * 10);
@@ -107,18 +116,25 @@ function describe(summary: ImportSummary, totalMs: number): string {
   const lines = [`imported ${summary.name}#${summary.version}`];
   lines.push(`  ${'type'.padEnd(20)} ${'created'.padStart(8)} ${'updated'.padStart(8)} ${'unchanged'.padStart(10)}`);
   for (const [type, counts] of rows) {
-    lines.push(`  ${type.padEnd(20)} ${String(counts.created).padStart(8)} ${String(counts.updated).padStart(8)} ${String(counts.unchanged).padStart(10)}`);
+    lines.push(
+      `  ${type.padEnd(20)} ${String(counts.created).padStart(8)} ${String(counts.updated).padStart(8)} ${String(counts.unchanged).padStart(10)}`,
+    );
     total.created += counts.created;
     total.updated += counts.updated;
     total.unchanged += counts.unchanged;
   }
-  lines.push(`  ${'total'.padEnd(20)} ${String(total.created).padStart(8)} ${String(total.updated).padStart(8)} ${String(total.unchanged).padStart(10)}`);
+  lines.push(
+    `  ${'total'.padEnd(20)} ${String(total.created).padStart(8)} ${String(total.updated).padStart(8)} ${String(total.unchanged).padStart(10)}`,
+  );
   const skipped = Object.entries(summary.skipped).sort(([a], [b]) => a.localeCompare(b));
-  if (skipped.length > 0) lines.push(`  not imported (other types): ${skipped.map(([type, n]) => `${type} ${n}`).join(', ')}`);
+  if (skipped.length > 0)
+    lines.push(`  not imported (other types): ${skipped.map(([type, n]) => `${type} ${n}`).join(', ')}`);
   const resources = total.created + total.updated + total.unchanged;
   const seconds = totalMs / 1000;
-  lines.push(`  ${resources} resources in ${seconds.toFixed(1)} s (${Math.round(resources / Math.max(seconds, 0.001))}/s;` +
-    ` reading ${(summary.phases.read / 1000).toFixed(1)} s, one transaction ${(summary.phases.write / 1000).toFixed(1)} s)`);
+  lines.push(
+    `  ${resources} resources in ${seconds.toFixed(1)} s (${Math.round(resources / Math.max(seconds, 0.001))}/s;` +
+      ` reading ${(summary.phases.read / 1000).toFixed(1)} s, one transaction ${(summary.phases.write / 1000).toFixed(1)} s)`,
+  );
   return `${lines.join('\n')}\n`;
 }
 

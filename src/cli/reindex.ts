@@ -18,7 +18,11 @@ async function main(): Promise<number> {
   const types = process.argv.slice(2);
   const store = await openStore(config);
   try {
-    const core = buildCore({ store, schema: new StructuralCheck(new ResourceValidator()), registry: buildRegistry(loadDefinitions(DEFINITIONS_DIR), operationModules) });
+    const core = buildCore({
+      store,
+      schema: new StructuralCheck(new ResourceValidator()),
+      registry: buildRegistry(loadDefinitions(DEFINITIONS_DIR), operationModules),
+    });
     await core.custom.refresh();
     const started = Date.now();
     const tty = process.stderr.isTTY;
@@ -31,7 +35,9 @@ async function main(): Promise<number> {
     if (types.length === 0) await core.indexer.markCurrent();
     await core.custom.settled();
     const seconds = (Date.now() - started) / 1000;
-    process.stderr.write(`${tty ? '\n' : ''}reindexed ${done} resources in ${seconds.toFixed(1)} s (${Math.round(done / Math.max(seconds, 0.001))}/s)\n`);
+    process.stderr.write(
+      `${tty ? '\n' : ''}reindexed ${done} resources in ${seconds.toFixed(1)} s (${Math.round(done / Math.max(seconds, 0.001))}/s)\n`,
+    );
     return 0;
   } finally {
     await store.close();

@@ -1,6 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { bundledDefinitionsVersion, readBundledDefinitions, type BundledDefinitionsFile } from '../fhir/bundled-definitions';
+import {
+  bundledDefinitionsVersion,
+  readBundledDefinitions,
+  type BundledDefinitionsFile,
+} from '../fhir/bundled-definitions';
 import { CanonicalIndex, type TerminologyResource } from '../terminology/service';
 
 /**
@@ -13,7 +17,9 @@ import { CanonicalIndex, type TerminologyResource } from '../terminology/service
 const FILES: BundledDefinitionsFile[] = ['valuesets.json', 'v3-codesystems.json', 'v2-tables.json', 'conceptmaps.json'];
 
 /** `built`: where the build wrote the content (next to the bundle); read when it is there and current. */
-export function loadCoreContent(built = fileURLToPath(new URL(`./${BUILT_CONTENT_FILE}`, import.meta.url))): CanonicalIndex {
+export function loadCoreContent(
+  built = fileURLToPath(new URL(`./${BUILT_CONTENT_FILE}`, import.meta.url)),
+): CanonicalIndex {
   const index = new CanonicalIndex();
   for (const resource of builtOrPackaged(built)) index.add(resource);
   return index;

@@ -40,7 +40,10 @@ const MANIFEST = 'package.json';
 const INDEX = '.index.json';
 
 /** A package as published (`.tgz`: a gzip-compressed tar whose files are under `package/`). */
-export async function unpackPackage(archive: Buffer, options: { maxUnpackedBytes?: number } = {}): Promise<FhirPackage> {
+export async function unpackPackage(
+  archive: Buffer,
+  options: { maxUnpackedBytes?: number } = {},
+): Promise<FhirPackage> {
   const limit = options.maxUnpackedBytes ?? DEFAULT_MAX_UNPACKED_BYTES;
   if (archive.length < 2 || archive[0] !== 0x1f || archive[1] !== 0x8b) {
     throw fhirError('ERR_PACKAGE_INVALID', { reason: 'it is not a gzip-compressed tar archive (.tgz)' });
@@ -51,7 +54,10 @@ export async function unpackPackage(archive: Buffer, options: { maxUnpackedBytes
   } catch (err) {
     const { code, message } = err as NodeJS.ErrnoException;
     if (code === 'ERR_BUFFER_TOO_LARGE') throw fhirError('ERR_PACKAGE_TOO_LARGE', { limit });
-    const reason = code === 'Z_BUF_ERROR' ? 'the archive is truncated (the gzip stream ends early)' : `the gzip stream is damaged (${message})`;
+    const reason =
+      code === 'Z_BUF_ERROR'
+        ? 'the archive is truncated (the gzip stream ends early)'
+        : `the gzip stream is damaged (${message})`;
     throw fhirError('ERR_PACKAGE_INVALID', { reason });
   }
   let entries;
@@ -75,7 +81,9 @@ export async function unpackPackage(archive: Buffer, options: { maxUnpackedBytes
  */
 export async function readPackageFolder(dir: string): Promise<FhirPackage> {
   const root = (await isFile(join(dir, 'package', MANIFEST))) ? join(dir, 'package') : dir;
-  const names = (await readdir(root, { withFileTypes: true })).filter((e) => e.isFile() && e.name.endsWith('.json')).map((e) => e.name);
+  const names = (await readdir(root, { withFileTypes: true }))
+    .filter((e) => e.isFile() && e.name.endsWith('.json'))
+    .map((e) => e.name);
   const folder = new Map<string, Buffer>();
   // Several reads in flight: thousands of small files, one after the other, take seconds.
   let next = 0;
@@ -99,7 +107,10 @@ export async function readPackageAt(path: string, options: { maxUnpackedBytes?: 
 
 function fromFolder(folder: Map<string, Buffer>, prefix: string): FhirPackage {
   const manifestBytes = folder.get(MANIFEST);
-  if (!manifestBytes) throw fhirError('ERR_PACKAGE_INVALID', { reason: `it has no ${prefix}${MANIFEST}, so it is not an NPM-format FHIR package` });
+  if (!manifestBytes)
+    throw fhirError('ERR_PACKAGE_INVALID', {
+      reason: `it has no ${prefix}${MANIFEST}, so it is not an NPM-format FHIR package`,
+    });
   const manifest = readManifest(parseJson(manifestBytes, `${prefix}${MANIFEST}`), `${prefix}${MANIFEST}`);
   const indexBytes = folder.get(INDEX);
   const index = indexBytes ? readIndex(parseJson(indexBytes, `${prefix}${INDEX}`), `${prefix}${INDEX}`) : undefined;
@@ -113,17 +124,23 @@ function readManifest(json: unknown, file: string): PackageManifest {
   if (typeof manifest?.name !== 'string' || typeof manifest.version !== 'string') {
     throw fhirError('ERR_PACKAGE_INVALID', { reason: `${file} has no name and version` });
   }
-  const fhirVersions = Array.isArray(manifest.fhirVersions) ? manifest.fhirVersions.filter((v): v is string => typeof v === 'string') : undefined;
+  const fhirVersions = Array.isArray(manifest.fhirVersions)
+    ? manifest.fhirVersions.filter((v): v is string => typeof v === 'string')
+    : undefined;
   if (fhirVersions && fhirVersions.length > 0 && !fhirVersions.some((v) => v.startsWith('4.0'))) {
-    throw fhirError('ERR_PACKAGE_INVALID', { reason: `${manifest.name}#${manifest.version} is for FHIR ${fhirVersions.join(', ')}; this server speaks R4 (4.0.1)` });
+    throw fhirError('ERR_PACKAGE_INVALID', {
+      reason: `${manifest.name}#${manifest.version} is for FHIR ${fhirVersions.join(', ')}; this server speaks R4 (4.0.1)`,
+    });
   }
   return { name: manifest.name, version: manifest.version, fhirVersions };
 }
 
 function readIndex(json: unknown, file: string): PackageIndexEntry[] {
   const files = (json as { files?: unknown } | null)?.files;
-  const valid = Array.isArray(files) && files.every((f) => typeof f?.filename === 'string' && typeof f?.resourceType === 'string');
-  if (!valid) throw fhirError('ERR_PACKAGE_INVALID', { reason: `${file} has no list of files with their resource types` });
+  const valid =
+    Array.isArray(files) && files.every((f) => typeof f?.filename === 'string' && typeof f?.resourceType === 'string');
+  if (!valid)
+    throw fhirError('ERR_PACKAGE_INVALID', { reason: `${file} has no list of files with their resource types` });
   return files as PackageIndexEntry[];
 }
 

@@ -14,7 +14,13 @@ import { parseJson, type FhirPackage } from './fhir-package';
  * left alone, so importing a package again writes nothing (and checks nothing again).
  */
 
-export const IMPORTED_TYPES: readonly string[] = ['CodeSystem', 'ValueSet', 'ConceptMap', 'StructureDefinition', 'SearchParameter'];
+export const IMPORTED_TYPES: readonly string[] = [
+  'CodeSystem',
+  'ValueSet',
+  'ConceptMap',
+  'StructureDefinition',
+  'SearchParameter',
+];
 
 export type ImportPhase = 'read' | 'write';
 
@@ -94,7 +100,11 @@ export async function importPackage(pkg: FhirPackage, options: ImportOptions): P
 }
 
 /** The package's resources of the imported types, parsed; `.index.json` says which files to read when present. */
-async function readResources(pkg: FhirPackage, skipped: Record<string, number>, options: ImportOptions): Promise<PackageResource[]> {
+async function readResources(
+  pkg: FhirPackage,
+  skipped: Record<string, number>,
+  options: ImportOptions,
+): Promise<PackageResource[]> {
   const wanted = new Set(IMPORTED_TYPES);
   const listed = pkg.index ? new Map(pkg.index.map((e) => [e.filename, e.resourceType])) : undefined;
   const names = [...(listed?.keys() ?? pkg.files.keys())].sort();
@@ -107,13 +117,17 @@ async function readResources(pkg: FhirPackage, skipped: Record<string, number>, 
       continue;
     }
     const bytes = pkg.files.get(file);
-    if (!bytes) throw fhirError('ERR_PACKAGE_INVALID', { reason: `.index.json lists ${file}, which the package does not have` });
+    if (!bytes)
+      throw fhirError('ERR_PACKAGE_INVALID', { reason: `.index.json lists ${file}, which the package does not have` });
     const json = parseJson(bytes, file) as { resourceType?: unknown } | null;
     if (typeof json !== 'object' || json === null || Array.isArray(json) || typeof json.resourceType !== 'string') {
       throw fhirError('ERR_PACKAGE_RESOURCE', { file, reason: 'it is not a FHIR resource (no resourceType)' });
     }
     if (type !== undefined && json.resourceType !== type) {
-      throw fhirError('ERR_PACKAGE_RESOURCE', { file, reason: `it is a ${json.resourceType}, but .index.json says ${type}` });
+      throw fhirError('ERR_PACKAGE_RESOURCE', {
+        file,
+        reason: `it is a ${json.resourceType}, but .index.json says ${type}`,
+      });
     }
     if (wanted.has(json.resourceType)) found.push({ file, resource: json as Resource });
     else skipped[json.resourceType] = (skipped[json.resourceType] ?? 0) + 1;
@@ -132,7 +146,10 @@ function checkIds(resources: PackageResource[]): void {
   for (const { file, resource } of resources) {
     const { id, resourceType: type } = resource;
     if (typeof id !== 'string' || !ID_PATTERN.test(id)) {
-      throw fhirError('ERR_PACKAGE_RESOURCE', { file, reason: id === undefined ? 'it has no id' : `'${String(id).slice(0, 100)}' is not a valid id` });
+      throw fhirError('ERR_PACKAGE_RESOURCE', {
+        file,
+        reason: id === undefined ? 'it has no id' : `'${String(id).slice(0, 100)}' is not a valid id`,
+      });
     }
     const key = `${type}/${id}`;
     const other = seen.get(key);
@@ -145,7 +162,12 @@ function checkIds(resources: PackageResource[]): void {
  * One batch inside the transaction: resources whose stored content is the same are left alone;
  * the others get the checks a REST write gets (a throw rolls back everything) and are written.
  */
-async function writeBatch(tx: RepositoryTx, batch: PackageResource[], types: Record<string, TypeCounts>, options: ImportOptions): Promise<void> {
+async function writeBatch(
+  tx: RepositoryTx,
+  batch: PackageResource[],
+  types: Record<string, TypeCounts>,
+  options: ImportOptions,
+): Promise<void> {
   const changed: Resource[] = [];
   const stored = await currentContents(tx, batch);
   for (const { file, resource } of batch) {
@@ -174,7 +196,8 @@ async function writeBatch(tx: RepositoryTx, batch: PackageResource[], types: Rec
  */
 async function currentContents(tx: RepositoryTx, batch: PackageResource[]): Promise<Map<string, string>> {
   const idsByType = new Map<string, string[]>();
-  for (const { resource } of batch) idsByType.set(resource.resourceType, [...(idsByType.get(resource.resourceType) ?? []), resource.id as string]);
+  for (const { resource } of batch)
+    idsByType.set(resource.resourceType, [...(idsByType.get(resource.resourceType) ?? []), resource.id as string]);
   const found = new Map<string, string>();
   for (const [type, ids] of idsByType) {
     const rows = await tx.store.query<{ id: string; content: string }>(

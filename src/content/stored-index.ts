@@ -1,5 +1,10 @@
 import type { CodeSystem, ConceptMap } from 'fhir/r4';
-import { languagePackTarget, type CanonicalSource, type TerminologyResource, type TerminologyType } from '../terminology/service';
+import {
+  languagePackTarget,
+  type CanonicalSource,
+  type TerminologyResource,
+  type TerminologyType,
+} from '../terminology/service';
 import { topLevelMembers } from './top-level-json';
 
 /**
@@ -41,7 +46,8 @@ export class StoredIndex implements CanonicalSource {
     const { url, implicitValueSet, packFor } = held.lookup;
     if (held.type === 'ConceptMap') this.maps.delete(held);
     if (packFor) this.packs.set(packFor, without(this.packs.get(packFor), held));
-    if (implicitValueSet && this.byImplicitValueSet.get(implicitValueSet) === held) this.byImplicitValueSet.delete(implicitValueSet);
+    if (implicitValueSet && this.byImplicitValueSet.get(implicitValueSet) === held)
+      this.byImplicitValueSet.delete(implicitValueSet);
     if (url) {
       const key = `${held.type}|${url}`;
       const rest = without(this.byKey.get(key), held);
@@ -98,7 +104,8 @@ interface Lookup {
 function lookupOf(resource: TerminologyResource): Lookup {
   return {
     url: typeof resource.url === 'string' ? resource.url : undefined,
-    implicitValueSet: resource.resourceType === 'CodeSystem' && typeof resource.valueSet === 'string' ? resource.valueSet : undefined,
+    implicitValueSet:
+      resource.resourceType === 'CodeSystem' && typeof resource.valueSet === 'string' ? resource.valueSet : undefined,
     packFor: languagePackTarget(resource),
   };
 }
@@ -116,7 +123,9 @@ class Held {
   resource(): TerminologyResource {
     if (!this.parsed) {
       // A copy without the narrative rather than `delete`, which would leave the object slow to read.
-      const { text: _narrative, ...content } = JSON.parse(this.json as string) as TerminologyResource & { text?: unknown };
+      const { text: _narrative, ...content } = JSON.parse(this.json as string) as TerminologyResource & {
+        text?: unknown;
+      };
       this.parsed = content as TerminologyResource;
       this.json = undefined;
     }

@@ -1,7 +1,12 @@
 import { RefreshGate } from '../storage/refresh-gate';
 import { SYSTEM_PROJECT } from '../context/projects';
 import type { ResourceStore, StoredVersion } from '../storage/store';
-import { TERMINOLOGY_TYPES, type ProjectTerminology, type TerminologyResource, type TerminologySource } from '../terminology/service';
+import {
+  TERMINOLOGY_TYPES,
+  type ProjectTerminology,
+  type TerminologyResource,
+  type TerminologySource,
+} from '../terminology/service';
 import { StoredIndex } from './stored-index';
 
 /**
@@ -58,7 +63,8 @@ export class StoredTerminology implements ProjectTerminology {
 
   /** A version this process has just written (the repository says so after the commit). */
   noteLocalWrite(version: StoredVersion): void {
-    if ((TERMINOLOGY_TYPES as string[]).includes(version.type)) this.local.set(`${version.type}/${version.id}`, version);
+    if ((TERMINOLOGY_TYPES as string[]).includes(version.type))
+      this.local.set(`${version.type}/${version.id}`, version);
   }
 
   /**

@@ -29,7 +29,9 @@ export function readTar(archive: Buffer): TarFile[] {
     const start = offset + BLOCK;
     const end = start + size;
     if (end > archive.length) {
-      throw new TarError(`the archive is truncated: '${entryName(header)}' needs ${size} bytes, ${archive.length - start} are left`);
+      throw new TarError(
+        `the archive is truncated: '${entryName(header)}' needs ${size} bytes, ${archive.length - start} are left`,
+      );
     }
     const data = archive.subarray(start, end);
     const type = String.fromCharCode(header[156]);
@@ -59,7 +61,8 @@ function entryName(header: Buffer): string {
 function checkChecksum(header: Buffer, offset: number): void {
   let sum = 0;
   for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 32 : header[i];
-  if (readNumber(header, 148, 8, offset) !== sum) throw new TarError(`the archive is damaged: the header at byte ${offset} has a wrong checksum`);
+  if (readNumber(header, 148, 8, offset) !== sum)
+    throw new TarError(`the archive is damaged: the header at byte ${offset} has a wrong checksum`);
 }
 
 /** An octal field, or the base-256 form (high bit set) some writers use for large sizes. */
@@ -71,7 +74,8 @@ function readNumber(header: Buffer, at: number, length: number, offset: number):
   }
   const text = cString(header, at, length).trim();
   if (text === '') return 0;
-  if (!/^[0-7]+$/.test(text)) throw new TarError(`the archive is damaged: the header at byte ${offset} has a malformed number`);
+  if (!/^[0-7]+$/.test(text))
+    throw new TarError(`the archive is damaged: the header at byte ${offset} has a malformed number`);
   return parseInt(text, 8);
 }
 

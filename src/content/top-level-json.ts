@@ -1,4 +1,13 @@
-import { CLOSE_BRACE, CLOSE_BRACKET, COLON, COMMA, escapedAt, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../fhir/json-chars';
+import {
+  CLOSE_BRACE,
+  CLOSE_BRACKET,
+  COLON,
+  COMMA,
+  escapedAt,
+  OPEN_BRACE,
+  OPEN_BRACKET,
+  QUOTE,
+} from '../fhir/json-chars';
 
 /**
  * Reads chosen top-level members of a JSON object without parsing the rest: the other members'
@@ -56,7 +65,17 @@ function valueEndAt(text: string, at: number): number {
     let i = at;
     for (;;) {
       const c = text.charCodeAt(i);
-      if (c === COMMA || c === CLOSE_BRACE || c === CLOSE_BRACKET || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || Number.isNaN(c)) return i;
+      if (
+        c === COMMA ||
+        c === CLOSE_BRACE ||
+        c === CLOSE_BRACKET ||
+        c === 0x20 ||
+        c === 0x0a ||
+        c === 0x0d ||
+        c === 0x09 ||
+        Number.isNaN(c)
+      )
+        return i;
       i++;
     }
   }

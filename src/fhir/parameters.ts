@@ -88,7 +88,8 @@ export function readQuery(
 
 export function readParameters(body: unknown, spec: OperationSpec, options: ReadOptions): OperationInput {
   if (!isObject(body) || body.resourceType !== 'Parameters') {
-    const found = isObject(body) && typeof body.resourceType === 'string' ? body.resourceType : 'something that is not a resource';
+    const found =
+      isObject(body) && typeof body.resourceType === 'string' ? body.resourceType : 'something that is not a resource';
     const single = isObject(body) && typeof body.resourceType === 'string' ? singleResourceInput(spec) : undefined;
     if (!single) throw fhirError('ERR_BODY_NOT_PARAMETERS', { found });
     const others = { ...spec, inputs: spec.inputs.filter((p) => p !== single) };
@@ -112,7 +113,11 @@ function singleResourceInput(spec: OperationSpec): ParamSpec | undefined {
   return resources.length === 1 ? resources[0] : undefined;
 }
 
-function readBareResource(body: Record<string, unknown> & { resourceType: string }, param: ParamSpec, options: ReadOptions): Resource {
+function readBareResource(
+  body: Record<string, unknown> & { resourceType: string },
+  param: ParamSpec,
+  options: ReadOptions,
+): Resource {
   const declared = param.type as string;
   if (!acceptsResource(declared, body.resourceType)) {
     throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: body.resourceType });
@@ -169,60 +174,114 @@ function readEntries(
   return input;
 }
 
-function readEntry(entry: ParametersParameter, param: ParamSpec, code: string, options: ReadOptions, at: string): unknown {
+function readEntry(
+  entry: ParametersParameter,
+  param: ParamSpec,
+  code: string,
+  options: ReadOptions,
+  at: string,
+): unknown {
   const valueKeys = Object.keys(entry).filter((k) => k.startsWith('value'));
   const hasResource = entry.resource !== undefined;
   const hasPart = entry.part !== undefined;
   const forms = valueKeys.length + (hasResource ? 1 : 0) + (hasPart ? 1 : 0);
   if (forms === 0) {
-    throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'has no value, resource or part' }, { expression: [at] });
+    throw fhirError(
+      'ERR_PARAM_SHAPE',
+      { name: param.path, reason: 'has no value, resource or part' },
+      { expression: [at] },
+    );
   }
   if (forms > 1) {
-    throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'carries more than one of value[x], resource and part' }, { expression: [at] });
+    throw fhirError(
+      'ERR_PARAM_SHAPE',
+      { name: param.path, reason: 'carries more than one of value[x], resource and part' },
+      { expression: [at] },
+    );
   }
   if (param.part.length > 0) {
     if (!hasPart || !Array.isArray(entry.part)) {
-      throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: 'parts', found: foundForm(entry, valueKeys) }, { expression: [at] });
+      throw fhirError(
+        'ERR_PARAM_TYPE',
+        { name: param.path, expected: 'parts', found: foundForm(entry, valueKeys) },
+        { expression: [at] },
+      );
     }
     return readEntries(entry.part, param.part, code, options, `${at}.part`);
   }
   const declared = param.type ?? 'Element';
   if (isResourceType(declared)) {
     if (!hasResource) {
-      throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: foundForm(entry, valueKeys) }, { expression: [at] });
+      throw fhirError(
+        'ERR_PARAM_TYPE',
+        { name: param.path, expected: declared, found: foundForm(entry, valueKeys) },
+        { expression: [at] },
+      );
     }
     const resource = entry.resource as unknown;
     if (!isObject(resource) || typeof resource.resourceType !== 'string') {
-      throw fhirError('ERR_PARAM_SHAPE', { name: param.path, reason: 'resource has no resourceType' }, { expression: [at] });
+      throw fhirError(
+        'ERR_PARAM_SHAPE',
+        { name: param.path, reason: 'resource has no resourceType' },
+        { expression: [at] },
+      );
     }
     if (!acceptsResource(declared, resource.resourceType)) {
-      throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: resource.resourceType }, { expression: [at] });
+      throw fhirError(
+        'ERR_PARAM_TYPE',
+        { name: param.path, expected: declared, found: resource.resourceType },
+        { expression: [at] },
+      );
     }
     options.checkResource?.(resource as unknown as Resource, `${at}.resource`);
     return resource;
   }
   if (valueKeys.length !== 1) {
-    throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: foundForm(entry, valueKeys) }, { expression: [at] });
+    throw fhirError(
+      'ERR_PARAM_TYPE',
+      { name: param.path, expected: declared, found: foundForm(entry, valueKeys) },
+      { expression: [at] },
+    );
   }
   const key = valueKeys[0];
   const actual = typeOfValueKey(key);
   const value = tolerated(actual, (entry as unknown as Record<string, unknown>)[key]);
   if (!acceptsType(declared, actual) || !isKnownValueType(actual)) {
-    throw fhirError('ERR_PARAM_TYPE', { name: param.path, expected: declared, found: actual }, { expression: [`${at}.${key}`] });
+    throw fhirError(
+      'ERR_PARAM_TYPE',
+      { name: param.path, expected: declared, found: actual },
+      { expression: [`${at}.${key}`] },
+    );
   }
   if (isPrimitiveType(actual)) {
     if (!isValidPrimitive(actual, value)) {
-      throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
+      throw fhirError(
+        'ERR_PARAM_VALUE',
+        { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) },
+        { expression: [`${at}.${key}`] },
+      );
     }
   } else if (!isObject(value)) {
-    throw fhirError('ERR_PARAM_VALUE', { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) }, { expression: [`${at}.${key}`] });
+    throw fhirError(
+      'ERR_PARAM_VALUE',
+      { name: param.path, type: actual, value: clip(String(JSON.stringify(value))) },
+      { expression: [`${at}.${key}`] },
+    );
   } else if (actual === 'CodeableConcept' && Array.isArray(value.coding) && value.coding.length > MAX_CODINGS) {
-    throw fhirError('ERR_CODINGS_LIMIT', { name: param.path, count: value.coding.length, limit: MAX_CODINGS }, { expression: [`${at}.${key}.coding`] });
+    throw fhirError(
+      'ERR_CODINGS_LIMIT',
+      { name: param.path, count: value.coding.length, limit: MAX_CODINGS },
+      { expression: [`${at}.${key}.coding`] },
+    );
   } else {
     // Handlers may then trust what they read: a code is a string without stray whitespace, a coding list a list.
     const problem = checkDatatype(actual, value, `${at}.${key}`);
     if (problem) {
-      throw fhirError('ERR_PARAM_DATATYPE', { name: param.path, type: actual, ...problem }, { expression: [problem.path] });
+      throw fhirError(
+        'ERR_PARAM_DATATYPE',
+        { name: param.path, type: actual, ...problem },
+        { expression: [problem.path] },
+      );
     }
   }
   return declared === 'Element' ? new TypedValue(actual, value) : value;
@@ -302,7 +361,8 @@ function writeEntry(param: ParamSpec, value: unknown): ParametersParameter {
   }
   const { declared, resource, primitive, valueKey } = planOf(param);
   if (resource) {
-    if (!isObject(value) || typeof value.resourceType !== 'string') throw new OutputError(`'${param.path}' must be a resource`);
+    if (!isObject(value) || typeof value.resourceType !== 'string')
+      throw new OutputError(`'${param.path}' must be a resource`);
     if (declared !== 'Resource' && declared !== 'DomainResource' && value.resourceType !== declared) {
       throw new OutputError(`'${param.path}' must be a ${declared}, not ${value.resourceType}`);
     }
@@ -313,11 +373,14 @@ function writeEntry(param: ParamSpec, value: unknown): ParametersParameter {
       throw new OutputError(`'${param.path}' must be of type ${declared}, not ${value.type}`);
     }
     const type = value.type;
-    if (isPrimitiveType(type) ? !isValidPrimitive(type, value.value) : !isObject(value.value)) throw new OutputError(`'${param.path}' is not a valid ${type}`);
+    if (isPrimitiveType(type) ? !isValidPrimitive(type, value.value) : !isObject(value.value))
+      throw new OutputError(`'${param.path}' is not a valid ${type}`);
     return { name: param.name, [valueKeyOfType(type)]: value.value } as ParametersParameter;
   }
-  if (declared === 'Element') throw new OutputError(`'${param.path}' has an open type; the handler must say which type it is`);
-  if (primitive ? !isValidPrimitive(declared, value) : !isObject(value)) throw new OutputError(`'${param.path}' is not a valid ${declared}`);
+  if (declared === 'Element')
+    throw new OutputError(`'${param.path}' has an open type; the handler must say which type it is`);
+  if (primitive ? !isValidPrimitive(declared, value) : !isObject(value))
+    throw new OutputError(`'${param.path}' is not a valid ${declared}`);
   return { name: param.name, [valueKey]: value } as ParametersParameter;
 }
 
@@ -335,7 +398,12 @@ function planOf(param: ParamSpec): EntryPlan {
   let plan = plans.get(param);
   if (!plan) {
     const declared = param.type ?? 'Element';
-    plan = { declared, resource: isResourceType(declared), primitive: isPrimitiveType(declared), valueKey: valueKeyOfType(declared) };
+    plan = {
+      declared,
+      resource: isResourceType(declared),
+      primitive: isPrimitiveType(declared),
+      valueKey: valueKeyOfType(declared),
+    };
     plans.set(param, plan);
   }
   return plan;
@@ -348,7 +416,9 @@ export function isResourceType(type: string): boolean {
   return type !== 'Element' && !isKnownValueType(type) && /^[A-Z]/.test(type);
 }
 
-export function isObject(value: unknown): value is Record<string, unknown> & { resourceType?: unknown; parameter?: unknown } {
+export function isObject(
+  value: unknown,
+): value is Record<string, unknown> & { resourceType?: unknown; parameter?: unknown } {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 

@@ -1,4 +1,13 @@
-import { Kind, visit, type DocumentNode, type DirectiveNode, type FieldNode, type FragmentDefinitionNode, type SelectionSetNode, type ValueNode } from 'graphql';
+import {
+  Kind,
+  visit,
+  type DocumentNode,
+  type DirectiveNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type SelectionSetNode,
+  type ValueNode,
+} from 'graphql';
 import type { Budget } from '../context/budget';
 
 /**
@@ -28,8 +37,13 @@ export function prepareDirectives(document: DocumentNode): DocumentNode {
     Field(node) {
       const slice = node.directives?.find((d) => d.name.value === 'slice');
       const path = slice?.arguments?.find((a) => a.name.value === 'path')?.value;
-      if (!node.selectionSet || path?.kind !== Kind.STRING || !/^[A-Za-z][A-Za-z0-9]*$/.test(path.value)) return undefined;
-      const added = { kind: Kind.FIELD, alias: { kind: Kind.NAME, value: SLICE_KEY }, name: { kind: Kind.NAME, value: path.value } } as const;
+      if (!node.selectionSet || path?.kind !== Kind.STRING || !/^[A-Za-z][A-Za-z0-9]*$/.test(path.value))
+        return undefined;
+      const added = {
+        kind: Kind.FIELD,
+        alias: { kind: Kind.NAME, value: SLICE_KEY },
+        name: { kind: Kind.NAME, value: path.value },
+      } as const;
       return { ...node, selectionSet: { ...node.selectionSet, selections: [...node.selectionSet.selections, added] } };
     },
   });
@@ -58,7 +72,13 @@ export function conditionVariables(document: DocumentNode): { document: Document
   const rewritten = visit(document, {
     VariableDefinition(node) {
       const type = node.type;
-      if (!names.has(node.variable.name.value) || node.defaultValue || type.kind !== Kind.NAMED_TYPE || type.name.value !== 'Boolean') return undefined;
+      if (
+        !names.has(node.variable.name.value) ||
+        node.defaultValue ||
+        type.kind !== Kind.NAMED_TYPE ||
+        type.name.value !== 'Boolean'
+      )
+        return undefined;
       return { ...node, type: { kind: Kind.NON_NULL_TYPE, type } };
     },
   });
@@ -109,7 +129,8 @@ async function transformObject(data: Data, set: SelectionSetNode, pass: Pass): P
     await pass.budget.step();
     let value = data[key];
     if (field.selectionSet) {
-      for (const item of Array.isArray(value) ? value : [value]) if (isObject(item)) await transformObject(item, field.selectionSet, pass);
+      for (const item of Array.isArray(value) ? value : [value])
+        if (isObject(item)) await transformObject(item, field.selectionSet, pass);
     }
     const directives = field.directives ?? [];
     const single = has(directives, 'singleton');
@@ -197,7 +218,11 @@ function isObject(value: unknown): value is Data {
 }
 
 /** The fields of a selection set, fragments spread in. */
-function fieldsOf(set: SelectionSetNode, fragments: Map<string, FragmentDefinitionNode>, seen = new Set<string>()): FieldNode[] {
+function fieldsOf(
+  set: SelectionSetNode,
+  fragments: Map<string, FragmentDefinitionNode>,
+  seen = new Set<string>(),
+): FieldNode[] {
   const out: FieldNode[] = [];
   for (const selection of set.selections) {
     if (selection.kind === Kind.FIELD) out.push(selection);

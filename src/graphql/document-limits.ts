@@ -41,20 +41,40 @@ class Refused extends Error {
 }
 
 /** The first limit the document breaks, or undefined when it may go on to validation. */
-export function checkDocument(document: DocumentNode, limits: DocumentLimits, budget: Budget): DocumentRefusal | undefined {
+export function checkDocument(
+  document: DocumentNode,
+  limits: DocumentLimits,
+  budget: Budget,
+): DocumentRefusal | undefined {
   const { sets, nesting } = selectionSets(document, budget);
-  if (nesting > MAX_NESTING) return { code: 'too-costly', text: `The document nests selections ${nesting} deep; at most ${MAX_NESTING} are allowed` };
+  if (nesting > MAX_NESTING)
+    return {
+      code: 'too-costly',
+      text: `The document nests selections ${nesting} deep; at most ${MAX_NESTING} are allowed`,
+    };
   try {
     const walk = new DocumentWalk(document, budget);
     for (const definition of document.definitions) {
       if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
       const depth = walk.depth(definition.selectionSet);
-      if (depth > limits.maxDepth) return { code: 'too-costly', text: `The query is nested ${depth} levels deep; at most ${limits.maxDepth} are allowed` };
+      if (depth > limits.maxDepth)
+        return {
+          code: 'too-costly',
+          text: `The query is nested ${depth} levels deep; at most ${limits.maxDepth} are allowed`,
+        };
       const cost = walk.cost(definition.selectionSet);
-      if (cost > limits.maxCost) return { code: 'too-costly', text: `The query would cost about ${Math.round(cost)} (fields times list sizes); at most ${limits.maxCost} is allowed` };
+      if (cost > limits.maxCost)
+        return {
+          code: 'too-costly',
+          text: `The query would cost about ${Math.round(cost)} (fields times list sizes); at most ${limits.maxCost} is allowed`,
+        };
     }
     const pairs = walk.pairs(sets, limits.maxPairs);
-    if (pairs > limits.maxPairs) return { code: 'too-costly', text: `The query repeats fields too often (more than ${limits.maxPairs} pairs of fields with one name to compare); use fewer aliases and fragment spreads` };
+    if (pairs > limits.maxPairs)
+      return {
+        code: 'too-costly',
+        text: `The query repeats fields too often (more than ${limits.maxPairs} pairs of fields with one name to compare); use fewer aliases and fragment spreads`,
+      };
     return undefined;
   } catch (err) {
     if (err instanceof Refused) return err.refusal;
@@ -77,7 +97,11 @@ class DocumentWalk {
     document: DocumentNode,
     private readonly budget: Budget,
   ) {
-    this.fragments = new Map(document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
+    this.fragments = new Map(
+      document.definitions
+        .filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION)
+        .map((f) => [f.name.value, f]),
+    );
   }
 
   /** Selection sets nested in `set` (a field with a selection counts a level), fragments followed. */
@@ -85,9 +109,15 @@ class DocumentWalk {
     return this.memo(this.depths, set, () => {
       let deepest = 0;
       for (const selection of set.selections) {
-        if (selection.kind === Kind.FIELD) deepest = Math.max(deepest, selection.selectionSet ? 1 + this.depth(selection.selectionSet) : 0);
-        else if (selection.kind === Kind.INLINE_FRAGMENT) deepest = Math.max(deepest, this.depth(selection.selectionSet));
-        else deepest = Math.max(deepest, this.spread(selection.name.value, (fragment) => this.depth(fragment), 0));
+        if (selection.kind === Kind.FIELD)
+          deepest = Math.max(deepest, selection.selectionSet ? 1 + this.depth(selection.selectionSet) : 0);
+        else if (selection.kind === Kind.INLINE_FRAGMENT)
+          deepest = Math.max(deepest, this.depth(selection.selectionSet));
+        else
+          deepest = Math.max(
+            deepest,
+            this.spread(selection.name.value, (fragment) => this.depth(fragment), 0),
+          );
       }
       return deepest;
     });
@@ -100,7 +130,8 @@ class DocumentWalk {
       // Type conditions are alternatives (an object has one type): only the costliest type counts.
       const byType = new Map<string, number>();
       for (const selection of set.selections) {
-        if (selection.kind === Kind.FIELD) cost += 1 + (selection.selectionSet ? listSize(selection) * this.cost(selection.selectionSet) : 0);
+        if (selection.kind === Kind.FIELD)
+          cost += 1 + (selection.selectionSet ? listSize(selection) * this.cost(selection.selectionSet) : 0);
         else if (selection.kind === Kind.INLINE_FRAGMENT) {
           const type = selection.typeCondition?.name.value;
           const own = this.cost(selection.selectionSet);
@@ -174,7 +205,8 @@ class DocumentWalk {
   private spread<T>(name: string, measure: (set: SelectionSetNode) => T, unknown: T): T {
     const fragment = this.fragments.get(name);
     if (!fragment) return unknown;
-    if (this.open.has(name)) throw new Refused({ code: 'invalid', text: `Cannot spread fragment "${name}" within itself` });
+    if (this.open.has(name))
+      throw new Refused({ code: 'invalid', text: `Cannot spread fragment "${name}" within itself` });
     this.open.add(name);
     try {
       return measure(fragment.selectionSet);
@@ -202,14 +234,17 @@ function selectionSets(document: DocumentNode, budget: Budget): { sets: Selectio
   let nesting = 0;
   const stack: [SelectionSetNode, number][] = [];
   for (const definition of document.definitions) {
-    if (definition.kind === Kind.OPERATION_DEFINITION || definition.kind === Kind.FRAGMENT_DEFINITION) stack.push([definition.selectionSet, 1]);
+    if (definition.kind === Kind.OPERATION_DEFINITION || definition.kind === Kind.FRAGMENT_DEFINITION)
+      stack.push([definition.selectionSet, 1]);
   }
   for (let next = stack.pop(); next; next = stack.pop()) {
     const [set, level] = next;
     sets.push(set);
     nesting = Math.max(nesting, level);
     budget.spend(set.selections.length);
-    for (const selection of set.selections) if (selection.kind !== Kind.FRAGMENT_SPREAD && selection.selectionSet) stack.push([selection.selectionSet, level + 1]);
+    for (const selection of set.selections)
+      if (selection.kind !== Kind.FRAGMENT_SPREAD && selection.selectionSet)
+        stack.push([selection.selectionSet, level + 1]);
   }
   return { sets, nesting };
 }

@@ -81,12 +81,19 @@ export interface FhirPathFilter {
  */
 export async function byFhirPath<T>(items: T[], expression: unknown, filter: FhirPathFilter): Promise<T[]> {
   if (typeof expression !== 'string' || items.length === 0) return items;
-  const answers = await filter.pool.evaluate(items.map((focus) => ({ expression, focus })), { deadline: filter.deadline });
+  const answers = await filter.pool.evaluate(
+    items.map((focus) => ({ expression, focus })),
+    { deadline: filter.deadline },
+  );
   return items.filter((_, i) => {
     const answer = answers[i];
     if (answer.ok) return answer.summary.length > 0 && !answer.summary.hasFalse;
     if (answer.error === 'invalid') throw new GraphQLError(`The fhirpath '${expression.slice(0, 100)}' is not valid`);
-    throw asGraphQLError(fhirError('ERR_OP_TOO_COSTLY', { what: `The fhirpath '${expression.slice(0, 100)}' was stopped: ${answer.message}` }));
+    throw asGraphQLError(
+      fhirError('ERR_OP_TOO_COSTLY', {
+        what: `The fhirpath '${expression.slice(0, 100)}' was stopped: ${answer.message}`,
+      }),
+    );
   });
 }
 
@@ -117,7 +124,14 @@ export function checkBudget(state: GraphQLRequestState): void {
 }
 
 function tooCostly(reason: string): GraphQLError {
-  return new GraphQLError(`The query is too costly: ${reason}`, { extensions: { outcome: { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'too-costly', details: { text: reason } }] } } });
+  return new GraphQLError(`The query is too costly: ${reason}`, {
+    extensions: {
+      outcome: {
+        resourceType: 'OperationOutcome',
+        issue: [{ severity: 'error', code: 'too-costly', details: { text: reason } }],
+      },
+    },
+  });
 }
 
 export function rethrow(err: unknown): never {
@@ -127,7 +141,9 @@ export function rethrow(err: unknown): never {
 /** A FhirError as a GraphQL error carrying its OperationOutcome. */
 export function asGraphQLError(err: unknown): GraphQLError {
   if (err instanceof GraphQLError) return err;
-  if (isFhirError(err)) return new GraphQLError(err.outcome.issue[0]?.details?.text ?? err.message, { extensions: { outcome: err.outcome, status: err.status } });
+  if (isFhirError(err))
+    return new GraphQLError(err.outcome.issue[0]?.details?.text ?? err.message, {
+      extensions: { outcome: err.outcome, status: err.status },
+    });
   throw err;
 }
-

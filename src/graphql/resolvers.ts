@@ -62,7 +62,8 @@ function elementResolvers(searches: GraphQLSearches): Pick<FieldResolvers, 'elem
         const holder = state.containers.get(source as object) as (Resource & { contained?: Resource[] }) | undefined;
         const found = holder?.contained?.find((c) => c.id === local.slice(1)) ?? null;
         if (found && typeof args.type === 'string' && found.resourceType !== args.type) return null;
-        if (!found && args.optional !== true) throw new GraphQLError(`The contained resource ${local} is not in the resource`);
+        if (!found && args.optional !== true)
+          throw new GraphQLError(`The contained resource ${local} is not in the resource`);
         return found ? remember(state, found) : null;
       }
       const target = referenceKey(local);
@@ -75,17 +76,31 @@ function elementResolvers(searches: GraphQLSearches): Pick<FieldResolvers, 'elem
 }
 
 /** Root lists and connections, and reverse references, as searches. */
-function searchResolvers(searches: GraphQLSearches): Pick<FieldResolvers, 'list' | 'connection' | 'reverse' | 'reverseConnection'> {
+function searchResolvers(
+  searches: GraphQLSearches,
+): Pick<FieldResolvers, 'list' | 'connection' | 'reverse' | 'reverseConnection'> {
   return {
-    list: (type) => async (_source, args, state) => searches.list(state, type, searches.queryOf(type, args), args.fhirpath),
+    list: (type) => async (_source, args, state) =>
+      searches.list(state, type, searches.queryOf(type, args), args.fhirpath),
     connection: (type) => async (_source, args, state) => {
       const query = searches.queryOf(type, args);
-      return searches.connection(state, { type, query, offset: connectionOffset(args, query), fhirpath: args.fhirpath });
+      return searches.connection(state, {
+        type,
+        query,
+        offset: connectionOffset(args, query),
+        fhirpath: args.fhirpath,
+      });
     },
-    reverse: (type) => async (source, args, state) => searches.list(state, type, searches.reverseQuery(type, source, args), args.fhirpath),
+    reverse: (type) => async (source, args, state) =>
+      searches.list(state, type, searches.reverseQuery(type, source, args), args.fhirpath),
     reverseConnection: (type) => async (source, args, state) => {
       const query = searches.reverseQuery(type, source, args);
-      return searches.connection(state, { type, query, offset: Number(query._offset?.[0] ?? 0), fhirpath: args.fhirpath });
+      return searches.connection(state, {
+        type,
+        query,
+        offset: Number(query._offset?.[0] ?? 0),
+        fhirpath: args.fhirpath,
+      });
     },
   };
 }
@@ -109,8 +124,10 @@ function mutationResolvers(deps: GraphQLDataDeps): Pick<FieldResolvers, 'read' |
         throw asGraphQLError(err);
       }
     },
-    create: (type) => async (_source, args, state) => write(state, { method: 'POST', path: type, query: {}, headers: {}, body: args.res }),
-    update: (type) => async (_source, args, state) => write(state, { method: 'PUT', path: `${type}/${String(args.id)}`, query: {}, headers: {}, body: args.res }),
+    create: (type) => async (_source, args, state) =>
+      write(state, { method: 'POST', path: type, query: {}, headers: {}, body: args.res }),
+    update: (type) => async (_source, args, state) =>
+      write(state, { method: 'PUT', path: `${type}/${String(args.id)}`, query: {}, headers: {}, body: args.res }),
     remove: (type) => async (_source, args, state) => {
       await write(state, { method: 'DELETE', path: `${type}/${String(args.id)}`, query: {}, headers: {} });
       return null;
@@ -119,7 +136,11 @@ function mutationResolvers(deps: GraphQLDataDeps): Pick<FieldResolvers, 'read' |
 }
 
 /** A loader of `Type/id` references for one request: one search per type per batch (a level of the query). */
-export function referenceLoader(deps: GraphQLDataDeps, stateOf: () => GraphQLRequestState, limits: GraphQLLimits): DataLoader<string, Resource | null> {
+export function referenceLoader(
+  deps: GraphQLDataDeps,
+  stateOf: () => GraphQLRequestState,
+  limits: GraphQLLimits,
+): DataLoader<string, Resource | null> {
   return new DataLoader<string, Resource | null>(async (keys) => {
     const state = stateOf();
     const byType = new Map<string, string[]>();
@@ -132,13 +153,18 @@ export function referenceLoader(deps: GraphQLDataDeps, stateOf: () => GraphQLReq
       spendSearch(state, limits);
       let bundle: Bundle;
       try {
-        bundle = await deps.search.search({ level: 'type', type }, { _id: [ids.join(',')], _count: [String(ids.length)] }, state.ctx);
+        bundle = await deps.search.search(
+          { level: 'type', type },
+          { _id: [ids.join(',')], _count: [String(ids.length)] },
+          state.ctx,
+        );
       } catch (err) {
         // A type the caller may not read resolves to nothing, as a missing resource does.
         if (isFhirError(err) && (err.status === 403 || err.status === 404)) continue;
         throw err;
       }
-      for (const entry of bundle.entry ?? []) if (entry.resource) found.set(`${type}/${entry.resource.id}`, entry.resource);
+      for (const entry of bundle.entry ?? [])
+        if (entry.resource) found.set(`${type}/${entry.resource.id}`, entry.resource);
     }
     return keys.map((key) => found.get(key) ?? null);
   });
@@ -156,7 +182,9 @@ async function filterList(items: unknown[], args: Record<string, unknown>, filte
     if (wanted === undefined || wanted === null || LIST_CONTROLS.has(name)) continue;
     out = out.filter((item) => {
       const value = (item as Record<string, unknown>)?.[name];
-      return Array.isArray(value) ? value.map(String).includes(String(wanted)) : value !== undefined && String(value) === String(wanted);
+      return Array.isArray(value)
+        ? value.map(String).includes(String(wanted))
+        : value !== undefined && String(value) === String(wanted);
     });
   }
   out = await byFhirPath(out, args.fhirpath, filter);
@@ -164,4 +192,3 @@ async function filterList(items: unknown[], args: Record<string, unknown>, filte
   const count = typeof args._count === 'number' ? args._count : undefined;
   return out.slice(offset, count === undefined ? undefined : offset + count);
 }
-

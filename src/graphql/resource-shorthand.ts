@@ -35,11 +35,15 @@ export function expandResourceShorthand(document: DocumentNode, schema: GraphQLS
   const definitions = document.definitions.map((definition) => {
     if (definition.kind === Kind.OPERATION_DEFINITION) {
       const root = schema.getRootType(definition.operation);
-      return root ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, root, { schema, budget }) } : definition;
+      return root
+        ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, root, { schema, budget }) }
+        : definition;
     }
     if (definition.kind === Kind.FRAGMENT_DEFINITION) {
       const type = schema.getType(definition.typeCondition.name.value);
-      return isCompositeType(type) ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, type, { schema, budget }) } : definition;
+      return isCompositeType(type)
+        ? { ...definition, selectionSet: rewriteSet(definition.selectionSet, type, { schema, budget }) }
+        : definition;
     }
     return definition;
   });
@@ -57,10 +61,13 @@ function rewriteSet(set: SelectionSetNode, parent: GraphQLCompositeType, rewrite
   const selections = set.selections.map((selection): SelectionNode => {
     if (selection.kind === Kind.INLINE_FRAGMENT) {
       const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;
-      return isCompositeType(type) ? { ...selection, selectionSet: rewriteSet(selection.selectionSet, type, rewrite) } : selection;
+      return isCompositeType(type)
+        ? { ...selection, selectionSet: rewriteSet(selection.selectionSet, type, rewrite) }
+        : selection;
     }
     if (selection.kind !== Kind.FIELD || !selection.selectionSet) return selection;
-    const definition = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[selection.name.value] : undefined;
+    const definition =
+      isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[selection.name.value] : undefined;
     const type = definition ? getNamedType(definition.type) : undefined;
     if (!isCompositeType(type)) return selection;
     const field = isUnionType(type) ? typedResource(selection, type) : selection;
@@ -76,7 +83,12 @@ function typedResource(field: FieldNode, union: GraphQLUnionType): FieldNode {
   if (plain.length === 0) return field;
   const rest = set.selections.filter((s) => !plain.includes(s as FieldNode));
   const named = typeArgument(field);
-  const types = named ? [named] : union.getTypes().filter((type) => plain.every((f) => fits(f, type))).map((type) => type.name);
+  const types = named
+    ? [named]
+    : union
+        .getTypes()
+        .filter((type) => plain.every((f) => fits(f, type)))
+        .map((type) => type.name);
   if (types.length === 0) return field;
   const fragments = types.map((name): InlineFragmentNode => ({
     kind: Kind.INLINE_FRAGMENT,
@@ -102,7 +114,14 @@ function typeArgument(field: FieldNode): string | undefined {
 /** Several unaliased `resource(type: ...)` beside each other become one `resource` with all their type conditions. */
 function mergeResources(selections: SelectionNode[], parent: GraphQLCompositeType): SelectionNode[] {
   if (!isObjectType(parent) || !isUnionType(getNamedType(parent.getFields().resource?.type))) return selections;
-  const typed = selections.filter((s): s is FieldNode => s.kind === Kind.FIELD && s.name.value === 'resource' && !s.alias && typeArgument(s) !== undefined && Boolean(s.selectionSet));
+  const typed = selections.filter(
+    (s): s is FieldNode =>
+      s.kind === Kind.FIELD &&
+      s.name.value === 'resource' &&
+      !s.alias &&
+      typeArgument(s) !== undefined &&
+      Boolean(s.selectionSet),
+  );
   if (typed.length < 2) return selections;
   const optional = typed.flatMap((f) => f.arguments ?? []).find((a) => a.name.value === 'optional');
   const args: ArgumentNode[] = optional ? [optional] : [];
@@ -110,7 +129,10 @@ function mergeResources(selections: SelectionNode[], parent: GraphQLCompositeTyp
     kind: Kind.FIELD,
     name: { kind: Kind.NAME, value: 'resource' },
     arguments: args,
-    selectionSet: { kind: Kind.SELECTION_SET, selections: typed.flatMap((f) => (f.selectionSet as SelectionSetNode).selections) },
+    selectionSet: {
+      kind: Kind.SELECTION_SET,
+      selections: typed.flatMap((f) => (f.selectionSet as SelectionSetNode).selections),
+    },
   };
   const first = selections.indexOf(typed[0]);
   return selections.flatMap((s, index) => (index === first ? [merged] : typed.includes(s as FieldNode) ? [] : [s]));

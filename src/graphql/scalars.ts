@@ -22,9 +22,11 @@ export const JsonScalar = new GraphQLScalarType({
  */
 export function resourceInput(type: string): GraphQLScalarType {
   const check = (value: unknown): unknown => {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError(`${type}Input must be a ${type} resource (a JSON object)`);
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw new TypeError(`${type}Input must be a ${type} resource (a JSON object)`);
     const found = (value as { resourceType?: unknown }).resourceType;
-    if (found !== undefined && found !== type) throw new TypeError(`${type}Input must be a ${type} resource, not ${String(found).slice(0, 64)}`);
+    if (found !== undefined && found !== type)
+      throw new TypeError(`${type}Input must be a ${type} resource, not ${String(found).slice(0, 64)}`);
     return { ...value, resourceType: type };
   };
   return new GraphQLScalarType({
@@ -73,11 +75,19 @@ export const TokenScalar = new GraphQLScalarType({
 });
 
 function tokenValue(value: unknown): string | undefined {
-  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : undefined;
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+    ? String(value)
+    : undefined;
 }
 
 function tokenLiteral(ast: Literal): string | undefined {
-  return ast.kind === 'StringValue' || ast.kind === 'EnumValue' || ast.kind === 'IntValue' || ast.kind === 'FloatValue' || ast.kind === 'BooleanValue' ? String(ast.value) : undefined;
+  return ast.kind === 'StringValue' ||
+    ast.kind === 'EnumValue' ||
+    ast.kind === 'IntValue' ||
+    ast.kind === 'FloatValue' ||
+    ast.kind === 'BooleanValue'
+    ? String(ast.value)
+    : undefined;
 }
 
 /** Values as one search value, ORed; undefined (refused) when one is not a value or there are none. */
@@ -109,5 +119,9 @@ export const FHIR_DIRECTIVES = [
   new GraphQLDirective({ name: 'flatten', locations: [DirectiveLocation.FIELD] }),
   new GraphQLDirective({ name: 'first', locations: [DirectiveLocation.FIELD] }),
   new GraphQLDirective({ name: 'singleton', locations: [DirectiveLocation.FIELD] }),
-  new GraphQLDirective({ name: 'slice', locations: [DirectiveLocation.FIELD], args: { path: { type: new GraphQLNonNull(GraphQLString) } } }),
+  new GraphQLDirective({
+    name: 'slice',
+    locations: [DirectiveLocation.FIELD],
+    args: { path: { type: new GraphQLNonNull(GraphQLString) } },
+  }),
 ];

@@ -61,7 +61,10 @@ export class SchemaTypes {
     this.elementBase = new GraphQLObjectType({
       name: 'ElementBase',
       description: 'The id and extensions of a primitive value (its `_name` form)',
-      fields: () => ({ id: { type: GraphQLString }, extension: { type: new GraphQLList(this.objectType('Extension')) } }),
+      fields: () => ({
+        id: { type: GraphQLString },
+        extension: { type: new GraphQLList(this.objectType('Extension')) },
+      }),
     });
   }
 
@@ -99,30 +102,48 @@ export class SchemaTypes {
         const fieldName = choice ? base + code[0].toUpperCase() + code.slice(1) : base;
         fields[fieldName] = this.elementField(code, fieldName, { root, path, typeName, base, info });
         if (this.isPrimitive(code)) {
-          fields[`_${fieldName}`] = { type: info.array ? new GraphQLList(this.elementBase) : this.elementBase, resolve: resolvers.element(`_${fieldName}`, info.array) };
+          fields[`_${fieldName}`] = {
+            type: info.array ? new GraphQLList(this.elementBase) : this.elementBase,
+            resolve: resolvers.element(`_${fieldName}`, info.array),
+          };
         }
       }
     }
     if (root === 'Reference' && prefix === '') {
-      fields.resource = { type: this.resourceUnion(), args: { optional: { type: GraphQLBoolean }, type: { type: TokenScalar } }, resolve: resolvers.reference };
+      fields.resource = {
+        type: this.resourceUnion(),
+        args: { optional: { type: GraphQLBoolean }, type: { type: TokenScalar } },
+        resolve: resolvers.reference,
+      };
     }
     return fields;
   }
 
   /** One element's field for one of its types; a list of non-primitives takes the list arguments. */
-  private elementField(code: string, fieldName: string, at: ElementSite): GraphQLFieldConfig<unknown, GraphQLRequestState> {
+  private elementField(
+    code: string,
+    fieldName: string,
+    at: ElementSite,
+  ): GraphQLFieldConfig<unknown, GraphQLRequestState> {
     const { root, path, info } = at;
     const type = this.elementType(code, at);
     const listed = info.array ? new GraphQLList(type) : type;
-    const field: GraphQLFieldConfig<unknown, GraphQLRequestState> = { type: listed, resolve: this.sources.resolvers.element(fieldName, info.array) };
-    if (info.array && !this.isPrimitive(code)) field.args = code === 'BackboneElement' || code === 'Element' ? this.listArgs(root, path) : this.listArgs(code, '');
+    const field: GraphQLFieldConfig<unknown, GraphQLRequestState> = {
+      type: listed,
+      resolve: this.sources.resolvers.element(fieldName, info.array),
+    };
+    if (info.array && !this.isPrimitive(code))
+      field.args =
+        code === 'BackboneElement' || code === 'Element' ? this.listArgs(root, path) : this.listArgs(code, '');
     return field;
   }
 
   private elementType(code: string, at: ElementSite): GraphQLOutputType {
     const { model } = this.sources;
     if (code === 'BackboneElement' || code === 'Element') {
-      return code === 'Element' && !elementsBelow(model, at.root, at.path) ? this.objectType('Element') : this.backbone(at.root, at.path, at.typeName + pascal(at.base));
+      return code === 'Element' && !elementsBelow(model, at.root, at.path)
+        ? this.objectType('Element')
+        : this.backbone(at.root, at.path, at.typeName + pascal(at.base));
     }
     if (code === 'Resource') return this.resourceUnion();
     if (code === 'JSON') return JsonScalar;
@@ -147,9 +168,14 @@ export class SchemaTypes {
       args = {};
       for (const [name, info] of childElements(this.sources.model, root, prefix)) {
         const choice = name.endsWith('[x]');
-        for (const code of info.types) if (this.isPrimitive(code)) args[choice ? name.slice(0, -3) + pascal(code) : name] = { type: TokenScalar };
+        for (const code of info.types)
+          if (this.isPrimitive(code)) args[choice ? name.slice(0, -3) + pascal(code) : name] = { type: TokenScalar };
       }
-      Object.assign(args, { fhirpath: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt } });
+      Object.assign(args, {
+        fhirpath: { type: GraphQLString },
+        _count: { type: GraphQLInt },
+        _offset: { type: GraphQLInt },
+      });
       this.listArgCache.set(key, args);
     }
     return args;
@@ -177,8 +203,16 @@ export class SchemaTypes {
     // Only types with a reference parameter that can point here: every pair would cost 22,000
     // fields of arguments per kind (about 70 MB), nearly all of them to answer nothing.
     for (const other of resourceTypes.filter((other) => this.canPointAt(other, type))) {
-      fields[`${other}List`] = { type: new GraphQLList(this.resourceObject(other)), args: this.reverseArgs(other), resolve: resolvers.reverse(other) };
-      fields[`${other}Connection`] = { type: this.connection(other), args: this.reverseArgs(other), resolve: resolvers.reverseConnection(other) };
+      fields[`${other}List`] = {
+        type: new GraphQLList(this.resourceObject(other)),
+        args: this.reverseArgs(other),
+        resolve: resolvers.reverse(other),
+      };
+      fields[`${other}Connection`] = {
+        type: this.connection(other),
+        args: this.reverseArgs(other),
+        resolve: resolvers.reverseConnection(other),
+      };
     }
     return fields;
   }
@@ -224,7 +258,11 @@ export class SchemaTypes {
     if (!found) {
       const edge = new GraphQLObjectType({
         name: `${type}ConnectionEdge`,
-        fields: () => ({ mode: { type: GraphQLString }, score: { type: GraphQLFloat }, resource: { type: this.resourceObject(type) } }),
+        fields: () => ({
+          mode: { type: GraphQLString },
+          score: { type: GraphQLFloat },
+          resource: { type: this.resourceObject(type) },
+        }),
       });
       found = new GraphQLObjectType({
         name: `${type}Connection`,

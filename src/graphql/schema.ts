@@ -70,7 +70,11 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
     instance: (type) => {
       let schema = instances.get(type);
       if (!schema) {
-        schema = new GraphQLSchema({ query: types.resourceObject(type), directives: [...specifiedDirectives, ...FHIR_DIRECTIVES], types: [JsonScalar] });
+        schema = new GraphQLSchema({
+          query: types.resourceObject(type),
+          directives: [...specifiedDirectives, ...FHIR_DIRECTIVES],
+          types: [JsonScalar],
+        });
         instances.set(type, schema);
       }
       return schema;
@@ -82,9 +86,21 @@ export function buildSchema(sources: SchemaSources): FhirSchemas {
 function queryFields(type: string, types: SchemaTypes, sources: SchemaSources): FieldMap {
   const { resolvers } = sources;
   return {
-    [type]: { type: types.resourceObject(type), args: { id: { type: new GraphQLNonNull(IdScalar) } }, resolve: resolvers.read(type) },
-    [`${type}List`]: { type: new GraphQLList(types.resourceObject(type)), args: searchArgs(type, sources), resolve: resolvers.list(type) },
-    [`${type}Connection`]: { type: types.connection(type), args: searchArgs(type, sources), resolve: resolvers.connection(type) },
+    [type]: {
+      type: types.resourceObject(type),
+      args: { id: { type: new GraphQLNonNull(IdScalar) } },
+      resolve: resolvers.read(type),
+    },
+    [`${type}List`]: {
+      type: new GraphQLList(types.resourceObject(type)),
+      args: searchArgs(type, sources),
+      resolve: resolvers.list(type),
+    },
+    [`${type}Connection`]: {
+      type: types.connection(type),
+      args: searchArgs(type, sources),
+      resolve: resolvers.connection(type),
+    },
   };
 }
 
@@ -95,8 +111,16 @@ function mutationFields(type: string, types: SchemaTypes, sources: SchemaSources
   const input = sources.model.element(type, 'input') ? JsonScalar : resourceInput(type);
   const id = { type: new GraphQLNonNull(IdScalar) };
   return {
-    [`${type}Create`]: { type: types.resourceObject(type), args: { res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.create(type) },
-    [`${type}Update`]: { type: types.resourceObject(type), args: { id, res: { type: new GraphQLNonNull(input) } }, resolve: resolvers.update(type) },
+    [`${type}Create`]: {
+      type: types.resourceObject(type),
+      args: { res: { type: new GraphQLNonNull(input) } },
+      resolve: resolvers.create(type),
+    },
+    [`${type}Update`]: {
+      type: types.resourceObject(type),
+      args: { id, res: { type: new GraphQLNonNull(input) } },
+      resolve: resolvers.update(type),
+    },
     [`${type}Delete`]: { type: types.resourceObject(type), args: { id }, resolve: resolvers.remove(type) },
   };
 }
@@ -106,7 +130,8 @@ function searchArgs(type: string, sources: SchemaSources): GraphQLFieldConfigArg
   const args: GraphQLFieldConfigArgumentMap = {};
   for (const code of sources.searchParams(type)) args[argName(code)] = { type: TokenScalar };
   for (const name of ['_count', '_offset']) args[name] = { type: GraphQLInt };
-  for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile', '_security', '_has', '_filter']) args[name] ??= { type: TokenScalar };
+  for (const name of ['_sort', '_id', '_lastUpdated', '_tag', '_profile', '_security', '_has', '_filter'])
+    args[name] ??= { type: TokenScalar };
   // Evaluated on the matches (after paging, for a connection).
   args.fhirpath = { type: GraphQLString };
   // `_cursor` as the page's query writes it, `cursor` as its linked example and its prose do.

@@ -1,7 +1,16 @@
 import { GraphQLError } from 'graphql';
 import type { Bundle, Resource } from 'fhir/r4';
 import { emptyQuery, queryOfString } from '../fhir/query';
-import { byFhirPath, remember, rethrow, spendSearch, type FhirPathFilter, type GraphQLDataDeps, type GraphQLLimits, type GraphQLRequestState } from './request-state';
+import {
+  byFhirPath,
+  remember,
+  rethrow,
+  spendSearch,
+  type FhirPathFilter,
+  type GraphQLDataDeps,
+  type GraphQLLimits,
+  type GraphQLRequestState,
+} from './request-state';
 import { argName } from './schema';
 
 /**
@@ -31,9 +40,16 @@ export class GraphQLSearches {
   }
 
   /** A list's matches (not its includes), filtered by its `fhirpath` argument. */
-  async list(state: GraphQLRequestState, type: string, query: Record<string, string[]>, fhirpath: unknown): Promise<Resource[]> {
+  async list(
+    state: GraphQLRequestState,
+    type: string,
+    query: Record<string, string[]>,
+    fhirpath: unknown,
+  ): Promise<Resource[]> {
     const bundle = await this.search(state, type, query).catch(rethrow);
-    const matches = (bundle.entry ?? []).filter((e) => e.search?.mode !== 'include' && e.search?.mode !== 'outcome').map((e) => remember(state, e.resource as Resource));
+    const matches = (bundle.entry ?? [])
+      .filter((e) => e.search?.mode !== 'include' && e.search?.mode !== 'outcome')
+      .map((e) => remember(state, e.resource as Resource));
     return byFhirPath(matches, fhirpath, this.filter(state));
   }
 
@@ -59,7 +75,8 @@ export class GraphQLSearches {
     const param = String(args._reference);
     const known = this.deps.searchParams(type);
     const code = known.find((c) => argName(c) === param) ?? param;
-    if (!known.includes(code)) throw new GraphQLError(`${type} has no search parameter '${param}' to follow back to a ${resource.resourceType}`);
+    if (!known.includes(code))
+      throw new GraphQLError(`${type} has no search parameter '${param}' to follow back to a ${resource.resourceType}`);
     const query = this.queryOf(type, args, ['_reference']);
     query[code] = [`${resource.resourceType}/${resource.id}`];
     return query;
@@ -75,9 +92,20 @@ export class GraphQLSearches {
     const bundle = await this.search(state, type, query).catch(rethrow);
     const edges = (bundle.entry ?? []).filter((e) => e.search?.mode !== 'outcome');
     const matched = edges.filter((e) => e.search?.mode !== 'include').length;
-    const kept = new Set(await byFhirPath(edges.map((e) => e.resource), page.fhirpath, this.filter(state)));
+    const kept = new Set(
+      await byFhirPath(
+        edges.map((e) => e.resource),
+        page.fhirpath,
+        this.filter(state),
+      ),
+    );
     const pagesize = Number(query._count?.[0] ?? 0) || matched;
-    const starts: Record<string, number> = { first: 0, self: offset, previous: Math.max(0, offset - pagesize), next: offset + matched };
+    const starts: Record<string, number> = {
+      first: 0,
+      self: offset,
+      previous: Math.max(0, offset - pagesize),
+      next: offset + matched,
+    };
     const link = (relation: string) => {
       const url = bundle.link?.find((l) => l.relation === relation)?.url;
       if (!url) return undefined;
@@ -92,7 +120,13 @@ export class GraphQLSearches {
       previous: link('previous'),
       next: link('next'),
       last: link('last'),
-      edges: edges.filter((e) => kept.has(e.resource)).map((e) => ({ mode: e.search?.mode, score: e.search?.score, resource: remember(state, e.resource as Resource) })),
+      edges: edges
+        .filter((e) => kept.has(e.resource))
+        .map((e) => ({
+          mode: e.search?.mode,
+          score: e.search?.score,
+          resource: remember(state, e.resource as Resource),
+        })),
     };
   }
 
@@ -131,7 +165,7 @@ function decodeCursor(cursor: string): { query: Record<string, string[]>; offset
     decoded = undefined;
   }
   const { q, o } = (decoded ?? {}) as { q?: unknown; o?: unknown };
-  if (typeof q !== 'string' || typeof o !== 'number' || !Number.isInteger(o) || o < 0) throw new GraphQLError('The cursor is not one this server gave');
+  if (typeof q !== 'string' || typeof o !== 'number' || !Number.isInteger(o) || o < 0)
+    throw new GraphQLError('The cursor is not one this server gave');
   return { query: queryOfString(q), offset: o };
 }
-

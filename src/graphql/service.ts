@@ -84,13 +84,23 @@ export class GraphQLService {
       const resolvers = fieldResolvers(this.deps, this.options.limits);
       this.built = {
         revision,
-        schemas: buildSchema({ model: this.deps.model, resourceTypes: this.deps.resourceTypes, searchParams: (type) => this.deps.searchParams(type), referenceTargets: (type) => this.deps.referenceTargets(type), resolvers }),
+        schemas: buildSchema({
+          model: this.deps.model,
+          resourceTypes: this.deps.resourceTypes,
+          searchParams: (type) => this.deps.searchParams(type),
+          referenceTargets: (type) => this.deps.referenceTargets(type),
+          resolvers,
+        }),
       };
     }
     return this.built.schemas;
   }
 
-  async run(request: GraphQLRequest, ctx: RequestContext, options: { method: 'GET' | 'POST'; target?: Resource }): Promise<GraphQLAnswer> {
+  async run(
+    request: GraphQLRequest,
+    ctx: RequestContext,
+    options: { method: 'GET' | 'POST'; target?: Resource },
+  ): Promise<GraphQLAnswer> {
     const malformed = malformedRequest(request);
     if (malformed) return malformed;
     const variables = (request.variables ?? undefined) as Record<string, unknown> | undefined;
@@ -102,12 +112,33 @@ export class GraphQLService {
     const errors = validate(schema, document, rules, { maxErrors: 20 });
     if (errors.length > 0) return refusedWith(errors, 'invalid');
     const operation = chosenOperation(document, request.operationName as string | undefined);
-    if (!operation) return refused('invalid', request.operationName ? `the document has no operation named '${String(request.operationName)}'` : 'the document has several operations; name one (operationName)');
-    if (operation.operation === 'mutation' && options.method === 'GET') return { status: 405, body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] } };
-    if (operation.operation === 'subscription') return refused('not-supported', 'subscriptions are not supported over $graphql');
+    if (!operation)
+      return refused(
+        'invalid',
+        request.operationName
+          ? `the document has no operation named '${String(request.operationName)}'`
+          : 'the document has several operations; name one (operationName)',
+      );
+    if (operation.operation === 'mutation' && options.method === 'GET')
+      return {
+        status: 405,
+        body: { errors: [errorEntry('not-supported', 'mutations change data: send them with POST')] },
+      };
+    if (operation.operation === 'subscription')
+      return refused('not-supported', 'subscriptions are not supported over $graphql');
     const unset = unsetCondition(operation, conditions, variables);
     if (unset) return refused('invalid', unset);
-    return this.execute({ schema, document, operation, operationName: request.operationName as string | undefined, variables, target: options.target }, ctx);
+    return this.execute(
+      {
+        schema,
+        document,
+        operation,
+        operationName: request.operationName as string | undefined,
+        variables,
+        target: options.target,
+      },
+      ctx,
+    );
   }
 
   /**
@@ -115,14 +146,20 @@ export class GraphQLService {
    * The document is measured before graphql-js validates it: validation is quadratic (and worse,
    * through fragments) in repeated fields, and holds the event loop while it runs.
    */
-  private async prepare(query: string, schema: GraphQLSchema, ctx: RequestContext): Promise<GraphQLAnswer | { document: DocumentNode; conditions: Set<string> }> {
+  private async prepare(
+    query: string,
+    schema: GraphQLSchema,
+    ctx: RequestContext,
+  ): Promise<GraphQLAnswer | { document: DocumentNode; conditions: Set<string> }> {
     const budget = Budget.of(ctx, 'the GraphQL query', this.options.maxDocumentSteps);
     try {
       // The event loop is given back between the steps: each is linear, but a large document takes a while.
       // 20,000 tokens is some 5,000 fields: validating that many already takes a few hundred ms.
       const parsed = parse(query, { maxTokens: 20_000 });
       await budget.pause();
-      const { document, names: conditions } = conditionVariables(prepareDirectives(expandResourceShorthand(parsed, schema, budget)));
+      const { document, names: conditions } = conditionVariables(
+        prepareDirectives(expandResourceShorthand(parsed, schema, budget)),
+      );
       await budget.pause();
       const refusal = checkDocument(document, this.options, budget);
       if (refusal) return refused(refusal.code, refusal.text);
@@ -141,20 +178,44 @@ export class GraphQLService {
     const { schema, document, operation, operationName, variables, target } = run;
     // Execution's size is bounded by the cost above; it is bounded in time, and paced, by its own budget.
     const running = Budget.of(ctx, 'the GraphQL query');
-    const state: GraphQLRequestState = { ctx, searches: 0, budget: running, overrun: false, containers: new WeakMap(), references: undefined as unknown as GraphQLRequestState['references'] };
+    const state: GraphQLRequestState = {
+      ctx,
+      searches: 0,
+      budget: running,
+      overrun: false,
+      containers: new WeakMap(),
+      references: undefined as unknown as GraphQLRequestState['references'],
+    };
     state.references = referenceLoader(this.deps, () => state, this.options.limits);
     if (target) remember(state, target);
-    const result = await execute({ schema, document, rootValue: target ?? {}, contextValue: state, variableValues: variables, operationName });
+    const result = await execute({
+      schema,
+      document,
+      rootValue: target ?? {},
+      contextValue: state,
+      variableValues: variables,
+      operationName,
+    });
     if (state.overrun) return outOfTime();
     let shaped: Awaited<ReturnType<typeof applyDirectives>> | undefined;
     try {
-      shaped = result.data ? await applyDirectives(result.data as Record<string, unknown>, { set: operation.selectionSet, fragments: fragmentsOf(document), variables, budget: running }) : undefined;
+      shaped = result.data
+        ? await applyDirectives(result.data as Record<string, unknown>, {
+            set: operation.selectionSet,
+            fragments: fragmentsOf(document),
+            variables,
+            budget: running,
+          })
+        : undefined;
     } catch (err) {
       if (isFhirError(err)) return outOfTime();
       throw err;
     }
     const body: GraphQLAnswer['body'] = { data: shaped ? shaped.data : result.data };
-    const answerErrors = [...(result.errors ?? []).map(resolverError), ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text))];
+    const answerErrors = [
+      ...(result.errors ?? []).map(resolverError),
+      ...(shaped?.errors ?? []).map((text) => errorEntry('invalid', text)),
+    ];
     if (answerErrors.length) body.errors = answerErrors;
     return { status: 200, body };
   }
@@ -173,10 +234,17 @@ interface Runnable {
 
 /** The request's own shape: a query, variables as an object, operationName as a string. */
 function malformedRequest(request: GraphQLRequest): GraphQLAnswer | undefined {
-  if (typeof request.query !== 'string' || request.query.trim() === '') return refused('invalid', 'query is required (a GraphQL document)');
+  if (typeof request.query !== 'string' || request.query.trim() === '')
+    return refused('invalid', 'query is required (a GraphQL document)');
   const variables = request.variables ?? undefined;
-  if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables))) return refused('invalid', 'variables must be a JSON object');
-  if (request.operationName !== undefined && request.operationName !== null && typeof request.operationName !== 'string') return refused('invalid', 'operationName must be a string');
+  if (variables !== undefined && (typeof variables !== 'object' || variables === null || Array.isArray(variables)))
+    return refused('invalid', 'variables must be a JSON object');
+  if (
+    request.operationName !== undefined &&
+    request.operationName !== null &&
+    typeof request.operationName !== 'string'
+  )
+    return refused('invalid', 'operationName must be a string');
   return undefined;
 }
 
@@ -184,30 +252,42 @@ function malformedRequest(request: GraphQLRequest): GraphQLAnswer | undefined {
  * A variable that decides `@skip`/`@include` and has no default must be true or false: GraphQL
  * refuses null or nothing for `Boolean!` (CoerceVariableValues), and the operation is not run.
  */
-function unsetCondition(operation: OperationDefinitionNode, conditions: Set<string>, variables: Record<string, unknown> | undefined): string | undefined {
+function unsetCondition(
+  operation: OperationDefinitionNode,
+  conditions: Set<string>,
+  variables: Record<string, unknown> | undefined,
+): string | undefined {
   for (const definition of operation.variableDefinitions ?? []) {
     const name = definition.variable.name.value;
     if (!conditions.has(name) || definition.defaultValue || definition.type.kind !== Kind.NON_NULL_TYPE) continue;
     const value = variables?.[name];
-    if (value === undefined || value === null) return `the variable $${name} decides @skip or @include, so it must be true or false; it is ${value === null ? 'null' : 'not given'}`;
+    if (value === undefined || value === null)
+      return `the variable $${name} decides @skip or @include, so it must be true or false; it is ${value === null ? 'null' : 'not given'}`;
   }
   return undefined;
 }
 
 function chosenOperation(document: DocumentNode, name: string | undefined): OperationDefinitionNode | undefined {
-  const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  const operations = document.definitions.filter(
+    (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION,
+  );
   if (name) return operations.find((o) => o.name?.value === name);
   return operations.length === 1 ? operations[0] : undefined;
 }
 
 function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
-  return new Map(document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]));
+  return new Map(
+    document.definitions
+      .filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION)
+      .map((f) => [f.name.value, f]),
+  );
 }
 
 function noIntrospection(context: ValidationContext): ASTVisitor {
   return {
     Field(node) {
-      if (node.name.value === '__schema' || node.name.value === '__type') context.reportError(new GraphQLError('Introspection is turned off on this server', { nodes: [node] }));
+      if (node.name.value === '__schema' || node.name.value === '__type')
+        context.reportError(new GraphQLError('Introspection is turned off on this server', { nodes: [node] }));
     },
   };
 }
@@ -217,20 +297,28 @@ function noIntrospection(context: ValidationContext): ASTVisitor {
  * and, as this server has always answered it, `extensions.outcome`.
  */
 function errorEntry(code: string, text: string, extra: Record<string, unknown> = {}) {
-  const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: code as 'invalid', details: { text } }] };
+  const outcome: OperationOutcome = {
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'error', code: code as 'invalid', details: { text } }],
+  };
   return { message: text, ...extra, extensions: { outcome, resource: outcome } };
 }
 
 /** A resolver's error as an entry of `errors`, with its OperationOutcome (made from its message when it has none). */
 function resolverError(error: GraphQLError) {
   const entry = error.toJSON();
-  const outcome = (entry.extensions?.outcome as OperationOutcome | undefined) ?? errorEntry('processing', error.message).extensions.outcome;
+  const outcome =
+    (entry.extensions?.outcome as OperationOutcome | undefined) ??
+    errorEntry('processing', error.message).extensions.outcome;
   return { ...entry, extensions: { ...entry.extensions, outcome, resource: outcome } };
 }
 
 /** The time ran out while the query ran: no partial answer (its fields would be nulls without a reason). */
 function outOfTime(): GraphQLAnswer {
-  return { status: 422, body: { errors: [errorEntry('too-costly', 'The query did not finish within the time budget of the request')] } };
+  return {
+    status: 422,
+    body: { errors: [errorEntry('too-costly', 'The query did not finish within the time budget of the request')] },
+  };
 }
 
 function refused(code: string, text: string): GraphQLAnswer {
@@ -238,5 +326,8 @@ function refused(code: string, text: string): GraphQLAnswer {
 }
 
 function refusedWith(errors: readonly GraphQLError[], code: string): GraphQLAnswer {
-  return { status: 400, body: { errors: errors.map((e) => errorEntry(code, e.message, e.locations ? { locations: e.locations } : {})) } };
+  return {
+    status: 400,
+    body: { errors: errors.map((e) => errorEntry(code, e.message, e.locations ? { locations: e.locations } : {})) },
+  };
 }

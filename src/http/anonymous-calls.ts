@@ -13,9 +13,15 @@ export function anonymousCalls(app: FastifyInstance): AnonymousCalls {
   return async (request) => {
     const headers: Record<string, string> = { ...(request.headers ?? {}), authorization: NOBODY };
     delete headers['x-project'];
-    const res = await app.inject({ method: request.method as 'GET', url: request.pathAndQuery, headers, payload: request.body });
+    const res = await app.inject({
+      method: request.method as 'GET',
+      url: request.pathAndQuery,
+      headers,
+      payload: request.body,
+    });
     const out: Record<string, string> = {};
-    for (const [name, value] of Object.entries(res.headers)) if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : String(value);
+    for (const [name, value] of Object.entries(res.headers))
+      if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : String(value);
     return { status: res.statusCode, headers: out, text: res.body };
   };
 }

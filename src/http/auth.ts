@@ -62,7 +62,11 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
   // X-Project) is decided without a promise.
   app.addHook('onRequest', (request, reply, done) => {
     if (isPublic(request, metadataPath)) return done();
-    if (digests.length === 0 && request.headers.authorization === undefined && request.headers[PROJECT_HEADER] === undefined) {
+    if (
+      digests.length === 0 &&
+      request.headers.authorization === undefined &&
+      request.headers[PROJECT_HEADER] === undefined
+    ) {
       request.principal = operatorIn(DEFAULT_PROJECT);
       return done();
     }
@@ -91,11 +95,19 @@ export function registerAuth(app: FastifyInstance, options: AuthOptions): void {
     }
     const principal = match[1].includes('.') ? await options.verify?.(match[1]) : undefined;
     if (!principal) {
-      sendError(reply, fhirError('ERR_AUTH_INVALID', {}, { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } }));
+      sendError(
+        reply,
+        fhirError(
+          'ERR_AUTH_INVALID',
+          {},
+          { headers: { 'www-authenticate': 'Bearer realm="fhir", error="invalid_token"' } },
+        ),
+      );
       return;
     }
     const asked = request.headers[PROJECT_HEADER];
-    if (asked !== undefined && String(asked).trim() !== principal.project) throw fhirError('ERR_PROJECT_HEADER', { project: String(asked).slice(0, 64) });
+    if (asked !== undefined && String(asked).trim() !== principal.project)
+      throw fhirError('ERR_PROJECT_HEADER', { project: String(asked).slice(0, 64) });
     request.principal = principal;
   };
 }

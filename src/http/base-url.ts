@@ -23,14 +23,24 @@ export function baseUrlResolver(options: { baseUrl?: string; basePath: string })
  * wildcard address: localhost, 127.0.0.1 and [::1]; a wildcard also the machine's host name), at
  * its port. A server reached by any other name sets BASE_URL.
  */
-export function tokenEndpoints(options: { baseUrl?: string; basePath: string; host: string; port: number; hostname?: string }): string[] {
+export function tokenEndpoints(options: {
+  baseUrl?: string;
+  basePath: string;
+  host: string;
+  port: number;
+  hostname?: string;
+}): string[] {
   const path = '/oauth2/token';
   const base = options.baseUrl;
-  if (base !== undefined) return [`${base.endsWith(options.basePath) ? base.slice(0, base.length - options.basePath.length) : new URL(base).origin}${path}`];
+  if (base !== undefined)
+    return [
+      `${base.endsWith(options.basePath) ? base.slice(0, base.length - options.basePath.length) : new URL(base).origin}${path}`,
+    ];
   const wildcard = options.host === '0.0.0.0' || options.host === '::' || options.host === '';
   const loopback = wildcard || options.host === 'localhost' || options.host === '::1' || /^127\./.test(options.host);
   const names = new Set<string>(loopback ? ['localhost', '127.0.0.1', '[::1]'] : []);
-  if (!wildcard) names.add(options.host.includes(':') && !options.host.startsWith('[') ? `[${options.host}]` : options.host);
+  if (!wildcard)
+    names.add(options.host.includes(':') && !options.host.startsWith('[') ? `[${options.host}]` : options.host);
   if (wildcard && options.hostname) names.add(options.hostname);
   const ports = options.port === 80 ? ['', ':80'] : [`:${options.port}`];
   return [...names].flatMap((name) => ports.map((port) => `http://${name}${port}${path}`));

@@ -3,7 +3,19 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 /** Headers a browser page may read from an answer (versioning, created resources, progress, tracing). */
 const EXPOSED = ['ETag', 'Location', 'Content-Location', 'Last-Modified', 'X-Progress', 'X-Request-Id'].join(', ');
 /** Headers a browser page may send beyond the CORS-safelisted ones. */
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'Accept', 'Accept-Language', 'If-Match', 'If-None-Match', 'If-None-Exist', 'If-Modified-Since', 'Prefer', 'X-Project', 'X-Request-Id'].join(', ');
+const ALLOWED_HEADERS = [
+  'Authorization',
+  'Content-Type',
+  'Accept',
+  'Accept-Language',
+  'If-Match',
+  'If-None-Match',
+  'If-None-Exist',
+  'If-Modified-Since',
+  'Prefer',
+  'X-Project',
+  'X-Request-Id',
+].join(', ');
 const ALLOWED_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE';
 /** How long a browser may keep a preflight's answer (seconds). */
 const MAX_AGE = '600';
@@ -26,7 +38,12 @@ export function registerCors(app: FastifyInstance, origins: readonly string[]): 
 
   app.addHook('onRequest', (request, reply, done) => {
     const origin = allowedOrigin(request);
-    if (origin === undefined || request.method !== 'OPTIONS' || request.headers['access-control-request-method'] === undefined) return done();
+    if (
+      origin === undefined ||
+      request.method !== 'OPTIONS' ||
+      request.headers['access-control-request-method'] === undefined
+    )
+      return done();
     varyOnOrigin(reply);
     reply
       .code(204)

@@ -29,7 +29,10 @@ export function registerErrorHandling(app: FastifyInstance, options: { bodyLimit
  */
 export function frameworkErrorHandler(options: { bodyLimit: number; maxParamLength: number }) {
   return (err: FastifyError, _request: unknown, reply: FastifyReply): void => {
-    const fhir = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? fhirError('ERR_URL_TOO_LONG', { limit: options.maxParamLength }) : toFhirError(err, options.bodyLimit);
+    const fhir =
+      err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? fhirError('ERR_URL_TOO_LONG', { limit: options.maxParamLength })
+        : toFhirError(err, options.bodyLimit);
     sendError(reply, fhir);
   };
 }
@@ -60,15 +63,29 @@ function toFhirError(err: unknown, bodyLimit: number): FhirError {
       break;
   }
   if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
-    return fhirError('ERR_REQUEST_INVALID', { reason: fastify.code ?? 'rejected by the HTTP layer' }, { status: fastify.statusCode });
+    return fhirError(
+      'ERR_REQUEST_INVALID',
+      { reason: fastify.code ?? 'rejected by the HTTP layer' },
+      { status: fastify.statusCode },
+    );
   }
   return fhirError('ERR_SERVER_INTERNAL', {});
 }
 
 /** What Node's HTTP layer refuses before Fastify sees a request, as status and OperationOutcome. */
 const CLIENT_ERRORS: Record<string, { status: number; reason: string; issue: string; text: string }> = {
-  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, reason: 'Request Timeout', issue: 'timeout', text: 'The request was not received in time' },
-  HPE_HEADER_OVERFLOW: { status: 431, reason: 'Request Header Fields Too Large', issue: 'too-costly', text: 'The request headers or URL are too large' },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    reason: 'Request Timeout',
+    issue: 'timeout',
+    text: 'The request was not received in time',
+  },
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    reason: 'Request Header Fields Too Large',
+    issue: 'too-costly',
+    text: 'The request headers or URL are too large',
+  },
 };
 const BAD_REQUEST = { status: 400, reason: 'Bad Request', issue: 'structure', text: 'The request is not valid HTTP' };
 
@@ -80,14 +97,20 @@ const BAD_REQUEST = { status: 400, reason: 'Bad Request', issue: 'structure', te
  */
 export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  const answering =
+    (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
   if (!socket.writable || answering) {
     socket.destroy();
     return;
   }
   const { status, reason, issue, text } = CLIENT_ERRORS[err.code ?? ''] ?? BAD_REQUEST;
-  const body = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: issue, details: { text } }] });
-  socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${FHIR_JSON}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const body = JSON.stringify({
+    resourceType: 'OperationOutcome',
+    issue: [{ severity: 'error', code: issue, details: { text } }],
+  });
+  socket.write(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: ${FHIR_JSON}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
   // The client may still be sending: closed at once, the socket would reset and the answer be lost.
   lingeringClose(socket, { withoutParser: true });
 }

@@ -12,19 +12,22 @@ import { DepthScanner } from '../fhir/json-scan';
  */
 export function registerFhirJson(app: FastifyInstance, options: { bodyLimit: number }): void {
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(['application/fhir+json', 'application/json', 'application/json-patch+json'], (request, payload, done) => {
-    readBody(request, payload, options.bodyLimit, (err, text) => {
-      if (err || text === undefined) return done(err ?? fhirError('ERR_BODY_MISSING', {}), undefined);
-      rawBodies.set(request, text);
-      let value: unknown;
-      try {
-        value = parseJsonText(text);
-      } catch (refused) {
-        return done(refused as Error, undefined);
-      }
-      done(null, value);
-    });
-  });
+  app.addContentTypeParser(
+    ['application/fhir+json', 'application/json', 'application/json-patch+json'],
+    (request, payload, done) => {
+      readBody(request, payload, options.bodyLimit, (err, text) => {
+        if (err || text === undefined) return done(err ?? fhirError('ERR_BODY_MISSING', {}), undefined);
+        rawBodies.set(request, text);
+        let value: unknown;
+        try {
+          value = parseJsonText(text);
+        } catch (refused) {
+          return done(refused as Error, undefined);
+        }
+        done(null, value);
+      });
+    },
+  );
 }
 
 /**
@@ -33,7 +36,12 @@ export function registerFhirJson(app: FastifyInstance, options: { bodyLimit: num
  * nested too deep is answered before the rest of it has arrived (the early answer closes the
  * connection, see connections.ts).
  */
-function readBody(request: FastifyRequest, payload: NodeJS.ReadableStream, limit: number, finish: (err: Error | null, text?: string) => void): void {
+function readBody(
+  request: FastifyRequest,
+  payload: NodeJS.ReadableStream,
+  limit: number,
+  finish: (err: Error | null, text?: string) => void,
+): void {
   const declared = Number(request.headers['content-length']);
   if (declared > limit) return finish(fhirError('ERR_BODY_TOO_LARGE', { limit }));
   const scanner = new DepthScanner(MAX_JSON_DEPTH);
@@ -97,9 +105,13 @@ export const TEXT_BODY_TYPES = ['text/plain', 'x-application/hl7-v2+er7'];
  * other route still answers 415 to them.
  */
 export function registerTextBodies(scope: FastifyInstance, options: { bodyLimit: number }): void {
-  scope.addContentTypeParser(TEXT_BODY_TYPES, { parseAs: 'string', bodyLimit: options.bodyLimit }, (_req, body, done) => {
-    done(null, body);
-  });
+  scope.addContentTypeParser(
+    TEXT_BODY_TYPES,
+    { parseAs: 'string', bodyLimit: options.bodyLimit },
+    (_req, body, done) => {
+      done(null, body);
+    },
+  );
 }
 
 /** The body text of a request, as it was parsed (for keys that must match the exact request). */

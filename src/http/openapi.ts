@@ -33,7 +33,13 @@ const FHIR_JSON = 'application/fhir+json';
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 /** The document repeats itself over ~150 types: shared parameters and answers are components, referenced. */
 const paramRef = (name: string) => ({ $ref: `#/components/parameters/${name}` });
-const idParam = (name: string, description: string) => ({ name, in: 'path', required: true, schema: { type: 'string', pattern: '^[A-Za-z0-9\\-.]{1,64}$' }, description });
+const idParam = (name: string, description: string) => ({
+  name,
+  in: 'path',
+  required: true,
+  schema: { type: 'string', pattern: '^[A-Za-z0-9\\-.]{1,64}$' },
+  description,
+});
 const ID = paramRef('id');
 const VID = paramRef('vid');
 /** Parameters every search takes, whatever the type. */
@@ -68,7 +74,10 @@ function searchParameters(source: OpenApiSource, type: string): Json[] {
     description: `${p.type} search parameter`,
   }));
   const seen = new Set(own.map((p) => p.name));
-  return [...own.sort((a, b) => a.name.localeCompare(b.name)), ...RESULT_PARAM_NAMES.filter((name) => !seen.has(name)).map(paramRef)];
+  return [
+    ...own.sort((a, b) => a.name.localeCompare(b.name)),
+    ...RESULT_PARAM_NAMES.filter((name) => !seen.has(name)).map(paramRef),
+  ];
 }
 
 function resourcePaths(source: OpenApiSource, type: string, paths: Record<string, PathItem>): void {
@@ -77,31 +86,76 @@ function resourcePaths(source: OpenApiSource, type: string, paths: Record<string
   const readOnly = source.readOnlyTypes.has(type);
   paths[at] = {
     get: op(type, `search-${type}`, `Search ${type}`, { parameters: search, responses: fhirAnswer('Bundle') }),
-    ...(readOnly ? {} : {
-      post: op(type, `create-${type}`, `Create a ${type} (If-None-Exist for a conditional create)`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
-      put: op(type, `conditional-update-${type}`, `Update the ${type} the search criteria select`, { requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
-      delete: op(type, `conditional-delete-${type}`, `Delete the ${type} resources the search criteria select`),
-      patch: op(type, `conditional-patch-${type}`, `Patch the ${type} the search criteria select`, { requestBody: patchBody() }),
-    }),
+    ...(readOnly
+      ? {}
+      : {
+          post: op(type, `create-${type}`, `Create a ${type} (If-None-Exist for a conditional create)`, {
+            requestBody: fhirBody(ref('Resource'), `A ${type}`),
+          }),
+          put: op(type, `conditional-update-${type}`, `Update the ${type} the search criteria select`, {
+            requestBody: fhirBody(ref('Resource'), `A ${type}`),
+          }),
+          delete: op(type, `conditional-delete-${type}`, `Delete the ${type} resources the search criteria select`),
+          patch: op(type, `conditional-patch-${type}`, `Patch the ${type} the search criteria select`, {
+            requestBody: patchBody(),
+          }),
+        }),
   };
-  paths[`${at}/_search`] = { post: op(type, `search-post-${type}`, `Search ${type} with a form body`, { requestBody: formBody(), responses: fhirAnswer('Bundle') }) };
-  paths[`${at}/_history`] = { get: op(type, `history-${type}`, `History of every ${type}`, { responses: fhirAnswer('Bundle') }) };
-  paths[`${at}/{id}`] = {
-    get: op(type, `read-${type}`, `Read a ${type}`, { parameters: [ID] }),
-    ...(readOnly ? {} : {
-      put: op(type, `update-${type}`, `Update (or create) a ${type} by id; If-Match for a version-aware update`, { parameters: [ID], requestBody: fhirBody(ref('Resource'), `A ${type}`) }),
-      delete: op(type, `delete-${type}`, `Delete a ${type}`, { parameters: [ID] }),
-      patch: op(type, `patch-${type}`, `Patch a ${type} (JSON Patch or FHIRPath Patch)`, { parameters: [ID], requestBody: patchBody() }),
-    }),
-  };
-  paths[`${at}/{id}/_history`] = { get: op(type, `history-instance-${type}`, `History of a ${type}`, { parameters: [ID], responses: fhirAnswer('Bundle') }) };
-  paths[`${at}/{id}/_history/{vid}`] = { get: op(type, `vread-${type}`, `Read a version of a ${type}`, { parameters: [ID, VID] }) };
-  if (COMPARTMENTS.has(type)) paths[`${at}/{id}/{type}`] = {
-    get: op(type, `compartment-${type}`, `Search the resources of a type (or * for all) in this ${type}'s compartment`, {
-      parameters: [ID, { name: 'type', in: 'path', required: true, schema: { type: 'string' }, description: 'A resource type, or *' }],
+  paths[`${at}/_search`] = {
+    post: op(type, `search-post-${type}`, `Search ${type} with a form body`, {
+      requestBody: formBody(),
       responses: fhirAnswer('Bundle'),
     }),
   };
+  paths[`${at}/_history`] = {
+    get: op(type, `history-${type}`, `History of every ${type}`, { responses: fhirAnswer('Bundle') }),
+  };
+  paths[`${at}/{id}`] = {
+    get: op(type, `read-${type}`, `Read a ${type}`, { parameters: [ID] }),
+    ...(readOnly
+      ? {}
+      : {
+          put: op(type, `update-${type}`, `Update (or create) a ${type} by id; If-Match for a version-aware update`, {
+            parameters: [ID],
+            requestBody: fhirBody(ref('Resource'), `A ${type}`),
+          }),
+          delete: op(type, `delete-${type}`, `Delete a ${type}`, { parameters: [ID] }),
+          patch: op(type, `patch-${type}`, `Patch a ${type} (JSON Patch or FHIRPath Patch)`, {
+            parameters: [ID],
+            requestBody: patchBody(),
+          }),
+        }),
+  };
+  paths[`${at}/{id}/_history`] = {
+    get: op(type, `history-instance-${type}`, `History of a ${type}`, {
+      parameters: [ID],
+      responses: fhirAnswer('Bundle'),
+    }),
+  };
+  paths[`${at}/{id}/_history/{vid}`] = {
+    get: op(type, `vread-${type}`, `Read a version of a ${type}`, { parameters: [ID, VID] }),
+  };
+  if (COMPARTMENTS.has(type))
+    paths[`${at}/{id}/{type}`] = {
+      get: op(
+        type,
+        `compartment-${type}`,
+        `Search the resources of a type (or * for all) in this ${type}'s compartment`,
+        {
+          parameters: [
+            ID,
+            {
+              name: 'type',
+              in: 'path',
+              required: true,
+              schema: { type: 'string' },
+              description: 'A resource type, or *',
+            },
+          ],
+          responses: fhirAnswer('Bundle'),
+        },
+      ),
+    };
 }
 
 function patchBody(): Json {
@@ -115,13 +169,24 @@ function patchBody(): Json {
 }
 
 function formBody(): Json {
-  return { required: false, content: { 'application/x-www-form-urlencoded': { schema: { type: 'object', additionalProperties: { type: 'string' } } } } };
+  return {
+    required: false,
+    content: {
+      'application/x-www-form-urlencoded': { schema: { type: 'object', additionalProperties: { type: 'string' } } },
+    },
+  };
 }
 
 /** R4's compartments: `Patient/1/Observation` searches one type (or `*` every type) in one. */
 const COMPARTMENTS = new Set(['Patient', 'Encounter', 'RelatedPerson', 'Practitioner', 'Device']);
 
-const NUMBER_TYPES: Record<string, string> = { integer: 'integer', positiveInt: 'integer', unsignedInt: 'integer', decimal: 'number', boolean: 'boolean' };
+const NUMBER_TYPES: Record<string, string> = {
+  integer: 'integer',
+  positiveInt: 'integer',
+  unsignedInt: 'integer',
+  decimal: 'number',
+  boolean: 'boolean',
+};
 
 function queryParameter(param: ParamSpec): Json {
   const value = { type: NUMBER_TYPES[param.type ?? ''] ?? 'string' };
@@ -153,7 +218,11 @@ function operationPaths(source: OpenApiSource, spec: OperationSpec, paths: Recor
     };
     // GET only where the operation does not change state (the server answers 405 otherwise).
     if (!spec.affectsState) {
-      item.get = op(tag, `get-${id}`, `$${spec.code}`, { description, parameters: [...pathParams, ...queryable.map(queryParameter)], responses: fhirAnswer(answer) });
+      item.get = op(tag, `get-${id}`, `$${spec.code}`, {
+        description,
+        parameters: [...pathParams, ...queryable.map(queryParameter)],
+        responses: fhirAnswer(answer),
+      });
     }
     paths[path] = item;
   };
@@ -169,82 +238,212 @@ function systemPaths(source: OpenApiSource, paths: Record<string, PathItem>): vo
   paths[`${source.base}/metadata`] = {
     get: {
       ...op('system', 'capabilities', 'The CapabilityStatement (public); mode=terminology for TerminologyCapabilities'),
-      parameters: [{ name: 'mode', in: 'query', required: false, schema: { type: 'string', enum: ['full', 'normative', 'terminology'] } }],
+      parameters: [
+        {
+          name: 'mode',
+          in: 'query',
+          required: false,
+          schema: { type: 'string', enum: ['full', 'normative', 'terminology'] },
+        },
+      ],
       security: [{}, { bearer: [] }],
     },
   };
   paths[source.base] = {
-    get: op('system', 'search-system', 'Search every type', { parameters: RESULT_PARAMS, responses: fhirAnswer('Bundle') }),
-    post: op('system', 'batch-transaction', 'Process a batch or transaction Bundle', { requestBody: fhirBody(bundle, 'A batch or transaction Bundle'), responses: fhirAnswer('Bundle') }),
+    get: op('system', 'search-system', 'Search every type', {
+      parameters: RESULT_PARAMS,
+      responses: fhirAnswer('Bundle'),
+    }),
+    post: op('system', 'batch-transaction', 'Process a batch or transaction Bundle', {
+      requestBody: fhirBody(bundle, 'A batch or transaction Bundle'),
+      responses: fhirAnswer('Bundle'),
+    }),
   };
-  paths[`${source.base}/_search`] = { post: op('system', 'search-system-post', 'Search every type with a form body', { requestBody: formBody(), responses: fhirAnswer('Bundle') }) };
-  paths[`${source.base}/_history`] = { get: op('system', 'history-system', 'History of every resource', { responses: fhirAnswer('Bundle') }) };
+  paths[`${source.base}/_search`] = {
+    post: op('system', 'search-system-post', 'Search every type with a form body', {
+      requestBody: formBody(),
+      responses: fhirAnswer('Bundle'),
+    }),
+  };
+  paths[`${source.base}/_history`] = {
+    get: op('system', 'history-system', 'History of every resource', { responses: fhirAnswer('Bundle') }),
+  };
 }
 
 function publicPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
   const page = (operationId: string, summary: string, type = 'text/html'): Json => ({
-    tags: ['pages'], operationId, summary, security: [{}], responses: { '200': { description: summary, content: { [type]: { schema: { type: 'string' } } } } },
+    tags: ['pages'],
+    operationId,
+    summary,
+    security: [{}],
+    responses: { '200': { description: summary, content: { [type]: { schema: { type: 'string' } } } } },
   });
   const probe = (operationId: string, summary: string): Json => ({
-    tags: ['health'], operationId, summary, security: [{}],
-    responses: { '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } }, '503': { $ref: '#/components/responses/Error' } },
+    tags: ['health'],
+    operationId,
+    summary,
+    security: [{}],
+    responses: {
+      '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } },
+      '503': { $ref: '#/components/responses/Error' },
+    },
   });
   paths['/healthz'] = { get: probe('healthz', 'The process is up') };
   paths['/readyz'] = { get: probe('readyz', 'Storage reachable and content loaded (503 otherwise)') };
-  paths[`${source.base}/openapi.json`] = { get: { ...page('openapi', 'This document', 'application/json'), tags: ['pages'] } };
+  paths[`${source.base}/openapi.json`] = {
+    get: { ...page('openapi', 'This document', 'application/json'), tags: ['pages'] },
+  };
   paths['/docs'] = { get: page('docs', 'This document rendered with Swagger UI') };
-  paths['/docs/{file}'] = { get: { ...page('docs-file', 'A file of the Swagger UI page', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
+  paths['/docs/{file}'] = {
+    get: {
+      ...page('docs-file', 'A file of the Swagger UI page', '*/*'),
+      parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+    },
+  };
   paths['/'] = { get: page('console', 'The web console') };
-  paths['/console/{file}'] = { get: { ...page('console-file', 'A file of the web console', '*/*'), parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }] } };
+  paths['/console/{file}'] = {
+    get: {
+      ...page('console-file', 'A file of the web console', '*/*'),
+      parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+    },
+  };
 }
 
 /** Sign-in, the token endpoint and discovery (src/http/routes/oauth.ts). */
 function oauthPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
   const json = (operationId: string, summary: string, extra: Json = {}): Json => ({
-    tags: ['oauth'], operationId, summary, security: [{}],
-    responses: { '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } }, '400': { description: 'An OAuth error (RFC 6749 5.2): {error, error_description}' } },
+    tags: ['oauth'],
+    operationId,
+    summary,
+    security: [{}],
+    responses: {
+      '200': { description: summary, content: { 'application/json': { schema: { type: 'object' } } } },
+      '400': { description: 'An OAuth error (RFC 6749 5.2): {error, error_description}' },
+    },
     ...extra,
   });
-  const form = { required: true, content: { 'application/x-www-form-urlencoded': { schema: { type: 'object' } }, 'application/json': { schema: { type: 'object' } } } };
-  paths['/auth/login'] = { post: json('login', 'Sign in with email, password and a PKCE challenge (S256): a single-use code', { requestBody: form }) };
-  paths['/oauth2/token'] = { post: json('token', 'The token endpoint: authorization_code, refresh_token, client_credentials (secret or private_key_jwt)', { requestBody: form }) };
-  paths['/oauth2/authorize'] = {
-    get: { tags: ['oauth'], operationId: 'authorize', summary: 'SMART App Launch: the sign-in page', security: [{}], responses: { '200': { description: 'The sign-in page', content: { 'text/html': { schema: { type: 'string' } } } }, '302': { description: 'Back to the client with an error' } } },
-    post: { tags: ['oauth'], operationId: 'authorize-submit', summary: 'SMART App Launch: sign in, then back to the client with a code', security: [{}], requestBody: form, responses: { '302': { description: 'Back to the client with code and state' } } },
+  const form = {
+    required: true,
+    content: {
+      'application/x-www-form-urlencoded': { schema: { type: 'object' } },
+      'application/json': { schema: { type: 'object' } },
+    },
   };
-  paths['/auth/me'] = { get: { ...json('me', "Who the token is for, as Medplum's server answers: the profile, project, membership and user as resources; scopes"), security: [{ bearer: [] }] } };
-  paths['/oauth2/logout'] = { post: { ...json('logout', "Signs out: the token's sign-in (its access and refresh tokens) is revoked"), security: [{ bearer: [] }] } };
+  paths['/auth/login'] = {
+    post: json('login', 'Sign in with email, password and a PKCE challenge (S256): a single-use code', {
+      requestBody: form,
+    }),
+  };
+  paths['/oauth2/token'] = {
+    post: json(
+      'token',
+      'The token endpoint: authorization_code, refresh_token, client_credentials (secret or private_key_jwt)',
+      { requestBody: form },
+    ),
+  };
+  paths['/oauth2/authorize'] = {
+    get: {
+      tags: ['oauth'],
+      operationId: 'authorize',
+      summary: 'SMART App Launch: the sign-in page',
+      security: [{}],
+      responses: {
+        '200': { description: 'The sign-in page', content: { 'text/html': { schema: { type: 'string' } } } },
+        '302': { description: 'Back to the client with an error' },
+      },
+    },
+    post: {
+      tags: ['oauth'],
+      operationId: 'authorize-submit',
+      summary: 'SMART App Launch: sign in, then back to the client with a code',
+      security: [{}],
+      requestBody: form,
+      responses: { '302': { description: 'Back to the client with code and state' } },
+    },
+  };
+  paths['/auth/me'] = {
+    get: {
+      ...json(
+        'me',
+        "Who the token is for, as Medplum's server answers: the profile, project, membership and user as resources; scopes",
+      ),
+      security: [{ bearer: [] }],
+    },
+  };
+  paths['/oauth2/logout'] = {
+    post: {
+      ...json('logout', "Signs out: the token's sign-in (its access and refresh tokens) is revoked"),
+      security: [{ bearer: [] }],
+    },
+  };
   paths['/.well-known/smart-configuration'] = { get: json('smart-configuration', 'SMART discovery') };
-  paths[`${source.base}/.well-known/smart-configuration`] = { get: json('smart-configuration-fhir', 'SMART discovery, at the FHIR base') };
+  paths[`${source.base}/.well-known/smart-configuration`] = {
+    get: json('smart-configuration-fhir', 'SMART discovery, at the FHIR base'),
+  };
   paths['/.well-known/jwks.json'] = { get: json('jwks', "The server's token signing keys") };
 }
 
 /** Bulk Data 2.0.0 (src/http/routes/bulk.ts): kick-off at three levels, status, files. */
 function bulkPaths(source: OpenApiSource, paths: Record<string, PathItem>): void {
   const prefer = { name: 'Prefer', in: 'header', required: true, schema: { type: 'string', const: 'respond-async' } };
-  const params = ['_outputFormat', '_since', '_type'].map((name) => ({ name, in: 'query', required: false, schema: { type: 'string' } }));
+  const params = ['_outputFormat', '_since', '_type'].map((name) => ({
+    name,
+    in: 'query',
+    required: false,
+    schema: { type: 'string' },
+  }));
   const kickOff = (operationId: string, summary: string, extra: Json[] = []): Json => ({
-    tags: ['bulk'], operationId, summary, parameters: [prefer, ...params, ...extra],
-    responses: { '202': { description: 'Started: Content-Location is the status URL' }, default: { $ref: '#/components/responses/Error' } },
+    tags: ['bulk'],
+    operationId,
+    summary,
+    parameters: [prefer, ...params, ...extra],
+    responses: {
+      '202': { description: 'Started: Content-Location is the status URL' },
+      default: { $ref: '#/components/responses/Error' },
+    },
   });
   const levels: [string, string, string, Json[]][] = [
     [`${source.base}/$export`, 'export-system', 'Export every resource of the project (Bulk Data 2.0.0)', []],
     [`${source.base}/Patient/$export`, 'export-patient', "Export every patient's compartment", []],
     [`${source.base}/Group/{id}/$export`, 'export-group', "Export the compartments of a Group's members", [ID]],
   ];
-  for (const [path, id, summary, extra] of levels) paths[path] = { get: kickOff(`${id}-get`, summary, extra), post: kickOff(`${id}-post`, summary, extra) };
+  for (const [path, id, summary, extra] of levels)
+    paths[path] = { get: kickOff(`${id}-get`, summary, extra), post: kickOff(`${id}-post`, summary, extra) };
   const statusId = idParam('id', 'The export');
   paths[`${source.base}/bulk/status/{id}`] = {
     get: {
-      tags: ['bulk'], operationId: 'export-status', summary: 'Progress (202 with X-Progress and Retry-After), or the manifest (200)', parameters: [statusId],
-      responses: { '200': { description: 'The manifest', content: { 'application/json': { schema: { type: 'object' } } } }, '202': { description: 'Still running' }, '429': { description: 'Polled sooner than Retry-After' }, default: { $ref: '#/components/responses/Error' } },
+      tags: ['bulk'],
+      operationId: 'export-status',
+      summary: 'Progress (202 with X-Progress and Retry-After), or the manifest (200)',
+      parameters: [statusId],
+      responses: {
+        '200': { description: 'The manifest', content: { 'application/json': { schema: { type: 'object' } } } },
+        '202': { description: 'Still running' },
+        '429': { description: 'Polled sooner than Retry-After' },
+        default: { $ref: '#/components/responses/Error' },
+      },
     },
-    delete: { tags: ['bulk'], operationId: 'export-cancel', summary: 'Cancel or remove the export (202; 404 afterwards)', parameters: [statusId], responses: { '202': { description: 'Removed' }, default: { $ref: '#/components/responses/Error' } } },
+    delete: {
+      tags: ['bulk'],
+      operationId: 'export-cancel',
+      summary: 'Cancel or remove the export (202; 404 afterwards)',
+      parameters: [statusId],
+      responses: { '202': { description: 'Removed' }, default: { $ref: '#/components/responses/Error' } },
+    },
   };
   paths[`${source.base}/bulk/files/{id}/{file}`] = {
     get: {
-      tags: ['bulk'], operationId: 'export-file', summary: 'One NDJSON file of a finished export', parameters: [statusId, { name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
-      responses: { '200': { description: 'NDJSON, one resource per line', content: { 'application/fhir+ndjson': { schema: { type: 'string' } } } }, default: { $ref: '#/components/responses/Error' } },
+      tags: ['bulk'],
+      operationId: 'export-file',
+      summary: 'One NDJSON file of a finished export',
+      parameters: [statusId, { name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+      responses: {
+        '200': {
+          description: 'NDJSON, one resource per line',
+          content: { 'application/fhir+ndjson': { schema: { type: 'string' } } },
+        },
+        default: { $ref: '#/components/responses/Error' },
+      },
     },
   };
 }
@@ -253,9 +452,20 @@ function bulkPaths(source: OpenApiSource, paths: Record<string, PathItem>): void
 function adminPaths(paths: Record<string, PathItem>): void {
   paths['/admin/jobs'] = {
     get: {
-      tags: ['admin'], operationId: 'admin-jobs', summary: "The project's newest background jobs (administrators only)",
-      parameters: [{ name: 'kind', in: 'query', required: false, schema: { type: 'string' } }, { name: '_count', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 } }],
-      responses: { '200': { description: '{ jobs: [...] }, newest first', content: { 'application/json': { schema: { type: 'object' } } } }, default: { $ref: '#/components/responses/Error' } },
+      tags: ['admin'],
+      operationId: 'admin-jobs',
+      summary: "The project's newest background jobs (administrators only)",
+      parameters: [
+        { name: 'kind', in: 'query', required: false, schema: { type: 'string' } },
+        { name: '_count', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000 } },
+      ],
+      responses: {
+        '200': {
+          description: '{ jobs: [...] }, newest first',
+          content: { 'application/json': { schema: { type: 'object' } } },
+        },
+        default: { $ref: '#/components/responses/Error' },
+      },
     },
   };
 }
@@ -273,9 +483,15 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
   if (source.subscriptionSocket) {
     paths['/ws/subscriptions-r4'] = {
       get: {
-        tags: ['system'], operationId: 'subscriptions-websocket', security: [{}],
-        summary: 'Websocket of Subscriptions (upgrade): bind with {"type":"bind-with-token","payload":{"token":...}} (token from Subscription/[id]/$get-ws-binding-token), then receive notification Bundles',
-        responses: { '101': { description: 'Switching to the websocket protocol' }, '404': { description: 'Not a websocket upgrade request' } },
+        tags: ['system'],
+        operationId: 'subscriptions-websocket',
+        security: [{}],
+        summary:
+          'Websocket of Subscriptions (upgrade): bind with {"type":"bind-with-token","payload":{"token":...}} (token from Subscription/[id]/$get-ws-binding-token), then receive notification Bundles',
+        responses: {
+          '101': { description: 'Switching to the websocket protocol' },
+          '404': { description: 'Not a websocket upgrade request' },
+        },
       },
     };
   }
@@ -283,35 +499,91 @@ export function buildOpenApi(source: OpenApiSource, only?: ReadonlySet<string>):
   systemPaths(source, paths);
   for (const type of included) resourcePaths(source, type, paths);
   for (const spec of source.operations) {
-    operationPaths(source, only ? { ...spec, resources: spec.resources.filter((type) => only.has(type)) } : spec, paths);
+    operationPaths(
+      source,
+      only ? { ...spec, resources: spec.resources.filter((type) => only.has(type)) } : spec,
+      paths,
+    );
   }
-  const resource = { type: 'object', required: ['resourceType'], properties: { resourceType: { type: 'string' }, id: { type: 'string' } }, additionalProperties: true };
+  const resource = {
+    type: 'object',
+    required: ['resourceType'],
+    properties: { resourceType: { type: 'string' }, id: { type: 'string' } },
+    additionalProperties: true,
+  };
   return {
     openapi: '3.1.0',
-    info: { title: source.title, version: source.version, description: 'FHIR R4 server: RESTful interactions, search and operations, generated from the definitions the server routes by.' },
+    info: {
+      title: source.title,
+      version: source.version,
+      description:
+        'FHIR R4 server: RESTful interactions, search and operations, generated from the definitions the server routes by.',
+    },
     servers: [{ url: '/' }],
     security: [{ bearer: [] }],
     tags: [
-      { name: 'system' }, { name: 'health' }, { name: 'pages' }, ...(source.oauth ? [{ name: 'oauth' }] : []), ...(source.bulk ? [{ name: 'bulk' }] : []), ...(source.admin ? [{ name: 'admin' }] : []),
+      { name: 'system' },
+      { name: 'health' },
+      { name: 'pages' },
+      ...(source.oauth ? [{ name: 'oauth' }] : []),
+      ...(source.bulk ? [{ name: 'bulk' }] : []),
+      ...(source.admin ? [{ name: 'admin' }] : []),
       ...included.map((name) => ({ name })),
     ],
     paths: Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b))),
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token of AUTH_TOKENS (or one the server issued)' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'A token of AUTH_TOKENS (or one the server issued)' },
+      },
       schemas: {
         Resource: resource,
-        Bundle: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Bundle' }, type: { type: 'string' }, entry: { type: 'array', items: { type: 'object' } } } },
-        Parameters: { ...resource, properties: { ...resource.properties, resourceType: { const: 'Parameters' }, parameter: { type: 'array', items: { type: 'object' } } } },
-        OperationOutcome: { ...resource, properties: { ...resource.properties, resourceType: { const: 'OperationOutcome' }, issue: { type: 'array', items: { type: 'object' } } } },
+        Bundle: {
+          ...resource,
+          properties: {
+            ...resource.properties,
+            resourceType: { const: 'Bundle' },
+            type: { type: 'string' },
+            entry: { type: 'array', items: { type: 'object' } },
+          },
+        },
+        Parameters: {
+          ...resource,
+          properties: {
+            ...resource.properties,
+            resourceType: { const: 'Parameters' },
+            parameter: { type: 'array', items: { type: 'object' } },
+          },
+        },
+        OperationOutcome: {
+          ...resource,
+          properties: {
+            ...resource.properties,
+            resourceType: { const: 'OperationOutcome' },
+            issue: { type: 'array', items: { type: 'object' } },
+          },
+        },
       },
       parameters: {
         id: idParam('id', 'The logical id of the resource'),
         vid: idParam('vid', 'The version id'),
-        ...Object.fromEntries(RESULT_PARAM_NAMES.map((name) => [name, { name, in: 'query', required: false, schema: { type: 'string' }, description: 'Search result parameter' }])),
+        ...Object.fromEntries(
+          RESULT_PARAM_NAMES.map((name) => [
+            name,
+            { name, in: 'query', required: false, schema: { type: 'string' }, description: 'Search result parameter' },
+          ]),
+        ),
       },
       responses: {
-        ...Object.fromEntries(Object.entries(ANSWERS).map(([name, description]) => [name, { description, content: { [FHIR_JSON]: { schema: ref(name) } } }])),
-        Error: { description: 'An OperationOutcome naming what went wrong', content: { [FHIR_JSON]: { schema: ref('OperationOutcome') } } },
+        ...Object.fromEntries(
+          Object.entries(ANSWERS).map(([name, description]) => [
+            name,
+            { description, content: { [FHIR_JSON]: { schema: ref(name) } } },
+          ]),
+        ),
+        Error: {
+          description: 'An OperationOutcome naming what went wrong',
+          content: { [FHIR_JSON]: { schema: ref('OperationOutcome') } },
+        },
       },
     },
   };

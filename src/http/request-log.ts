@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 
 /** X-Request-Id as sent, when it is a sane token; otherwise a fresh UUID. */
 export function requestId(request: IncomingMessage): string {
@@ -18,7 +24,8 @@ export class OneLinePerRequest extends LogController {
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     // Nothing to build when the line would not be written (LOG_LEVEL above info, no error).
-    if (!error && !(reply.log as FastifyBaseLogger & { isLevelEnabled(level: string): boolean }).isLevelEnabled('info')) return;
+    if (!error && !(reply.log as FastifyBaseLogger & { isLevelEnabled(level: string): boolean }).isLevelEnabled('info'))
+      return;
     const line = {
       method: request.method,
       url: loggableUrl(request.url),
@@ -34,7 +41,8 @@ export class OneLinePerRequest extends LogController {
  * Query parameters that carry credentials (clients that cannot set a header send the bearer token
  * as `access_token=`, RFC 6750) are written as `[redacted]`.
  */
-const SECRET_QUERY = /([?&;](?:access_token|id_token|refresh_token|token|api[_-]?key|client_secret|password)=)[^&;#]*/gi;
+const SECRET_QUERY =
+  /([?&;](?:access_token|id_token|refresh_token|token|api[_-]?key|client_secret|password)=)[^&;#]*/gi;
 
 export function loggableUrl(url: string): string {
   const redacted = url.includes('=') ? url.replace(SECRET_QUERY, '$1[redacted]') : url;

@@ -11,7 +11,8 @@ const TYPES: Record<string, string> = {
 };
 
 /** What a page may load: only this server (no CDN, no inline script). */
-const PAGE_POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'";
+const PAGE_POLICY =
+  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'";
 
 /** A file a page is made of, known by name in advance (never a path taken from the request). */
 export interface StaticFile {

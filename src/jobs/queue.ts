@@ -132,8 +132,27 @@ export class JobQueue {
   }
 
   /** Enqueues a job, within `tx` when given (it commits with the write that causes it). */
-  async enqueue<I>(job: { kind: string; project: string; principal: Principal; input: I; maxAttempts?: number; id?: string; runAt?: number }, tx?: StoreTx): Promise<string> {
-    const row: NewJob = { kind: job.kind, project: job.project, principal: principalJson(job.principal), input: JSON.stringify(job.input), maxAttempts: job.maxAttempts, id: job.id, runAt: job.runAt };
+  async enqueue<I>(
+    job: {
+      kind: string;
+      project: string;
+      principal: Principal;
+      input: I;
+      maxAttempts?: number;
+      id?: string;
+      runAt?: number;
+    },
+    tx?: StoreTx,
+  ): Promise<string> {
+    const row: NewJob = {
+      kind: job.kind,
+      project: job.project,
+      principal: principalJson(job.principal),
+      input: JSON.stringify(job.input),
+      maxAttempts: job.maxAttempts,
+      id: job.id,
+      runAt: job.runAt,
+    };
     const id = tx ? await tx.enqueue(row) : await this.store.enqueue(row);
     // A transaction's job is claimable once it commits; a worker woken early polls again.
     this.wake();
@@ -169,10 +188,16 @@ export class JobQueue {
     this.running = true;
     // A notice that cannot be listened to leaves the poll: logged, not fatal.
     // Notices missed while the listening connection was down: the idle workers look for themselves.
-    this.unlisten = this.notices?.listen(JOBS_NOTICE_CHANNEL, () => this.wake(), () => this.wake()).catch((err: unknown) => {
-      this.log?.warn({ err }, 'job notices unavailable; workers poll');
-      return () => undefined;
-    });
+    this.unlisten = this.notices
+      ?.listen(
+        JOBS_NOTICE_CHANNEL,
+        () => this.wake(),
+        () => this.wake(),
+      )
+      .catch((err: unknown) => {
+        this.log?.warn({ err }, 'job notices unavailable; workers poll');
+        return () => undefined;
+      });
     for (let i = 0; i < workers; i++) this.loops.push(this.loop(`${this.workerId}-${i}`));
   }
 
@@ -220,7 +245,8 @@ export class JobQueue {
       // so is a job whose end could not be written, once its lease runs out.
       let wait = this.pollMs;
       if (failed) wait = Math.min(this.pollMs, CLAIM_RETRY_MS);
-      else if (this.unrecordedUntil > lookedAt) wait = Math.min(this.pollMs, Math.max(this.unrecordedUntil - Date.now(), 0) + 10);
+      else if (this.unrecordedUntil > lookedAt)
+        wait = Math.min(this.pollMs, Math.max(this.unrecordedUntil - Date.now(), 0) + 10);
       else this.unrecordedUntil = 0;
       // A wake while this worker looked (a job enqueued after its claim's snapshot, or stop) came
       // before there was a waker to call: look again (or end) at once instead of sleeping the poll.
@@ -248,7 +274,9 @@ export class JobQueue {
       this.log?.error({ err: err.message }, 'job claim failed');
       return [] as JobRow[];
     });
-    const done = (await Promise.all([first, ...more].map((row) => this.runJob(row, worker)))).filter((d) => d !== undefined);
+    const done = (await Promise.all([first, ...more].map((row) => this.runJob(row, worker)))).filter(
+      (d) => d !== undefined,
+    );
     await this.record('job completion failed', () => this.store.completeMany(done, worker));
   }
 
@@ -281,14 +309,22 @@ export class JobQueue {
     const renew = async (note?: string) => {
       if (controller.signal.aborted) throw controller.signal.reason;
       if (!(await this.store.heartbeat(row.id, worker, this.leaseMs, note))) {
-        controller.abort(new JobLost('the job is no longer this worker\'s'));
+        controller.abort(new JobLost("the job is no longer this worker's"));
         throw controller.signal.reason;
       }
     };
     const beat = setInterval(() => void renew().catch(() => undefined), Math.max(10, Math.floor(this.leaseMs / 3)));
     try {
       if (row.attempts > row.maxAttempts) throw new Error(`its lease ran out ${row.attempts - 1} times`);
-      const job: Job = { id: row.id, kind: row.kind, project: row.project, principal: principalFrom(row.principal), input: JSON.parse(row.input), attempt: row.attempts, maxAttempts: row.maxAttempts };
+      const job: Job = {
+        id: row.id,
+        kind: row.kind,
+        project: row.project,
+        principal: principalFrom(row.principal),
+        input: JSON.parse(row.input),
+        attempt: row.attempts,
+        maxAttempts: row.maxAttempts,
+      };
       const result = await handler.run(job, { progress: (note) => renew(note), signal: controller.signal });
       if (controller.signal.aborted) return undefined;
       return { id: row.id, result: JSON.stringify(result ?? null) };
@@ -296,11 +332,16 @@ export class JobQueue {
       if (controller.signal.aborted) return undefined;
       const message = (err as Error).message ?? String(err);
       const delay = handler.backoff?.(row.attempts) ?? this.backoffMs * 2 ** (row.attempts - 1);
-      const retry = row.attempts < row.maxAttempts ? Date.now() + Math.round(Math.min(this.maxBackoffMs, delay)) : undefined;
-      this.log?.warn({ job: row.id, kind: row.kind, attempt: row.attempts, err: message, dead: retry === undefined }, 'job failed');
+      const retry =
+        row.attempts < row.maxAttempts ? Date.now() + Math.round(Math.min(this.maxBackoffMs, delay)) : undefined;
+      this.log?.warn(
+        { job: row.id, kind: row.kind, attempt: row.attempts, err: message, dead: retry === undefined },
+        'job failed',
+      );
       await this.record('job failure not recorded', () => this.store.fail(row.id, worker, message, retry));
       // A retry sooner than the next poll is claimed on time (short backoffs: subscription deliveries).
-      if (retry !== undefined && retry - Date.now() < this.pollMs) setTimeout(() => this.wake(), Math.max(0, retry - Date.now())).unref();
+      if (retry !== undefined && retry - Date.now() < this.pollMs)
+        setTimeout(() => this.wake(), Math.max(0, retry - Date.now())).unref();
       return undefined;
     } finally {
       clearInterval(beat);
@@ -313,7 +354,8 @@ export class JobQueue {
     if (now - this.lastPurge < 60_000) return;
     this.lastPurge = now;
     await this.store.purge(now - this.retentionMs);
-    for (const handler of this.handlers.values()) if (handler.keepDoneMs !== undefined) await this.store.purgeDone(handler.kind, now - handler.keepDoneMs);
+    for (const handler of this.handlers.values())
+      if (handler.keepDoneMs !== undefined) await this.store.purgeDone(handler.kind, now - handler.keepDoneMs);
   }
 }
 
@@ -324,7 +366,9 @@ export function principalJson(principal: Principal): string {
 
 export function principalFrom(text: string): Principal {
   return JSON.parse(text, (_key, value: unknown) =>
-    value && typeof value === 'object' && '$set' in value && Array.isArray((value as { $set: unknown }).$set) ? new Set((value as { $set: unknown[] }).$set) : value,
+    value && typeof value === 'object' && '$set' in value && Array.isArray((value as { $set: unknown }).$set)
+      ? new Set((value as { $set: unknown[] }).$set)
+      : value,
   ) as Principal;
 }
 

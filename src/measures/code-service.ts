@@ -23,7 +23,10 @@ export interface CodeServiceOptions {
 const prepared = new Map<string, Map<string, ValueSet>>();
 const MAX_PREPARED = 64;
 
-export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeServiceOptions): Promise<TerminologyProvider> {
+export async function codeServiceFor(
+  libraries: LoadedLibrary[],
+  options: CodeServiceOptions,
+): Promise<TerminologyProvider> {
   const token = await options.terminology.stateToken(options.project);
   const cacheKey = `${options.project}\u0000${token}`;
   let sets = prepared.get(cacheKey);
@@ -44,7 +47,14 @@ export async function codeServiceFor(libraries: LoadedLibrary[], options: CodeSe
           reason: `the value set '${def.id}${def.version ? `|${def.version}` : ''}' ("${def.name}") is not known to this server`,
         });
       }
-      sets.set(key, new IndexedValueSet(def.id, def.version ?? valueSet.version, await codesOf(valueSet, session, library.canonical)));
+      sets.set(
+        key,
+        new IndexedValueSet(
+          def.id,
+          def.version ?? valueSet.version,
+          await codesOf(valueSet, session, library.canonical),
+        ),
+      );
     }
   }
   const known = sets;
@@ -83,7 +93,8 @@ class IndexedValueSet extends ValueSet {
 function flatten(value: unknown): unknown[] {
   if (value === null || value === undefined) return [];
   if (Array.isArray(value)) return value.flatMap(flatten);
-  if (typeof value === 'object' && Array.isArray((value as { codes?: unknown }).codes)) return flatten((value as { codes: unknown[] }).codes);
+  if (typeof value === 'object' && Array.isArray((value as { codes?: unknown }).codes))
+    return flatten((value as { codes: unknown[] }).codes);
   return [value];
 }
 
@@ -100,7 +111,10 @@ function keyOf(url: string, version?: string): string {
 async function codesOf(valueSet: FhirValueSet, session: TerminologySession, library: string): Promise<Code[]> {
   const members = await session.memberCodes(valueSet);
   if ('undecidable' in members) {
-    throw fhirError('ERR_MEASURE_INVALID', { measure: library, reason: `the value set '${valueSet.url}' cannot be expanded: ${members.undecidable}` });
+    throw fhirError('ERR_MEASURE_INVALID', {
+      measure: library,
+      reason: `the value set '${valueSet.url}' cannot be expanded: ${members.undecidable}`,
+    });
   }
   return members.codes.map((c) => new Code(c.code as string, c.system, c.version, c.display));
 }

@@ -1,5 +1,13 @@
 import type { Resource } from 'fhir/r4';
-import { DateTime, Interval, Library, PatientContext, Repository, type PatientObject, type TerminologyProvider } from 'cql-execution';
+import {
+  DateTime,
+  Interval,
+  Library,
+  PatientContext,
+  Repository,
+  type PatientObject,
+  type TerminologyProvider,
+} from 'cql-execution';
 import { fhirError, isFhirError } from '../fhir/errors';
 import * as ElmOperators from 'cql-execution/lib/elm/expressions.js';
 import type { LibraryClosure, LoadedLibrary } from './library-closure';
@@ -42,7 +50,12 @@ export class CqlRunner {
     this.library = compiled(closure);
     this.parameters = {};
     if (this.library.parameters[MEASUREMENT_PERIOD] !== undefined) {
-      this.parameters[MEASUREMENT_PERIOD] = new Interval(DateTime.parse(period.start), DateTime.parse(period.end), true, true);
+      this.parameters[MEASUREMENT_PERIOD] = new Interval(
+        DateTime.parse(period.start),
+        DateTime.parse(period.end),
+        true,
+        true,
+      );
     }
   }
 
@@ -65,7 +78,11 @@ export class CqlRunner {
   /** The value of a definition, for this subject. */
   async value(subject: CqlSubject, name: string): Promise<unknown> {
     const found = this.find(name);
-    if (!found) throw fhirError('ERR_MEASURE_EVALUATION', { expression: name, reason: 'no definition of that name in the library' });
+    if (!found)
+      throw fhirError('ERR_MEASURE_EVALUATION', {
+        expression: name,
+        reason: 'no definition of that name in the library',
+      });
     const ctx = found.alias ? subject.context.getLibraryContext(found.alias) : subject.context;
     if ('execute' in found.def) return guarded(name, () => (found.def as ExpressionDef).execute(ctx as PatientContext));
     return this.call(subject, name, []);
@@ -75,11 +92,16 @@ export class CqlRunner {
   async call(subject: CqlSubject, name: string, args: unknown[]): Promise<unknown> {
     const [alias, local] = splitName(this.library, name);
     const lib = alias ? (this.library.includes[alias] as Library) : this.library;
-    const defs = ((lib.getFunction(local) as FunctionDef[] | undefined) ?? []).filter((f) => Array.isArray(f.parameters) && f.parameters.length === args.length);
+    const defs = ((lib.getFunction(local) as FunctionDef[] | undefined) ?? []).filter(
+      (f) => Array.isArray(f.parameters) && f.parameters.length === args.length,
+    );
     const def = defs[defs.length - 1];
     if (!def) {
       if (args.length === 0 && this.has(name)) return this.value(subject, name);
-      throw fhirError('ERR_MEASURE_EVALUATION', { expression: name, reason: `no function of that name taking ${args.length} argument(s)` });
+      throw fhirError('ERR_MEASURE_EVALUATION', {
+        expression: name,
+        reason: `no function of that name taking ${args.length} argument(s)`,
+      });
     }
     const base = alias ? subject.context.getLibraryContext(alias) : subject.context;
     const child = base.childContext();
@@ -89,8 +111,13 @@ export class CqlRunner {
 
   /** The records the subject's retrieves returned so far (across libraries). */
   evaluatedRecords(subject: CqlSubject): Resource[] {
-    const contexts = [subject.context, ...Object.values(subject.context.library_context as Record<string, PatientContext>)];
-    return contexts.flatMap((c) => (c.evaluatedRecords as unknown[]).map(toFhir).filter((r): r is Resource => r !== undefined));
+    const contexts = [
+      subject.context,
+      ...Object.values(subject.context.library_context as Record<string, PatientContext>),
+    ];
+    return contexts.flatMap((c) =>
+      (c.evaluatedRecords as unknown[]).map(toFhir).filter((r): r is Resource => r !== undefined),
+    );
   }
 
   private find(name: string): { alias?: string; def: ExpressionDef | FunctionDef[] } | undefined {
@@ -136,17 +163,22 @@ function checkOperators(library: LoadedLibrary): void {
     const node = value as Record<string, unknown>;
     const type = node.type;
     if (typeof type === 'string' && typeof known[type] !== 'function' && !type.endsWith('TypeSpecifier')) {
-      throw fhirError('ERR_MEASURE_ELM_INVALID', { library: library.canonical, reason: `'${where}' uses the operator '${type.slice(0, 60)}', which the CQL engine does not implement` });
+      throw fhirError('ERR_MEASURE_ELM_INVALID', {
+        library: library.canonical,
+        reason: `'${where}' uses the operator '${type.slice(0, 60)}', which the CQL engine does not implement`,
+      });
     }
     for (const [k, v] of Object.entries(node)) if (k !== 'annotation') visit(v, where);
   };
-  for (const def of library.elm.library.statements?.def ?? []) visit((def as { expression?: unknown }).expression, def.name);
+  for (const def of library.elm.library.statements?.def ?? [])
+    visit((def as { expression?: unknown }).expression, def.name);
 }
 
 /** `SDE.SDE Sex` -> ['SDE', 'SDE Sex'] when SDE is an include's alias; else [undefined, name]. */
 function splitName(library: Library, name: string): [string | undefined, string] {
   const dot = name.indexOf('.');
-  if (dot > 0 && library.includes[name.slice(0, dot)] !== undefined) return [name.slice(0, dot), name.slice(dot + 1).replace(/^"(.*)"$/, '$1')];
+  if (dot > 0 && library.includes[name.slice(0, dot)] !== undefined)
+    return [name.slice(0, dot), name.slice(dot + 1).replace(/^"(.*)"$/, '$1')];
   return [undefined, name];
 }
 
@@ -168,6 +200,7 @@ function messageOf(err: unknown): string {
 export function toFhir(value: unknown): Resource | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const json = (value as { _json?: unknown })._json;
-  if (typeof json === 'object' && json !== null && typeof (json as Resource).resourceType === 'string') return json as Resource;
+  if (typeof json === 'object' && json !== null && typeof (json as Resource).resourceType === 'string')
+    return json as Resource;
   return undefined;
 }

@@ -66,7 +66,10 @@ export class Criteria {
       case 'fhir-query':
         return this.query(text, scope);
       default:
-        throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: `the language '${expression.language}' is not supported` });
+        throw fhirError('ERR_MEASURE_EVALUATION', {
+          expression: text,
+          reason: `the language '${expression.language}' is not supported`,
+        });
     }
   }
 
@@ -80,14 +83,28 @@ export class Criteria {
       return plain(await runner.call(scope.cql as CqlSubject, text, args));
     }
     if (languageOf(expression) === 'fhirpath') return this.fhirpath(text, member ?? scope.patient, scope.patient);
-    throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: 'a measure observation is a CQL function or a FHIRPath expression' });
+    throw fhirError('ERR_MEASURE_EVALUATION', {
+      expression: text,
+      reason: 'a measure observation is a CQL function or a FHIRPath expression',
+    });
   }
 
   private async fhirpath(text: string, focus: Resource, patient: Patient | undefined): Promise<unknown> {
-    const vars = { patient: patient ?? focus, subject: patient ?? focus, periodStart: this.deps.period.start, periodEnd: this.deps.period.end };
-    const [answer] = await this.deps.fhirpath.evaluate([{ expression: text, focus, vars, values: true }], { deadline: this.deps.ctx.deadline });
-    if (!answer.ok && answer.error === 'budget') throw fhirError('ERR_OP_TOO_COSTLY', { what: `The FHIRPath criterion '${text.slice(0, 100)}' was stopped: ${answer.message}` });
-    if (!answer.ok) throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: answer.message.slice(0, 300) });
+    const vars = {
+      patient: patient ?? focus,
+      subject: patient ?? focus,
+      periodStart: this.deps.period.start,
+      periodEnd: this.deps.period.end,
+    };
+    const [answer] = await this.deps.fhirpath.evaluate([{ expression: text, focus, vars, values: true }], {
+      deadline: this.deps.ctx.deadline,
+    });
+    if (!answer.ok && answer.error === 'budget')
+      throw fhirError('ERR_OP_TOO_COSTLY', {
+        what: `The FHIRPath criterion '${text.slice(0, 100)}' was stopped: ${answer.message}`,
+      });
+    if (!answer.ok)
+      throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: answer.message.slice(0, 300) });
     const result = answer.values ?? [];
     return result.length === 1 ? result[0] : result;
   }
@@ -96,19 +113,30 @@ export class Criteria {
   private async query(text: string, scope: SubjectScope): Promise<Resource[]> {
     const mark = text.indexOf('?');
     const type = (mark < 0 ? text : text.slice(0, mark)).trim();
-    if (!/^[A-Z][A-Za-z]+$/.test(type)) throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: 'a FHIR query starts with a resource type' });
+    if (!/^[A-Z][A-Za-z]+$/.test(type))
+      throw fhirError('ERR_MEASURE_EVALUATION', {
+        expression: text,
+        reason: 'a FHIR query starts with a resource type',
+      });
     const query: Record<string, string[]> = {};
-    for (const [name, value] of new URLSearchParams(mark < 0 ? '' : text.slice(mark + 1))) (query[name] ??= []).push(value);
+    for (const [name, value] of new URLSearchParams(mark < 0 ? '' : text.slice(mark + 1)))
+      (query[name] ??= []).push(value);
     const id = scope.patient?.id as string;
     try {
       const found =
         type === 'Patient'
           ? await searchAll(this.deps.search, { level: 'type', type }, { ...query, _id: [id] }, this.deps.ctx)
-          : await searchAll(this.deps.search, { level: 'compartment', compartment: 'Patient', id, type }, query, this.deps.ctx);
+          : await searchAll(
+              this.deps.search,
+              { level: 'compartment', compartment: 'Patient', id, type },
+              query,
+              this.deps.ctx,
+            );
       for (const r of found) scope.touched.set(`${r.resourceType}/${r.id}`, r);
       return found;
     } catch (err) {
-      if (isFhirError(err) && err.status < 500) throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: err.message });
+      if (isFhirError(err) && err.status < 500)
+        throw fhirError('ERR_MEASURE_EVALUATION', { expression: text, reason: err.message });
       throw err;
     }
   }

@@ -92,7 +92,9 @@ type CodeTest = (system: string | undefined, code: string) => boolean;
 function codeTest(codes: NonNullable<RetrieveDetails['codes']>): CodeTest {
   const indexed = codes as { mayContain?: CodeTest };
   if (typeof indexed.mayContain === 'function') return (system, code) => (indexed.mayContain as CodeTest)(system, code);
-  const list = (Array.isArray(codes) ? codes : ((codes as { codes?: { system?: string; code: string }[] }).codes ?? [])) as { system?: string; code: string }[];
+  const list = (
+    Array.isArray(codes) ? codes : ((codes as { codes?: { system?: string; code: string }[] }).codes ?? [])
+  ) as { system?: string; code: string }[];
   const keys = new Set(list.map((c) => `${c.system}|${c.code}`));
   return (system, code) => keys.has(`${system}|${code}`);
 }

@@ -55,7 +55,13 @@ interface EvaluateDeps {
 export async function evaluateMeasure(options: EvaluateOptions, deps: EvaluateDeps): Promise<MeasureReport> {
   const plan = planMeasure(options.measure);
   const runner = plan.library ? await prepareCql(plan, options.period, deps) : undefined;
-  const criteria = new Criteria({ runner, search: deps.search, ctx: deps.ctx, period: options.period, fhirpath: deps.fhirpath });
+  const criteria = new Criteria({
+    runner,
+    search: deps.search,
+    ctx: deps.ctx,
+    period: options.period,
+    fhirpath: deps.fhirpath,
+  });
   const data = new CompartmentData(deps.search, deps.ctx);
   const groups = plan.groups.map((g) => new GroupTally(g.stratifiers.length));
   const supplemental = new SupplementalTally(plan.supplemental.length);
@@ -82,25 +88,57 @@ export async function evaluateMeasure(options: EvaluateOptions, deps: EvaluateDe
       for (const r of resources) evaluated.add(`${r.resourceType}/${r.id}`);
     }
     if (options.reportType === 'subject') {
-      const records: Resource[] = [...(runner && scope.cql ? runner.evaluatedRecords(scope.cql) : []), ...scope.touched.values()];
+      const records: Resource[] = [
+        ...(runner && scope.cql ? runner.evaluatedRecords(scope.cql) : []),
+        ...scope.touched.values(),
+      ];
       for (const r of records) evaluated.add(`${r.resourceType}/${r.id}`);
     }
   }
-  return buildReport({ plan, reportType: options.reportType, period: options.reportPeriod, subject: options.subject, groups, supplemental, evaluated: [...evaluated] });
+  return buildReport({
+    plan,
+    reportType: options.reportType,
+    period: options.reportPeriod,
+    subject: options.subject,
+    groups,
+    supplemental,
+    evaluated: [...evaluated],
+  });
 }
 
-async function prepareCql(plan: MeasurePlan, period: { start: string; end: string }, deps: EvaluateDeps): Promise<CqlRunner> {
-  const closure = await resolveClosure(plan.library as string, `Measure '${plan.canonical}'`, deps.findLibrary, deps.ctx.project);
-  const codes = await codeServiceFor(closure.all, { terminology: deps.terminology, project: deps.ctx.project, checkBudget: deps.checkBudget });
+async function prepareCql(
+  plan: MeasurePlan,
+  period: { start: string; end: string },
+  deps: EvaluateDeps,
+): Promise<CqlRunner> {
+  const closure = await resolveClosure(
+    plan.library as string,
+    `Measure '${plan.canonical}'`,
+    deps.findLibrary,
+    deps.ctx.project,
+  );
+  const codes = await codeServiceFor(closure.all, {
+    terminology: deps.terminology,
+    project: deps.ctx.project,
+    checkBudget: deps.checkBudget,
+  });
   const runner = new CqlRunner(closure, codes, period);
   const missing = plan.cqlNames.filter((name) => !runner.has(name) && !runner.hasFunction(name));
   if (missing.length > 0) {
-    throw fhirError('ERR_MEASURE_INVALID', { measure: plan.canonical, reason: `its library ${closure.main.canonical} defines no '${missing[0]}'` });
+    throw fhirError('ERR_MEASURE_INVALID', {
+      measure: plan.canonical,
+      reason: `its library ${closure.main.canonical} defines no '${missing[0]}'`,
+    });
   }
   return runner;
 }
 
-async function evaluateGroup(group: GroupPlan, scope: SubjectScope, criteria: Criteria, tally: GroupTally): Promise<void> {
+async function evaluateGroup(
+  group: GroupPlan,
+  scope: SubjectScope,
+  criteria: Criteria,
+  tally: GroupTally,
+): Promise<void> {
   const raw: Members = new Map();
   const byKey = new Map<string, Resource>();
   for (const population of group.populations) {
@@ -113,7 +151,11 @@ async function evaluateGroup(group: GroupPlan, scope: SubjectScope, criteria: Cr
   const observation = group.populations.find((p) => p.code === 'measure-observation');
   if (observation && scope.patient) {
     for (const key of observed(members)) {
-      const value = await criteria.observe(observation.criteria, scope, group.basis === 'boolean' ? undefined : byKey.get(key));
+      const value = await criteria.observe(
+        observation.criteria,
+        scope,
+        group.basis === 'boolean' ? undefined : byKey.get(key),
+      );
       const n = numberOf(value);
       if (n !== undefined) observations.set(key, n);
     }

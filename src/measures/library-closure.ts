@@ -45,13 +45,24 @@ const parsed = new Map<string, ElmJson>();
 const MAX_PARSED = 256;
 
 /** `project`: whose libraries these are (what caches are keyed by, besides each library's version). */
-export async function resolveClosure(canonical: string, from: string, find: LibraryFinder, project: string): Promise<LibraryClosure> {
+export async function resolveClosure(
+  canonical: string,
+  from: string,
+  find: LibraryFinder,
+  project: string,
+): Promise<LibraryClosure> {
   const loaded = new Map<string, LoadedLibrary>();
   const visit = async (ref: string, by: string, depth: number): Promise<LoadedLibrary> => {
     const [url, version] = splitCanonical(ref);
-    const known = [...loaded.values()].find((l) => l.resource.url === url && (version === undefined || l.resource.version === version));
+    const known = [...loaded.values()].find(
+      (l) => l.resource.url === url && (version === undefined || l.resource.version === version),
+    );
     if (known) return known;
-    if (depth > MAX_DEPTH) throw fhirError('ERR_MEASURE_ELM_INVALID', { library: ref, reason: `includes nest more than ${MAX_DEPTH} levels deep` });
+    if (depth > MAX_DEPTH)
+      throw fhirError('ERR_MEASURE_ELM_INVALID', {
+        library: ref,
+        reason: `includes nest more than ${MAX_DEPTH} levels deep`,
+      });
     const resource = await find(url, version);
     if (!resource) throw fhirError('ERR_MEASURE_LIBRARY_MISSING', { library: ref, from: by });
     const canonicalOf = `${resource.url}|${resource.version ?? ''}`;
@@ -84,23 +95,39 @@ export function splitCanonical(ref: string): [string, string | undefined] {
 function readElm(library: Library, name: string): ElmJson {
   const attachment = library.content?.find((c) => c.contentType?.split(';')[0].trim() === ELM_JSON);
   if (!attachment) throw fhirError('ERR_MEASURE_NO_ELM', { library: name });
-  if (attachment.data === undefined) throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: 'the application/elm+json content has no data (a url is not followed)' });
+  if (attachment.data === undefined)
+    throw fhirError('ERR_MEASURE_ELM_INVALID', {
+      library: name,
+      reason: 'the application/elm+json content has no data (a url is not followed)',
+    });
   let json: unknown;
   try {
     json = JSON.parse(Buffer.from(attachment.data, 'base64').toString('utf8'));
   } catch (err) {
-    throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: `not JSON (${(err as Error).message.slice(0, 100)})` });
+    throw fhirError('ERR_MEASURE_ELM_INVALID', {
+      library: name,
+      reason: `not JSON (${(err as Error).message.slice(0, 100)})`,
+    });
   }
   const elm = json as Partial<ElmJson>;
   const identifier = elm?.library?.identifier;
-  if (typeof elm !== 'object' || elm === null || typeof elm.library !== 'object' || typeof identifier?.id !== 'string') {
+  if (
+    typeof elm !== 'object' ||
+    elm === null ||
+    typeof elm.library !== 'object' ||
+    typeof identifier?.id !== 'string'
+  ) {
     throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: 'it has no library.identifier.id' });
   }
   const statements = elm.library.statements?.def;
-  if (statements !== undefined && !Array.isArray(statements)) throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: 'library.statements.def is not a list' });
+  if (statements !== undefined && !Array.isArray(statements))
+    throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: 'library.statements.def is not a list' });
   const includes = elm.library.includes?.def;
   if (includes !== undefined && (!Array.isArray(includes) || includes.some((i) => typeof i?.path !== 'string'))) {
-    throw fhirError('ERR_MEASURE_ELM_INVALID', { library: name, reason: 'library.includes.def is not a list of includes with a path' });
+    throw fhirError('ERR_MEASURE_ELM_INVALID', {
+      library: name,
+      reason: 'library.includes.def is not a list of includes with a path',
+    });
   }
   return elm as ElmJson;
 }
@@ -116,11 +143,16 @@ function includeCanonical(including: Library, path: string, version?: string): s
   for (const artifact of including.relatedArtifact ?? []) {
     if (artifact.type !== 'depends-on' || !artifact.resource) continue;
     const [url, artifactVersion] = splitCanonical(artifact.resource);
-    if (url.endsWith(`/Library/${name}`) && (version === undefined || artifactVersion === undefined || artifactVersion === version)) {
+    if (
+      url.endsWith(`/Library/${name}`) &&
+      (version === undefined || artifactVersion === undefined || artifactVersion === version)
+    ) {
       return version === undefined ? artifact.resource : `${url}|${version}`;
     }
   }
-  const system = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : including.url?.replace(/\/Library\/[^/]*$/, '');
+  const system = path.includes('/')
+    ? path.slice(0, path.lastIndexOf('/'))
+    : including.url?.replace(/\/Library\/[^/]*$/, '');
   const url = system ? `${system}/Library/${name}` : name;
   return version === undefined ? url : `${url}|${version}`;
 }

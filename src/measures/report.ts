@@ -21,7 +21,11 @@ import type { GroupTally, SupplementalTally } from './tally';
 
 export type ReportType = 'subject' | 'subject-list' | 'population';
 
-const REPORT_TYPES: Record<ReportType, MeasureReport['type']> = { subject: 'individual', 'subject-list': 'subject-list', population: 'summary' };
+const REPORT_TYPES: Record<ReportType, MeasureReport['type']> = {
+  subject: 'individual',
+  'subject-list': 'subject-list',
+  population: 'summary',
+};
 
 interface ReportInput {
   plan: MeasurePlan;
@@ -77,7 +81,12 @@ function groupOf(group: GroupPlan, g: number, input: ReportInput, contained: Fhi
   if (group.id) out.id = group.id;
   if (group.code) out.code = group.code;
   const listPrefix = `${group.id ?? `group-${g + 1}`}`;
-  out.population = populationsOf(group, tally.members, tally.observations, input.reportType === 'subject-list' ? { prefix: listPrefix, contained } : undefined);
+  out.population = populationsOf(
+    group,
+    tally.members,
+    tally.observations,
+    input.reportType === 'subject-list' ? { prefix: listPrefix, contained } : undefined,
+  );
   const measureScore = score(group.scoring, tally.members, [...tally.observations.values()], group.aggregate);
   if (measureScore !== undefined) out.measureScore = { value: round(measureScore) };
   if (group.stratifiers.length > 0) {
@@ -85,7 +94,10 @@ function groupOf(group: GroupPlan, g: number, input: ReportInput, contained: Fhi
       const strata: MeasureReportGroupStratifierStratum[] = [...tally.strata[s].values()].map((stratum) => {
         const entry: MeasureReportGroupStratifierStratum = {};
         if (stratifier.component) {
-          entry.component = stratifier.parts.map((part, i) => ({ code: part.code ?? { text: part.criteria.expression }, value: conceptOf(stratum.parts[i]) }));
+          entry.component = stratifier.parts.map((part, i) => ({
+            code: part.code ?? { text: part.criteria.expression },
+            value: conceptOf(stratum.parts[i]),
+          }));
         } else {
           entry.value = conceptOf(stratum.parts[0]);
         }
@@ -94,15 +106,25 @@ function groupOf(group: GroupPlan, g: number, input: ReportInput, contained: Fhi
         if (stratumScore !== undefined) entry.measureScore = { value: round(stratumScore) };
         return entry;
       });
-      return { ...(stratifier.id ? { id: stratifier.id } : {}), ...(stratifier.code ? { code: [stratifier.code] } : {}), stratum: strata };
+      return {
+        ...(stratifier.id ? { id: stratifier.id } : {}),
+        ...(stratifier.code ? { code: [stratifier.code] } : {}),
+        stratum: strata,
+      };
     });
   }
   return out;
 }
 
-function populationsOf(group: GroupPlan, members: Members, observations: Map<string, number>, lists?: { prefix: string; contained: FhirResource[] }): MeasureReportGroupPopulation[] {
+function populationsOf(
+  group: GroupPlan,
+  members: Members,
+  observations: Map<string, number>,
+  lists?: { prefix: string; contained: FhirResource[] },
+): MeasureReportGroupPopulation[] {
   return group.populations.map((p) => {
-    const set = p.code === 'measure-observation' ? new Set(observations.keys()) : (members.get(p.code) ?? new Set<string>());
+    const set =
+      p.code === 'measure-observation' ? new Set(observations.keys()) : (members.get(p.code) ?? new Set<string>());
     const population: MeasureReportGroupPopulation = { code: p.concept, count: set.size };
     if (p.id) population.id = p.id;
     if (lists) {

@@ -57,7 +57,8 @@ export function applyRules(scoring: Scoring, raw: Members): Members {
     put('denominator-exclusion', denex);
     put('numerator', num);
     put('numerator-exclusion', numex);
-    if (scoring === 'proportion') put('denominator-exception', inter(get('denominator-exception'), minus(den, denex, num)));
+    if (scoring === 'proportion')
+      put('denominator-exception', inter(get('denominator-exception'), minus(den, denex, num)));
   } else if (scoring === 'continuous-variable') {
     const mp = raw.has('measure-population') ? inter(get('measure-population'), ip) : ip;
     put('measure-population', mp);
@@ -68,7 +69,10 @@ export function applyRules(scoring: Scoring, raw: Members): Members {
 
 /** The members whose observation counts: the measure population less its exclusions. */
 export function observed(members: Members): Set<string> {
-  return minus(members.get('measure-population') ?? members.get('initial-population') ?? new Set(), members.get('measure-population-exclusion') ?? new Set());
+  return minus(
+    members.get('measure-population') ?? members.get('initial-population') ?? new Set(),
+    members.get('measure-population-exclusion') ?? new Set(),
+  );
 }
 
 /** Adds one subject's members into the running totals (member keys are unique across subjects). */
@@ -81,7 +85,12 @@ export function addInto(total: Members, one: Members): void {
 }
 
 /** The measure score, or undefined where there is none (a cohort, an empty denominator, no observation). */
-export function score(scoring: Scoring, members: Members, observations: number[], aggregate: AggregateMethod): number | undefined {
+export function score(
+  scoring: Scoring,
+  members: Members,
+  observations: number[],
+  aggregate: AggregateMethod,
+): number | undefined {
   const n = (code: PopulationCode) => members.get(code)?.size ?? 0;
   if (scoring === 'proportion') {
     const denominator = n('denominator') - n('denominator-exclusion') - n('denominator-exception');

@@ -29,16 +29,22 @@ interface SubjectDeps {
 /** `Patient/x` | `Group/x` | `x` -> type and id (400 for anything else). */
 export function parseSubject(text: string): { type: 'Patient' | 'Group'; id: string } {
   const match = /^(?:(Patient|Group)\/)?([A-Za-z0-9\-.]{1,64})$/.exec(text.trim());
-  if (!match) throw fhirError('ERR_MEASURE_SUBJECT', { subject: text.slice(0, 100), reason: 'give Patient/<id>, Group/<id> or a Patient id' });
+  if (!match)
+    throw fhirError('ERR_MEASURE_SUBJECT', {
+      subject: text.slice(0, 100),
+      reason: 'give Patient/<id>, Group/<id> or a Patient id',
+    });
   return { type: (match[1] as 'Patient' | 'Group' | undefined) ?? 'Patient', id: match[2] };
 }
 
 export async function* subjectsOf(request: SubjectRequest, deps: SubjectDeps): AsyncGenerator<EvaluationSubject> {
-  const allowed = request.practitioner === undefined ? undefined : await practitionerPatients(request.practitioner, deps);
+  const allowed =
+    request.practitioner === undefined ? undefined : await practitionerPatients(request.practitioner, deps);
   const keep = (id: string) => allowed === undefined || allowed.has(id);
   if (request.subject === undefined) {
     for await (const page of searchPages(deps.search, { level: 'type', type: 'Patient' }, {}, deps.ctx, 200)) {
-      for (const patient of page as Patient[]) if (patient.id && keep(patient.id)) yield { reference: `Patient/${patient.id}`, patient };
+      for (const patient of page as Patient[])
+        if (patient.id && keep(patient.id)) yield { reference: `Patient/${patient.id}`, patient };
     }
     return;
   }
@@ -71,7 +77,12 @@ async function readOrNothing<T extends Resource>(type: string, id: string, deps:
 async function practitionerPatients(practitioner: string, deps: SubjectDeps): Promise<Set<string>> {
   const reference = practitioner.includes('/') ? practitioner : `Practitioner/${practitioner}`;
   const ids = new Set<string>();
-  for await (const page of searchPages(deps.search, { level: 'type', type: 'Patient' }, { 'general-practitioner': [reference], _elements: ['id'] }, deps.ctx)) {
+  for await (const page of searchPages(
+    deps.search,
+    { level: 'type', type: 'Patient' },
+    { 'general-practitioner': [reference], _elements: ['id'] },
+    deps.ctx,
+  )) {
     for (const r of page) if (r.id) ids.add(r.id);
   }
   return ids;

@@ -25,7 +25,8 @@ export class GroupTally {
     for (const [k, v] of observations) this.observations.set(k, v);
     strata.forEach((value, i) => {
       let stratum = this.strata[i].get(value.key);
-      if (!stratum) this.strata[i].set(value.key, (stratum = { parts: value.parts, members: new Map(), observations: new Map() }));
+      if (!stratum)
+        this.strata[i].set(value.key, (stratum = { parts: value.parts, members: new Map(), observations: new Map() }));
       addInto(stratum.members, members);
       for (const [k, v] of observations) stratum.observations.set(k, v);
     });

@@ -7,12 +7,18 @@ import type { Coding, Resource } from 'fhir/r4';
 
 /** A boolean-basis criterion holds when it answers true, or a non-empty list that is not all false. */
 export function holds(value: unknown): boolean {
-  if (Array.isArray(value)) return value.length > 0 && !value.every((v) => v === false || v === null || v === undefined);
+  if (Array.isArray(value))
+    return value.length > 0 && !value.every((v) => v === false || v === null || v === undefined);
   return value === true;
 }
 
 export function isResource(value: unknown): value is Resource {
-  return typeof value === 'object' && value !== null && typeof (value as Resource).resourceType === 'string' && typeof (value as Resource).id === 'string';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Resource).resourceType === 'string' &&
+    typeof (value as Resource).id === 'string'
+  );
 }
 
 /** The resources of a resource-basis criterion's answer (a list of them, or one). */
@@ -51,7 +57,8 @@ export function codingsOf(value: unknown): Coding[] {
   if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return [{ code: String(v) }];
   if (typeof v !== 'object' || v === null) return [];
   const o = v as Record<string, unknown>;
-  if (typeof o.code === 'string') return [withoutUndefined({ system: stringOr(o.system), code: o.code, display: stringOr(o.display) })];
+  if (typeof o.code === 'string')
+    return [withoutUndefined({ system: stringOr(o.system), code: o.code, display: stringOr(o.display) })];
   if (Array.isArray(o.codes)) return o.codes.slice(0, 1).flatMap(codingsOf);
   if (Array.isArray(o.coding)) return (o.coding as unknown[]).slice(0, 1).flatMap(codingsOf);
   if (o.code !== undefined) return codingsOf(o.code);

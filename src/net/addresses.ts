@@ -48,7 +48,7 @@ export function addressKind(address: string): AddressKind | undefined {
 function v4Kind(address: number): AddressKind {
   for (const [base, bits, kind] of V4_RANGES) {
     const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
-    if (((address & mask) >>> 0) === base) return kind;
+    if ((address & mask) >>> 0 === base) return kind;
   }
   return 'public';
 }
@@ -64,7 +64,8 @@ function v6Kind(g: readonly number[]): AddressKind {
   if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return v4Kind(low32); // 64:ff9b::/96, NAT64
   // 64:ff9b:1::/48, local-use NAT64 (RFC 8215): where the IPv4 address sits depends on the prefix
   // length the network chose, so it is private, and metadata if any layout carries a metadata address.
-  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return localNat64Embeddings(g).some((a) => v4Kind(a) === 'metadata') ? 'metadata' : 'private';
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1)
+    return localNat64Embeddings(g).some((a) => v4Kind(a) === 'metadata') ? 'metadata' : 'private';
   if (g[0] === 0x2002) return v4Kind(((g[1] << 16) | g[2]) >>> 0); // 2002::/16, 6to4
   if (g[0] === 0xfd00 && g[1] === 0x0ec2 && zeros(2, 7) && g[7] === 0x254) return 'metadata'; // AWS over IPv6
   if (g[0] === 0x2001 && g[1] === 0x0db8) return 'never'; // documentation
@@ -79,7 +80,8 @@ function v6Kind(g: readonly number[]): AddressKind {
 /** The IPv4 addresses a local-use NAT64 address may carry: one per RFC 6052 prefix length of /48 or longer (bits 64-71 are the zero u-octet). */
 function localNat64Embeddings(g: readonly number[]): number[] {
   const whole = g.reduce((n, x) => (n << 16n) | BigInt(x), 0n);
-  const bits = (from: number, count: number) => Number((whole >> BigInt(128 - from - count)) & ((1n << BigInt(count)) - 1n));
+  const bits = (from: number, count: number) =>
+    Number((whole >> BigInt(128 - from - count)) & ((1n << BigInt(count)) - 1n));
   return [
     ((bits(48, 16) << 16) | bits(72, 16)) >>> 0, // /48
     ((bits(56, 8) << 24) | bits(72, 24)) >>> 0, // /56
@@ -132,6 +134,10 @@ export function clientNetwork(address: string): string {
   if (four !== undefined) return text;
   const groups = parseV6(text);
   if (!groups) return text;
-  if (groups.slice(0, 5).every((x) => x === 0) && groups[5] === 0xffff) return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
-  return `${groups.slice(0, 4).map((x) => x.toString(16)).join(':')}::/64`;
+  if (groups.slice(0, 5).every((x) => x === 0) && groups[5] === 0xffff)
+    return [groups[6] >> 8, groups[6] & 0xff, groups[7] >> 8, groups[7] & 0xff].join('.');
+  return `${groups
+    .slice(0, 4)
+    .map((x) => x.toString(16))
+    .join(':')}::/64`;
 }

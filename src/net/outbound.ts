@@ -66,7 +66,11 @@ export class Outbound {
   private get agent(): Undici.Agent {
     if (this.agentMade) return this.agentMade;
     const { Agent, buildConnector } = loadUndici();
-    const connectTo = buildConnector({ timeout: this.timeoutMs, lookup: (hostname: string, options: LookupOptions, callback: LookupCallback) => this.guardedLookup(hostname, options, callback) });
+    const connectTo = buildConnector({
+      timeout: this.timeoutMs,
+      lookup: (hostname: string, options: LookupOptions, callback: LookupCallback) =>
+        this.guardedLookup(hostname, options, callback),
+    });
     const connect: Undici.buildConnector.connector = (target, callback) => {
       const port = target.port || (target.protocol === 'https:' ? 443 : 80);
       const refusal = isIP(target.hostname) ? this.refusal(target.hostname, target.hostname, port) : undefined;
@@ -96,9 +100,15 @@ export class Outbound {
     if (kind === 'public') return undefined;
     if (kind === 'private' && (this.options.allowPrivate || this.isAllowedTarget(address, port))) return undefined;
     const shown = host === address ? address : `${host} (${address})`;
-    if (kind === 'metadata') return new OutboundError(`${shown} is a cloud metadata address: refused always, whatever OUTBOUND_ALLOW_PRIVATE says`);
-    if (kind === 'private') return new OutboundError(`${shown} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
-    return new OutboundError(`${shown} is not an address the server calls (unspecified, multicast, reserved or unreadable)`);
+    if (kind === 'metadata')
+      return new OutboundError(
+        `${shown} is a cloud metadata address: refused always, whatever OUTBOUND_ALLOW_PRIVATE says`,
+      );
+    if (kind === 'private')
+      return new OutboundError(`${shown} is a private address; set OUTBOUND_ALLOW_PRIVATE=true to allow it`);
+    return new OutboundError(
+      `${shown} is not an address the server calls (unspecified, multicast, reserved or unreadable)`,
+    );
   }
 
   private isAllowedTarget(address: string, port: string | number | undefined): boolean {
@@ -115,7 +125,12 @@ export class Outbound {
    * One request (no redirects followed: undici's request never does, a 3xx is an answer like any
    * other), bounded in time and in the size of the answer read.
    */
-  async send(call: { method: string; url: string; headers?: Record<string, string>; body?: string }): Promise<FetchedText> {
+  async send(call: {
+    method: string;
+    url: string;
+    headers?: Record<string, string>;
+    body?: string;
+  }): Promise<FetchedText> {
     const { url } = call;
     this.refuseLiteral(url);
     const response = await loadUndici().request(url, {
@@ -149,7 +164,9 @@ export class Outbound {
     const parsed = this.refuseLiteral(url);
     const host = parsed.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) return;
-    const addresses = await new Promise<LookupAddress[]>((resolve) => (this.options.lookup ?? lookup)(host, { all: true }, (err, list) => resolve(err ? [] : list)));
+    const addresses = await new Promise<LookupAddress[]>((resolve) =>
+      (this.options.lookup ?? lookup)(host, { all: true }, (err, list) => resolve(err ? [] : list)),
+    );
     const refusal = this.refusalOfAll(host, addresses);
     if (refusal) throw refusal;
   }
@@ -180,7 +197,8 @@ export class Outbound {
     } catch {
       throw new OutboundError(`'${url.slice(0, 200)}' is not an absolute URL`);
     }
-    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new OutboundError(`only http(s) URLs are called, not ${parsed.protocol}`);
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
+      throw new OutboundError(`only http(s) URLs are called, not ${parsed.protocol}`);
     const host = parsed.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) {
       const refusal = this.refusal(host, host, parsed.port || (parsed.protocol === 'https:' ? 443 : 80));

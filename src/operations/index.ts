@@ -20,7 +20,6 @@ import { valueSetCompare } from './valueset/compare';
 import { valueSetExpand } from './valueset/expand';
 import { valueSetValidateCode } from './valueset/validate-code';
 
-
 /** Every operation the server offers; each is bound to its definition in definitions/ at boot. */
 export const operationModules: OperationModule<AppServices>[] = [
   versions,

@@ -71,7 +71,8 @@ export class OperationInvoker<S> {
     const strict = ctx.prefer.handling === 'strict';
     let input: OperationInput;
     if (call.method === 'GET') {
-      if (spec.affectsState) throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: spec.code }, { headers: { allow: 'POST' } });
+      if (spec.affectsState)
+        throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: spec.code }, { headers: { allow: 'POST' } });
       input = readQuery(call.query, spec, { strict });
     } else {
       if (call.body === undefined) throw fhirError('ERR_BODY_MISSING', {});
@@ -82,11 +83,19 @@ export class OperationInvoker<S> {
   }
 
   /** Runs a raw operation: its handler reads the request body and writes the answer itself. */
-  async invokeRaw(call: OperationCall & { contentType?: string }, ctx: RequestContext, op: BoundOperation<S>): Promise<RawOutput> {
+  async invokeRaw(
+    call: OperationCall & { contentType?: string },
+    ctx: RequestContext,
+    op: BoundOperation<S>,
+  ): Promise<RawOutput> {
     this.deps.authorize?.(op, call, ctx);
-    if (call.method === 'GET' && op.spec.affectsState) throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: op.spec.code }, { headers: { allow: 'POST' } });
+    if (call.method === 'GET' && op.spec.affectsState)
+      throw fhirError('ERR_OP_GET_AFFECTS_STATE', { code: op.spec.code }, { headers: { allow: 'POST' } });
     const context = await this.context(call, ctx);
-    return (op.raw as RawHandler<S>)({ method: call.method, query: call.query, body: call.body, contentType: call.contentType }, context);
+    return (op.raw as RawHandler<S>)(
+      { method: call.method, query: call.query, body: call.body, contentType: call.contentType },
+      context,
+    );
   }
 
   private checkerFor(op: BoundOperation<S>) {
@@ -127,7 +136,12 @@ export class OperationInvoker<S> {
   }
 }
 
-async function run<S>(op: BoundOperation<S>, input: OperationInput, context: OperationContext<S>, ctx: RequestContext): Promise<Resource> {
+async function run<S>(
+  op: BoundOperation<S>,
+  input: OperationInput,
+  context: OperationContext<S>,
+  ctx: RequestContext,
+): Promise<Resource> {
   const output = await op.handle(input, context);
   try {
     return writeOutput(output, op.spec);

@@ -91,7 +91,11 @@ export interface OperationModule<S> {
 }
 
 /** Declares a raw operation (see RawInput): the route is the definition's, the protocol the handler's. */
-export function defineRawOperation<S>(module: { definition: string; raw: RawHandler<S>; operatorsOnly?: boolean }): OperationModule<S> {
+export function defineRawOperation<S>(module: {
+  definition: string;
+  raw: RawHandler<S>;
+  operatorsOnly?: boolean;
+}): OperationModule<S> {
   return {
     ...module,
     handle: () => {

@@ -26,7 +26,11 @@ export function operationPolicy(guard: AccessGuard) {
 export function parameterCheck(schema: ResourceSchema) {
   return (resource: Resource, at: string): void => {
     if (!schema.isResourceType(resource.resourceType)) {
-      throw fhirError('ERR_PARAM_VALUE', { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) }, { expression: [at] });
+      throw fhirError(
+        'ERR_PARAM_VALUE',
+        { name: at, type: 'R4 resource', value: String(resource.resourceType).slice(0, 100) },
+        { expression: [at] },
+      );
     }
     // A Parameters given as a parameter is some operation's input: read and checked against that
     // operation's definition when it is used (with the same tolerance as a request body).

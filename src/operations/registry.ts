@@ -32,7 +32,9 @@ export class OperationRegistry<S> {
       for (const place of placesOf(op.spec)) {
         const other = this.byPlace.get(place);
         if (other) {
-          throw new RegistryError(`${op.spec.url} and ${other.spec.url} both define $${op.spec.code} at ${place.split('|').slice(1).join(' ')}`);
+          throw new RegistryError(
+            `${op.spec.url} and ${other.spec.url} both define $${op.spec.code} at ${place.split('|').slice(1).join(' ')}`,
+          );
         }
         this.byPlace.set(place, op);
       }
@@ -60,9 +62,13 @@ export class OperationRegistry<S> {
   unknown(code: string, level: Level, type?: string): FhirError {
     const elsewhere = this.withCode(code);
     if (elsewhere.length > 0) {
-      const here = elsewhere.find((op) => level === 'system' || op.spec.resources.includes(type as string)) ?? elsewhere[0];
+      const here =
+        elsewhere.find((op) => level === 'system' || op.spec.resources.includes(type as string)) ?? elsewhere[0];
       if (level !== 'system' && !here.spec.resources.includes(type as string)) {
-        return fhirError('ERR_OP_UNKNOWN', { code, where: `for ${type} (it applies to ${here.spec.resources.join(', ') || 'the system'})` });
+        return fhirError('ERR_OP_UNKNOWN', {
+          code,
+          where: `for ${type} (it applies to ${here.spec.resources.join(', ') || 'the system'})`,
+        });
       }
       return fhirError('ERR_OP_LEVEL', { code, level, levels: levelsOf(here.spec).join(', ') });
     }
@@ -89,7 +95,11 @@ export interface RegistryOptions {
   resourceTypes?: readonly string[];
 }
 
-export function buildRegistry<S>(definitions: OperationDefinition[], modules: OperationModule<S>[], options: RegistryOptions = {}): OperationRegistry<S> {
+export function buildRegistry<S>(
+  definitions: OperationDefinition[],
+  modules: OperationModule<S>[],
+  options: RegistryOptions = {},
+): OperationRegistry<S> {
   const handlers = new Map<string, OperationModule<S>>();
   for (const module of modules) {
     if (handlers.has(module.definition)) throw new RegistryError(`two handlers are bound to ${module.definition}`);
@@ -103,8 +113,17 @@ export function buildRegistry<S>(definitions: OperationDefinition[], modules: Op
     seen.add(spec.url);
     const module = handlers.get(spec.url);
     if (!module) throw new RegistryError(`definition ${spec.url} ($${spec.code}) has no handler`);
-    if (module.answerToken && spec.affectsState) throw new RegistryError(`${spec.url} affects state, so its answers cannot be reused`);
-    bound.push({ spec, handle: module.handle, answerToken: module.answerToken, judgesResources: module.judgesResources, operatorsOnly: module.operatorsOnly, created: module.created, raw: module.raw });
+    if (module.answerToken && spec.affectsState)
+      throw new RegistryError(`${spec.url} affects state, so its answers cannot be reused`);
+    bound.push({
+      spec,
+      handle: module.handle,
+      answerToken: module.answerToken,
+      judgesResources: module.judgesResources,
+      operatorsOnly: module.operatorsOnly,
+      created: module.created,
+      raw: module.raw,
+    });
   }
   for (const url of handlers.keys()) {
     if (!seen.has(url)) throw new RegistryError(`handler for ${url} has no definition in definitions/`);
@@ -153,8 +172,12 @@ const DEFINITION_SCHEMA = {
 /** Loads and checks every `*.json` OperationDefinition in `dir`. */
 export function loadDefinitions(dir: string): OperationDefinition[] {
   // Our own schema, known good: no meta-schema to load and check it against (start-up time).
-  const validate = new Ajv({ allErrors: false, strict: true, meta: false, validateSchema: false }).compile(DEFINITION_SCHEMA);
-  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  const validate = new Ajv({ allErrors: false, strict: true, meta: false, validateSchema: false }).compile(
+    DEFINITION_SCHEMA,
+  );
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort();
   return files.map((file) => {
     let json: unknown;
     try {
@@ -164,7 +187,9 @@ export function loadDefinitions(dir: string): OperationDefinition[] {
     }
     if (!validate(json)) {
       const error = validate.errors?.[0];
-      throw new RegistryError(`${file}: not a usable OperationDefinition (${error?.instancePath || '/'} ${error?.message})`);
+      throw new RegistryError(
+        `${file}: not a usable OperationDefinition (${error?.instancePath || '/'} ${error?.message})`,
+      );
     }
     const definition = json as unknown as OperationDefinition;
     if (!definition.system && !definition.type && !definition.instance) {

@@ -16,7 +16,13 @@ const EXPAND_DEFINITION = 'http://hl7.org/fhir/OperationDefinition/ValueSet-expa
 const NOT_EXPANSION_PARAMETERS = new Set(['url', 'valueSet', 'valueSetVersion', 'context', 'contextDirection', 'date']);
 
 function feature(definition: string, value: { valueCode?: string; valueBoolean?: boolean }) {
-  return { url: FEATURE, extension: [{ url: 'definition', valueCanonical: definition }, { url: 'value', ...value }] };
+  return {
+    url: FEATURE,
+    extension: [
+      { url: 'definition', valueCanonical: definition },
+      { url: 'value', ...value },
+    ],
+  };
 }
 
 export function decorateTerminologyServer(statement: CapabilityStatement): void {
@@ -54,7 +60,13 @@ export function terminologyCapabilities<S>(
     kind: 'instance',
     software: { name: software.name, version: software.version },
     codeSystem: codeSystems,
-    expansion: { hierarchical: true, paging: true, incomplete: false, parameter: parameters.map((name) => ({ name })), textFilter: 'Words of the filter, each matching the start of a word of the code or a designation' },
+    expansion: {
+      hierarchical: true,
+      paging: true,
+      incomplete: false,
+      parameter: parameters.map((name) => ({ name })),
+      textFilter: 'Words of the filter, each matching the start of a word of the code or a designation',
+    },
     codeSearch: 'all',
     validateCode: { translations: false },
     translation: { needsMap: false },

@@ -37,8 +37,13 @@ export async function withTerminologyErrors<T>(work: () => Promise<T> | T): Prom
 }
 
 export function terminologyFailure(err: TerminologyError): FhirError {
-  return fhirError('ERR_TX_REQUEST', { text: err.issue.text }, { status: err.status ?? 400, issues: [toFhirIssue(err.issue)] });
+  return fhirError(
+    'ERR_TX_REQUEST',
+    { text: err.issue.text },
+    { status: err.status ?? 400, issues: [toFhirIssue(err.issue)] },
+  );
 }
 
 /** Terminology answers depend on the request and the terminology content: reusable while it is unchanged. */
-export const terminologyAnswerToken = (services: AppServices, request: RequestContext): Promise<string> => services.terminology.stateToken(request.project);
+export const terminologyAnswerToken = (services: AppServices, request: RequestContext): Promise<string> =>
+  services.terminology.stateToken(request.project);

@@ -15,7 +15,9 @@ const REASONS: Record<number, string> = { 200: 'OK', 201: 'Created', 204: 'No Co
 
 /** `write`: the entry wrote (or matched) a version, whose URL an update names in Content-Location. */
 export function responseEntry(response: FhirResponse, ctx: RequestContext, write: boolean): BundleEntry {
-  const out: BundleEntryResponse = { status: `${response.status}${REASONS[response.status] ? ` ${REASONS[response.status]}` : ''}` };
+  const out: BundleEntryResponse = {
+    status: `${response.status}${REASONS[response.status] ? ` ${REASONS[response.status]}` : ''}`,
+  };
   const location = response.headers.location ?? (write ? response.headers['content-location'] : undefined);
   if (location) out.location = location.startsWith(ctx.baseUrl) ? location.slice(ctx.baseUrl.length + 1) : location;
   if (response.headers.etag) out.etag = response.headers.etag;
@@ -25,7 +27,8 @@ export function responseEntry(response: FhirResponse, ctx: RequestContext, write
   if (body?.resourceType === 'OperationOutcome' && response.status !== 200) out.outcome = body;
   else if (body) {
     entry.resource = body;
-    if (body.id && response.status < 300 && body.resourceType !== 'Bundle' && body.resourceType !== 'Parameters') entry.fullUrl = `${ctx.baseUrl}/${body.resourceType}/${body.id}`;
+    if (body.id && response.status < 300 && body.resourceType !== 'Bundle' && body.resourceType !== 'Parameters')
+      entry.fullUrl = `${ctx.baseUrl}/${body.resourceType}/${body.id}`;
   }
   return entry;
 }

@@ -9,7 +9,15 @@ import { ID_PATTERN } from '../storage/repository';
 import { parsePath, type FhirMethod, type FhirRequest, type FhirResponse } from './fhir-request';
 import * as writes from './writes';
 import { clip, type WriteDeps } from './writes';
-import { atEntry, checkAt, entryError, failureEntry, failureEntryOf, failureResponse, responseEntry } from './bundle-answers';
+import {
+  atEntry,
+  checkAt,
+  entryError,
+  failureEntry,
+  failureEntryOf,
+  failureResponse,
+  responseEntry,
+} from './bundle-answers';
 import { emptyQuery, queryOfString } from '../fhir/query';
 
 /**
@@ -58,30 +66,43 @@ interface Entry {
 
 export async function processBundle(body: unknown, ctx: RequestContext, deps: BundleDeps): Promise<Bundle> {
   const bundle = body as Bundle;
-  if (typeof body !== 'object' || body === null || bundle.resourceType !== 'Bundle') throw fhirError('ERR_BUNDLE_INVALID', { reason: 'POST to the base takes a Bundle of type transaction or batch' });
+  if (typeof body !== 'object' || body === null || bundle.resourceType !== 'Bundle')
+    throw fhirError('ERR_BUNDLE_INVALID', { reason: 'POST to the base takes a Bundle of type transaction or batch' });
   if (bundle.type !== 'transaction' && bundle.type !== 'batch') {
-    throw fhirError('ERR_BUNDLE_INVALID', { reason: `Bundle.type must be transaction or batch, not '${clip(String(bundle.type))}'` });
+    throw fhirError('ERR_BUNDLE_INVALID', {
+      reason: `Bundle.type must be transaction or batch, not '${clip(String(bundle.type))}'`,
+    });
   }
   const raw = bundle.entry ?? [];
   if (!Array.isArray(raw)) throw fhirError('ERR_BUNDLE_INVALID', { reason: 'Bundle.entry must be a list' });
-  if (raw.length > deps.maxEntries) throw fhirError('ERR_BUNDLE_TOO_LARGE', { count: raw.length, limit: deps.maxEntries });
+  if (raw.length > deps.maxEntries)
+    throw fhirError('ERR_BUNDLE_TOO_LARGE', { count: raw.length, limit: deps.maxEntries });
   return bundle.type === 'batch' ? batch(raw, ctx, deps) : transaction(raw, ctx, deps);
 }
 
 /** An entry as a request, checked; a problem names the entry. */
 function readEntry(raw: BundleEntry, index: number, deps: BundleDeps): Entry {
-  const fail = (reason: string) => fhirError('ERR_BUNDLE_ENTRY', { index, reason }, { expression: [`Bundle.entry[${index}]`] });
+  const fail = (reason: string) =>
+    fhirError('ERR_BUNDLE_ENTRY', { index, reason }, { expression: [`Bundle.entry[${index}]`] });
   if (typeof raw !== 'object' || raw === null) throw fail('is not an entry');
   const request = raw.request;
   if (!request || typeof request !== 'object') throw fail('has no request');
-  if (typeof request.method !== 'string' || !METHODS.has(request.method)) throw fail(`request.method '${clip(String(request.method))}' is not one of GET, HEAD, POST, PUT, DELETE, PATCH`);
+  if (typeof request.method !== 'string' || !METHODS.has(request.method))
+    throw fail(`request.method '${clip(String(request.method))}' is not one of GET, HEAD, POST, PUT, DELETE, PATCH`);
   if (typeof request.url !== 'string' || request.url === '') throw fail('has no request.url');
   const method = request.method as FhirMethod;
   const url = request.url.replace(/^\/+/, '');
   const q = url.indexOf('?');
   const path = q < 0 ? url : url.slice(0, q);
   const target = parsePath(path);
-  const entry: Entry = { index, method, url, fullUrl: raw.fullUrl, resource: raw.resource, operation: target.kind === 'operation' };
+  const entry: Entry = {
+    index,
+    method,
+    url,
+    fullUrl: raw.fullUrl,
+    resource: raw.resource,
+    operation: target.kind === 'operation',
+  };
   if (request.ifNoneExist !== undefined) entry.ifNoneExist = request.ifNoneExist;
   if (request.ifNoneMatch !== undefined) entry.ifNoneMatch = request.ifNoneMatch;
   if (request.ifModifiedSince !== undefined) entry.ifModifiedSince = request.ifModifiedSince;
@@ -106,12 +127,17 @@ function readEntry(raw: BundleEntry, index: number, deps: BundleDeps): Entry {
   if (!deps.isResourceType(entry.type)) throw fail(`'${clip(entry.type)}' is not a resource type`);
   if (deps.readOnlyTypes.has(entry.type)) throw fail(`${entry.type} resources are read-only on this server`);
   // They live in the system scope, not in the project a Bundle writes to.
-  if (SYSTEM_SCOPE_TYPES.has(entry.type)) throw fail(`${entry.type} resources are not written in a Bundle (Project/$init creates projects and their owners)`);
+  if (SYSTEM_SCOPE_TYPES.has(entry.type))
+    throw fail(`${entry.type} resources are not written in a Bundle (Project/$init creates projects and their owners)`);
   if (method === 'POST' || method === 'PUT') {
     if (!entry.resource || typeof entry.resource !== 'object') throw fail(`${method} needs a resource`);
-    if (entry.resource.resourceType !== entry.type) throw fail(`the resource is a ${clip(String(entry.resource.resourceType))}, but request.url is for ${entry.type}`);
+    if (entry.resource.resourceType !== entry.type)
+      throw fail(
+        `the resource is a ${clip(String(entry.resource.resourceType))}, but request.url is for ${entry.type}`,
+      );
   }
-  if (method === 'PATCH' && entry.resource === undefined) throw fail('PATCH needs a Parameters (FHIRPath Patch) or Binary resource');
+  if (method === 'PATCH' && entry.resource === undefined)
+    throw fail('PATCH needs a Parameters (FHIRPath Patch) or Binary resource');
   return entry;
 }
 
@@ -124,7 +150,9 @@ async function batch(raw: BundleEntry[], ctx: RequestContext, deps: BundleDeps):
     await yieldIfHeld();
     try {
       const entry = readEntry(raw[i], i, deps);
-      const response = isWrite(entry) ? await deps.repository.in(ctx.project).transaction((tx) => write(entry, { tx, ctx, deps })) : await read(entry, ctx, deps);
+      const response = isWrite(entry)
+        ? await deps.repository.in(ctx.project).transaction((tx) => write(entry, { tx, ctx, deps }))
+        : await read(entry, ctx, deps);
       entries.push(responseEntry(response, ctx, isWrite(entry)));
     } catch (err) {
       entries.push(failureEntry(err, ctx));
@@ -145,7 +173,8 @@ async function transaction(raw: BundleEntry[], ctx: RequestContext, deps: Bundle
   const fullUrls = new Map<string, Entry>();
   for (const entry of entries) {
     if (!entry.fullUrl) continue;
-    if (fullUrls.has(entry.fullUrl)) throw entryError(entry.index, `fullUrl ${clip(entry.fullUrl)} appears more than once`);
+    if (fullUrls.has(entry.fullUrl))
+      throw entryError(entry.index, `fullUrl ${clip(entry.fullUrl)} appears more than once`);
     fullUrls.set(entry.fullUrl, entry);
   }
   const results: FhirResponse[] = new Array(entries.length);
@@ -194,26 +223,45 @@ function isWrite(entry: Entry): boolean {
  * update. Criteria may name other entries' fullUrls; those are resolved first, and criteria that
  * depend on each other in a circle are refused.
  */
-async function assignIds(entries: Entry[], fullUrls: Map<string, Entry>, w: writes.Writes): Promise<Map<string, string>> {
+async function assignIds(
+  entries: Entry[],
+  fullUrls: Map<string, Entry>,
+  w: writes.Writes,
+): Promise<Map<string, string>> {
   const ids = new Map<string, string>();
   const pending = entries.filter((e) => e.method !== 'DELETE');
   for (const entry of pending) {
     if (entry.method === 'PUT' && entry.id && entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${entry.id}`);
-    if (entry.method === 'POST' && entry.ifNoneExist === undefined && entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${newResourceId()}`);
+    if (entry.method === 'POST' && entry.ifNoneExist === undefined && entry.fullUrl)
+      ids.set(entry.fullUrl, `${entry.type}/${newResourceId()}`);
   }
-  let unresolved = pending.filter((e) => (e.method === 'POST' && e.ifNoneExist !== undefined) || ((e.method === 'PUT' || e.method === 'PATCH') && e.criteria !== undefined));
+  let unresolved = pending.filter(
+    (e) =>
+      (e.method === 'POST' && e.ifNoneExist !== undefined) ||
+      ((e.method === 'PUT' || e.method === 'PATCH') && e.criteria !== undefined),
+  );
   while (unresolved.length > 0) {
-    const ready = unresolved.filter((e) => mentioned(e.ifNoneExist ?? e.criteria ?? '', fullUrls).every((u) => ids.has(u)));
-    if (ready.length === 0) throw entryError(unresolved[0].index, 'its conditions refer to other entries whose own conditions refer back to it (a circle)');
+    const ready = unresolved.filter((e) =>
+      mentioned(e.ifNoneExist ?? e.criteria ?? '', fullUrls).every((u) => ids.has(u)),
+    );
+    if (ready.length === 0)
+      throw entryError(
+        unresolved[0].index,
+        'its conditions refer to other entries whose own conditions refer back to it (a circle)',
+      );
     for (const entry of ready) {
       const criteria = substitute(entry.ifNoneExist ?? entry.criteria ?? '', ids);
       if (entry.ifNoneExist !== undefined) entry.ifNoneExist = criteria;
       else entry.criteria = criteria;
       await writes.lockCriteria(w, entry.type as string, criteria);
-      const matches = await atEntry(entry.index, () => w.deps.search.matchKeys(entry.type as string, queryOfString(criteria), w.ctx, w.tx.store, 2));
-      if (matches.length > 1) throw entryError(entry.index, `its criteria '${clip(criteria)}' match more than one ${entry.type}`, 412);
+      const matches = await atEntry(entry.index, () =>
+        w.deps.search.matchKeys(entry.type as string, queryOfString(criteria), w.ctx, w.tx.store, 2),
+      );
+      if (matches.length > 1)
+        throw entryError(entry.index, `its criteria '${clip(criteria)}' match more than one ${entry.type}`, 412);
       const id = matches[0]?.id ?? (entry.method === 'PATCH' ? undefined : (entry.resource?.id ?? newResourceId()));
-      if (id === undefined) throw entryError(entry.index, `its criteria '${clip(criteria)}' match no ${entry.type}`, 404);
+      if (id === undefined)
+        throw entryError(entry.index, `its criteria '${clip(criteria)}' match no ${entry.type}`, 404);
       if (entry.fullUrl) ids.set(entry.fullUrl, `${entry.type}/${id}`);
     }
     unresolved = unresolved.filter((e) => !ready.includes(e));
@@ -252,7 +300,8 @@ async function rewriteReferences(entry: Entry, ids: Map<string, string>, w: writ
     if (key === 'reference') {
       const local = ids.get(value);
       if (local) return local;
-      if (/^urn:(uuid|oid):/.test(value)) throw entryError(entry.index, `the reference ${clip(value)} names no entry of this Bundle`);
+      if (/^urn:(uuid|oid):/.test(value))
+        throw entryError(entry.index, `the reference ${clip(value)} names no entry of this Bundle`);
       if (/^[A-Z][A-Za-z]+\?/.test(value)) conditional.push(value);
     }
     if (key === 'div' && value.includes('urn:')) {
@@ -268,16 +317,26 @@ async function rewriteReferences(entry: Entry, ids: Map<string, string>, w: writ
     const q = reference.indexOf('?');
     const type = reference.slice(0, q);
     const criteria = reference.slice(q + 1);
-    const matches = await atEntry(entry.index, () => w.deps.search.matchKeys(type, queryOfString(criteria), w.ctx, w.tx.store, 2));
-    if (matches.length !== 1) throw entryError(entry.index, `the conditional reference ${clip(reference)} matches ${matches.length} resources, not one`, 412);
+    const matches = await atEntry(entry.index, () =>
+      w.deps.search.matchKeys(type, queryOfString(criteria), w.ctx, w.tx.store, 2),
+    );
+    if (matches.length !== 1)
+      throw entryError(
+        entry.index,
+        `the conditional reference ${clip(reference)} matches ${matches.length} resources, not one`,
+        412,
+      );
     resolved.set(reference, `${type}/${matches[0].id}`);
   }
-  return copyWithStrings(copy, (key, value) => (key === 'reference' ? (resolved.get(value) ?? value) : value)) as Resource;
+  return copyWithStrings(copy, (key, value) =>
+    key === 'reference' ? (resolved.get(value) ?? value) : value,
+  ) as Resource;
 }
 
 /** A deep copy of parsed JSON with each string property (not array items) passed through `map(key, value)`. */
 function copyWithStrings(value: unknown, map: (key: string, value: string) => string): unknown {
-  if (Array.isArray(value)) return value.map((item) => (typeof item === 'object' && item !== null ? copyWithStrings(item, map) : item));
+  if (Array.isArray(value))
+    return value.map((item) => (typeof item === 'object' && item !== null ? copyWithStrings(item, map) : item));
   if (typeof value !== 'object' || value === null) return value;
   const out: Record<string, unknown> = {};
   for (const key in value) {
@@ -319,18 +378,23 @@ async function write(entry: Entry, w: writes.Writes, assigned?: string): Promise
       return writes.create(w, type, entry.resource as Resource, { ifNoneExist: entry.ifNoneExist, id });
     case 'PUT':
       if (entry.criteria !== undefined) {
-        if (id === undefined) return writes.conditionalUpdate(w, type, entry.criteria, entry.resource as Resource, entry.ifMatch);
+        if (id === undefined)
+          return writes.conditionalUpdate(w, type, entry.criteria, entry.resource as Resource, entry.ifMatch);
         // Resolved already, when its fullUrl was assigned: an update (or create) of that resource.
         return writes.update(w, type, id, { ...(entry.resource as Resource), id } as Resource, entry.ifMatch);
       }
       return writes.update(w, type, entry.id as string, entry.resource as Resource, entry.ifMatch);
     case 'DELETE':
-      return entry.criteria !== undefined ? writes.conditionalDelete(w, type, entry.criteria) : writes.remove(w, type, entry.id as string, entry.ifMatch);
+      return entry.criteria !== undefined
+        ? writes.conditionalDelete(w, type, entry.criteria)
+        : writes.remove(w, type, entry.id as string, entry.ifMatch);
     case 'PATCH': {
       const body = patchBody(entry.resource as Resource);
       const { ifMatch } = entry;
       if (entry.criteria !== undefined) {
-        return id ? writes.patch(w, { type, id, body, contentType: undefined, ifMatch }) : writes.conditionalPatch(w, { type, criteria: entry.criteria, body, contentType: undefined, ifMatch });
+        return id
+          ? writes.patch(w, { type, id, body, contentType: undefined, ifMatch })
+          : writes.conditionalPatch(w, { type, criteria: entry.criteria, body, contentType: undefined, ifMatch });
       }
       return writes.patch(w, { type, id: entry.id as string, body, contentType: undefined, ifMatch });
     }

@@ -87,4 +87,3 @@ export function parsePath(path: string): Target {
       return { kind: 'unknown' };
   }
 }
-

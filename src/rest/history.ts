@@ -19,11 +19,21 @@ export interface HistoryTarget {
   id?: string;
 }
 
-export async function history(reader: StoreReader, target: HistoryTarget, query: Record<string, string[]>, ctx: RequestContext): Promise<Bundle> {
+export async function history(
+  reader: StoreReader,
+  target: HistoryTarget,
+  query: Record<string, string[]>,
+  ctx: RequestContext,
+): Promise<Bundle> {
   const one = (name: string) => query[name]?.[0];
   const count = one('_count');
-  if (count !== undefined && !/^\d{1,7}$/.test(count)) throw fhirError('ERR_HISTORY_PARAM', { name: '_count', value: count.slice(0, 50) });
-  const q: HistoryQuery = { ...target, project: ctx.project, count: Math.min(count === undefined ? DEFAULT_HISTORY_COUNT : Number(count), MAX_HISTORY_COUNT) };
+  if (count !== undefined && !/^\d{1,7}$/.test(count))
+    throw fhirError('ERR_HISTORY_PARAM', { name: '_count', value: count.slice(0, 50) });
+  const q: HistoryQuery = {
+    ...target,
+    project: ctx.project,
+    count: Math.min(count === undefined ? DEFAULT_HISTORY_COUNT : Number(count), MAX_HISTORY_COUNT),
+  };
   const since = one('_since');
   if (since !== undefined) q.since = instant('_since', since);
   const at = one('_at');
@@ -39,11 +49,18 @@ export async function history(reader: StoreReader, target: HistoryTarget, query:
   if (since !== undefined) params.set('_since', since);
   if (at !== undefined) params.set('_at', at);
   params.set('_count', String(q.count));
-  const links: BundleLink[] = [{ relation: 'self', url: `${base}?${params.toString()}${cursor ? `&_page=${cursor}` : ''}` }];
+  const links: BundleLink[] = [
+    { relation: 'self', url: `${base}?${params.toString()}${cursor ? `&_page=${cursor}` : ''}` },
+  ];
   const last = versions[versions.length - 1];
   if (more && last) links.push({ relation: 'next', url: `${base}?${params.toString()}&_page=${encodePage(last)}` });
   const created = await creations(reader, ctx.project, versions);
-  const bundle: Bundle = { resourceType: 'Bundle', type: 'history', link: links, entry: versions.map((v) => historyEntry(ctx, v, created.has(v))) };
+  const bundle: Bundle = {
+    resourceType: 'Bundle',
+    type: 'history',
+    link: links,
+    entry: versions.map((v) => historyEntry(ctx, v, created.has(v))),
+  };
   if (!more && !cursor) bundle.total = versions.length;
   return bundle;
 }
@@ -77,7 +94,8 @@ async function creations(reader: StoreReader, project: string, versions: StoredV
 
 function instant(name: string, value: string): string {
   const at = Date.parse(value);
-  if (!/^\d{4}-\d\d-\d\d(T[\d:.]+(Z|[+-]\d\d:\d\d)?)?$/.test(value) || !Number.isFinite(at)) throw fhirError('ERR_HISTORY_PARAM', { name, value: value.slice(0, 50) });
+  if (!/^\d{4}-\d\d-\d\d(T[\d:.]+(Z|[+-]\d\d:\d\d)?)?$/.test(value) || !Number.isFinite(at))
+    throw fhirError('ERR_HISTORY_PARAM', { name, value: value.slice(0, 50) });
   return new Date(at).toISOString();
 }
 
@@ -88,7 +106,13 @@ function encodePage(v: { lastUpdated: string; type: string; id: string; versionI
 function decodePage(text: string): HistoryQuery['after'] {
   try {
     const [lastUpdated, type, id, version] = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as unknown[];
-    if (typeof lastUpdated === 'string' && typeof type === 'string' && typeof id === 'string' && typeof version === 'number') return { lastUpdated, type, id, version };
+    if (
+      typeof lastUpdated === 'string' &&
+      typeof type === 'string' &&
+      typeof id === 'string' &&
+      typeof version === 'number'
+    )
+      return { lastUpdated, type, id, version };
   } catch {
     // fall through
   }

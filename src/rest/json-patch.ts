@@ -43,7 +43,11 @@ const FORBIDDEN: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'pro
 const INDEX = /^(0|[1-9][0-9]{0,8})$/;
 
 /** Applies `operations` to `document` in place (the caller's copy); answers the patched document. */
-export async function applyJsonPatch(document: Record<string, unknown>, operations: unknown[], bounds: PatchBounds): Promise<Record<string, unknown>> {
+export async function applyJsonPatch(
+  document: Record<string, unknown>,
+  operations: unknown[],
+  bounds: PatchBounds,
+): Promise<Record<string, unknown>> {
   refuseTooMany(operations.length, bounds);
   // Every operation is read before any is applied: a malformed last one changes nothing.
   const parsed = operations.map((raw, i) => parseOperation(raw, i));
@@ -70,7 +74,8 @@ function parseOperation(raw: unknown, i: number): Operation {
 }
 
 function pointer(text: unknown, i: number, what: string): Pointer {
-  if (typeof text !== 'string' || (text !== '' && !text.startsWith('/'))) throw invalid(i, `has a '${what}' that is not a JSON Pointer`);
+  if (typeof text !== 'string' || (text !== '' && !text.startsWith('/')))
+    throw invalid(i, `has a '${what}' that is not a JSON Pointer`);
   if (text === '') return [];
   return text
     .slice(1)
@@ -85,7 +90,8 @@ function pointer(text: unknown, i: number, what: string): Pointer {
 
 async function apply(document: Record<string, unknown>, operation: Operation, at: Step): Promise<void> {
   const { op, path } = operation;
-  if (path.length === 0 && op !== 'test') throw failed(at, 'it would replace or remove the whole resource; use PUT or DELETE for that');
+  if (path.length === 0 && op !== 'test')
+    throw failed(at, 'it would replace or remove the whole resource; use PUT or DELETE for that');
   switch (op) {
     case 'add':
       return add(document, path, operation.value, at);
@@ -99,7 +105,8 @@ async function apply(document: Record<string, unknown>, operation: Operation, at
     case 'copy':
       return copy(document, operation.from as Pointer, path, at);
     case 'test':
-      if (!equal(valueAt(document, path, at, 'path'), operation.value)) throw failed(at, 'the value at the path is not the one the test names');
+      if (!equal(valueAt(document, path, at, 'path'), operation.value))
+        throw failed(at, 'the value at the path is not the one the test names');
   }
 }
 
@@ -115,7 +122,10 @@ function add(document: Record<string, unknown>, path: Pointer, value: unknown, a
   if (Array.isArray(parent)) {
     const index = key === '-' ? parent.length : INDEX.test(key) ? Number(key) : -1;
     if (index < 0 || index > parent.length) {
-      throw failed(at, `the path does not exist: ${where(path.slice(0, -1))} has ${items(parent.length)}, so an item is added at 0 to ${parent.length}, or at -`);
+      throw failed(
+        at,
+        `the path does not exist: ${where(path.slice(0, -1))} has ${items(parent.length)}, so an item is added at 0 to ${parent.length}, or at -`,
+      );
     }
     take(at, path, value, placeCost(parent, key), measured);
     parent.splice(index, 0, value);
@@ -194,7 +204,8 @@ function take(at: Step, path: Pointer, value: unknown, extra: number, measured?:
   at.size.grow((measured?.bytes ?? byteSize(value)) + extra, at.index);
   const bounded = measured?.from ? path.length + Math.max(0, at.depth.bound - measured.from.length) : Infinity;
   const depth = bounded <= at.bounds.maxDepth ? bounded : path.length + depthOf(value);
-  if (depth > at.bounds.maxDepth) throw failed(at, `it would nest the resource more than ${at.bounds.maxDepth} levels deep`);
+  if (depth > at.bounds.maxDepth)
+    throw failed(at, `it would nest the resource more than ${at.bounds.maxDepth} levels deep`);
   at.depth.bound = Math.max(at.depth.bound, depth);
 }
 
@@ -218,8 +229,12 @@ function valueAt(document: unknown, path: Pointer, at: Step, role: Role): unknow
   let value = document;
   for (const [depth, token] of path.entries()) {
     const next = Array.isArray(value)
-      ? INDEX.test(token) && Number(token) < value.length ? value[Number(token)] : undefined
-      : isObject(value) && Object.hasOwn(value, token) ? value[token] : undefined;
+      ? INDEX.test(token) && Number(token) < value.length
+        ? value[Number(token)]
+        : undefined
+      : isObject(value) && Object.hasOwn(value, token)
+        ? value[token]
+        : undefined;
     // JSON has no undefined: undefined is absence.
     if (next === undefined) throw absent(at, role, path, depth, value);
     value = next;

@@ -21,9 +21,17 @@ export interface OperationDoor {
 }
 
 /** Runs a GraphQL query on an operation's output, the output being the root: the answer's status and `{data, errors}`. */
-export type GraphQLOver = (query: string, output: Resource, ctx: RequestContext) => Promise<{ status: number; body: unknown }>;
+export type GraphQLOver = (
+  query: string,
+  output: Resource,
+  ctx: RequestContext,
+) => Promise<{ status: number; body: unknown }>;
 
-export async function operationResponse(door: OperationDoor, call: OperationCall, ctx: RequestContext): Promise<FhirResponse> {
+export async function operationResponse(
+  door: OperationDoor,
+  call: OperationCall,
+  ctx: RequestContext,
+): Promise<FhirResponse> {
   const { output, created } = await door.invoker.run(call, ctx);
   // `_graphql`: the answer is the query run on the output; a failed operation answers its OperationOutcome.
   const shaping = call.query._graphql;

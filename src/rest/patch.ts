@@ -16,10 +16,20 @@ export interface PatchOptions {
   bounds: PatchBounds;
 }
 
-export async function applyPatch(resource: Resource, body: unknown, contentType: string | undefined, options: PatchOptions): Promise<Resource> {
+export async function applyPatch(
+  resource: Resource,
+  body: unknown,
+  contentType: string | undefined,
+  options: PatchOptions,
+): Promise<Resource> {
   const copy = structuredClone(resource) as Resource;
   let patched: Resource;
-  if (Array.isArray(body)) patched = (await applyJsonPatch(copy as unknown as Record<string, unknown>, body, options.bounds)) as unknown as Resource;
+  if (Array.isArray(body))
+    patched = (await applyJsonPatch(
+      copy as unknown as Record<string, unknown>,
+      body,
+      options.bounds,
+    )) as unknown as Resource;
   else if (isParameters(body)) patched = await applyFhirPathPatch(copy, body, options);
   else throw fhirError('ERR_PATCH_FORMAT', { contentType: (contentType ?? '(none)').slice(0, 100) });
   if (patched.resourceType !== resource.resourceType || patched.id !== resource.id) {
@@ -29,7 +39,9 @@ export async function applyPatch(resource: Resource, body: unknown, contentType:
 }
 
 function isParameters(body: unknown): body is Parameters {
-  return typeof body === 'object' && body !== null && (body as { resourceType?: unknown }).resourceType === 'Parameters';
+  return (
+    typeof body === 'object' && body !== null && (body as { resourceType?: unknown }).resourceType === 'Parameters'
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -56,7 +68,12 @@ async function applyFhirPathPatch(resource: Resource, body: Parameters, options:
   const holder: Record<string, unknown> = { resource };
   const operations = operationsOf(body);
   refuseTooMany(operations.length, options.bounds);
-  const on: PatchTarget = { holder, resource, model: options.model, size: new SizeBound(resource, options.bounds.maxBytes) };
+  const on: PatchTarget = {
+    holder,
+    resource,
+    model: options.model,
+    size: new SizeBound(resource, options.bounds.maxBytes),
+  };
   for (const [i, operation] of operations.entries()) {
     applyOperation(operation, i, on);
     await options.bounds.budget.step();
@@ -67,10 +84,12 @@ async function applyFhirPathPatch(resource: Resource, body: Parameters, options:
 /** The operations of a FHIRPath Patch, each an object whose parts are objects (the body is not checked as a stored resource is). */
 function operationsOf(body: Parameters): ParametersParameter[] {
   const operations: unknown = body.parameter ?? [];
-  if (!Array.isArray(operations)) throw fhirError('ERR_PATCH_INVALID', { reason: 'Parameters.parameter is not a list' });
+  if (!Array.isArray(operations))
+    throw fhirError('ERR_PATCH_INVALID', { reason: 'Parameters.parameter is not a list' });
   operations.forEach((operation: unknown, i) => {
     const parts = isRecord(operation) ? (operation.part ?? []) : undefined;
-    if (!Array.isArray(parts) || !parts.every(isRecord)) throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation with parts` });
+    if (!Array.isArray(parts) || !parts.every(isRecord))
+      throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation with parts` });
   });
   return operations as ParametersParameter[];
 }
@@ -81,7 +100,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function applyOperation(operation: ParametersParameter, i: number, on: PatchTarget): void {
   const { holder, resource, model, size } = on;
-  if (operation.name !== 'operation') throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation` });
+  if (operation.name !== 'operation')
+    throw fhirError('ERR_PATCH_INVALID', { reason: `parameter[${i}] is not an operation` });
   const part = (name: string) => operation.part?.find((p) => p.name === name);
   const text = (name: string): string | undefined => {
     const p = part(name);
@@ -97,7 +117,10 @@ function applyOperation(operation: ParametersParameter, i: number, on: PatchTarg
   if (!type || !path) throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} needs a type and a path` });
   const located = locate(holder, path, resource.resourceType, model);
   const one = (what: string): Location => {
-    if (located.length !== 1) throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (${type}): '${path}' matches ${located.length} elements, not one ${what}` });
+    if (located.length !== 1)
+      throw fhirError('ERR_PATCH_FAILED', {
+        reason: `operation ${i} (${type}): '${path}' matches ${located.length} elements, not one ${what}`,
+      });
     return located[0];
   };
   switch (type) {
@@ -105,10 +128,14 @@ function applyOperation(operation: ParametersParameter, i: number, on: PatchTarg
       const name = text('name');
       if (!name) throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} (add) needs a name` });
       // An element's name, never a member of every object's prototype (`__proto__`, `constructor`).
-      if (!ELEMENT_NAME.test(name) || name === 'constructor') throw fhirError('ERR_PATCH_INVALID', { reason: `operation ${i} (add): '${name.slice(0, 60)}' is not an element name` });
+      if (!ELEMENT_NAME.test(name) || name === 'constructor')
+        throw fhirError('ERR_PATCH_INVALID', {
+          reason: `operation ${i} (add): '${name.slice(0, 60)}' is not an element name`,
+        });
       const at = one('element');
       const target = read(at);
-      if (typeof target !== 'object' || target === null || Array.isArray(target)) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' is not an element that can have children` });
+      if (typeof target !== 'object' || target === null || Array.isArray(target))
+        throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' is not an element that can have children` });
       const value = valueOf(part('value'), i);
       const childPath = at.path ? `${at.path}.${name}` : name;
       const element = target as Record<string, unknown>;
@@ -116,14 +143,16 @@ function applyOperation(operation: ParametersParameter, i: number, on: PatchTarg
       const repeats = Array.isArray(existing) || model.element(at.root, childPath)?.array === true;
       size.grow(byteSize(value) + name.length + 4, i);
       if (repeats) element[name] = [...((existing as unknown[] | undefined) ?? []), value];
-      else if (existing !== undefined) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}.${name}' has a value already; use replace` });
+      else if (existing !== undefined)
+        throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}.${name}' has a value already; use replace` });
       else element[name] = value;
       return;
     }
     case 'insert': {
       const list = listAt(holder, path, resource.resourceType, model);
       const index = integer('index');
-      if (index === undefined || index < 0 || index > list.length) throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (insert): index ${index} is outside the list` });
+      if (index === undefined || index < 0 || index > list.length)
+        throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (insert): index ${index} is outside the list` });
       const value = valueOf(part('value'), i);
       size.grow(byteSize(value) + 1, i);
       list.splice(index, 0, value);
@@ -145,8 +174,17 @@ function applyOperation(operation: ParametersParameter, i: number, on: PatchTarg
       const list = listAt(holder, path, resource.resourceType, model);
       const source = integer('source');
       const destination = integer('destination');
-      if (source === undefined || destination === undefined || source < 0 || source >= list.length || destination < 0 || destination >= list.length) {
-        throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} (move): source or destination is outside the list` });
+      if (
+        source === undefined ||
+        destination === undefined ||
+        source < 0 ||
+        source >= list.length ||
+        destination < 0 ||
+        destination >= list.length
+      ) {
+        throw fhirError('ERR_PATCH_FAILED', {
+          reason: `operation ${i} (move): source or destination is outside the list`,
+        });
       }
       const [moved] = list.splice(source, 1);
       list.splice(destination, 0, moved);
@@ -163,7 +201,9 @@ const ELEMENT_NAME = /^[a-z][A-Za-z0-9]*$/;
 /** The resource itself is never deleted or replaced by a patch (that is DELETE or PUT). */
 function notWhole(at: Location, holder: Record<string, unknown>, i: number): Location {
   if (at.container === holder) {
-    throw fhirError('ERR_PATCH_FAILED', { reason: `operation ${i} would delete or replace the whole resource; use DELETE or PUT for that` });
+    throw fhirError('ERR_PATCH_FAILED', {
+      reason: `operation ${i} would delete or replace the whole resource; use DELETE or PUT for that`,
+    });
   }
   return at;
 }
@@ -194,7 +234,8 @@ function listAt(holder: Record<string, unknown>, path: string, type: string, mod
   const dot = path.lastIndexOf('.');
   const parents = locate(holder, path.slice(0, dot), type, model);
   const name = path.slice(dot + 1);
-  if (parents.length !== 1 || !/^[a-z][A-Za-z0-9]*$/.test(name)) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' does not name one list` });
+  if (parents.length !== 1 || !/^[a-z][A-Za-z0-9]*$/.test(name))
+    throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' does not name one list` });
   const parent = read(parents[0]) as Record<string, unknown>;
   if (parent[name] === undefined) parent[name] = [];
   if (!Array.isArray(parent[name])) throw fhirError('ERR_PATCH_FAILED', { reason: `'${path}' is not a list` });
@@ -207,7 +248,8 @@ function listAt(holder: Record<string, unknown>, path: string, type: string, mod
  */
 function locate(holder: Record<string, unknown>, path: string, type: string, model: ElementModel): Location[] {
   const steps = path.split(/\.(?![^(]*\))/);
-  if (steps[0] !== type) throw fhirError('ERR_PATCH_FAILED', { reason: `the path '${path.slice(0, 100)}' does not start at ${type}` });
+  if (steps[0] !== type)
+    throw fhirError('ERR_PATCH_FAILED', { reason: `the path '${path.slice(0, 100)}' does not start at ${type}` });
   let current: Location[] = [{ container: holder, key: 'resource', root: type, path: '' }];
   for (const step of steps.slice(1)) {
     const where = /^where\(([a-z][A-Za-z0-9]*)\s*=\s*'([^']*)'\)$/.exec(step);
@@ -227,14 +269,20 @@ function locate(holder: Record<string, unknown>, path: string, type: string, mod
       continue;
     }
     const member = /^([a-z][A-Za-z0-9]*)(?:\[(\d+)\])?$/.exec(step);
-    if (!member) throw fhirError('ERR_PATCH_FAILED', { reason: `the path step '${step.slice(0, 60)}' is not supported (paths, [n], where(x='y'), first(), last())` });
+    if (!member)
+      throw fhirError('ERR_PATCH_FAILED', {
+        reason: `the path step '${step.slice(0, 60)}' is not supported (paths, [n], where(x='y'), first(), last())`,
+      });
     const [, name, index] = member;
     const next: Location[] = [];
     for (const at of current) {
       const value = read(at);
       if (typeof value !== 'object' || value === null || Array.isArray(value)) continue;
       const element = value as Record<string, unknown>;
-      const key = name in element ? name : Object.keys(element).find((k) => k.startsWith(name) && /^[A-Z]/.test(k.slice(name.length)));
+      const key =
+        name in element
+          ? name
+          : Object.keys(element).find((k) => k.startsWith(name) && /^[A-Z]/.test(k.slice(name.length)));
       if (key === undefined) continue;
       const { root, path: childPath } = childContext(at, key, model);
       const child = element[key];

@@ -26,7 +26,12 @@ export function versionUrl(ctx: RequestContext, version: StoredVersion): string 
  * A version as the answer to a read or a write. Writes honour `Prefer: return=` (minimal: no
  * body; OperationOutcome: a short outcome instead of the resource); reads always return it.
  */
-export function versionResponse(ctx: RequestContext, version: StoredVersion, status: number, options: { write?: boolean } = {}): FhirResponse {
+export function versionResponse(
+  ctx: RequestContext,
+  version: StoredVersion,
+  status: number,
+  options: { write?: boolean } = {},
+): FhirResponse {
   const headers = versionHeaders(version);
   if (status === 201) headers.location = versionUrl(ctx, version);
   // An update names the version it made too, as Content-Location (HTTP's name for the URL of the
@@ -34,7 +39,10 @@ export function versionResponse(ctx: RequestContext, version: StoredVersion, sta
   else if (options.write) headers['content-location'] = versionUrl(ctx, version);
   if (options.write && ctx.prefer.return === 'minimal') return { status, headers };
   if (options.write && ctx.prefer.return === 'OperationOutcome') {
-    const text = status === 201 ? `Created ${version.type}/${version.id} at version ${version.versionId}` : `Updated ${version.type}/${version.id} to version ${version.versionId}`;
+    const text =
+      status === 201
+        ? `Created ${version.type}/${version.id} at version ${version.versionId}`
+        : `Updated ${version.type}/${version.id} to version ${version.versionId}`;
     return { status, headers, body: informational(text) };
   }
   return { status, headers, body: version.resource as Resource };
@@ -49,7 +57,11 @@ export function historyEntry(ctx: RequestContext, version: StoredVersion, create
   const url = `${version.type}/${version.id}`;
   const response = { status: '', lastModified: version.lastUpdated, etag: etag(version) };
   if (version.resource === null) {
-    return { fullUrl: fullUrl(ctx, version.type, version.id), request: { method: 'DELETE', url }, response: { ...response, status: '204' } };
+    return {
+      fullUrl: fullUrl(ctx, version.type, version.id),
+      request: { method: 'DELETE', url },
+      response: { ...response, status: '204' },
+    };
   }
   // Versions written before the method was recorded: the first is taken for a POST.
   const method = version.method ?? (version.versionId === 1 ? 'POST' : 'PUT');
@@ -57,7 +69,11 @@ export function historyEntry(ctx: RequestContext, version: StoredVersion, create
     fullUrl: fullUrl(ctx, version.type, version.id),
     resource: version.resource,
     request: method === 'POST' ? { method: 'POST', url: version.type } : { method, url },
-    response: { ...response, status: created ? '201' : '200', location: versionUrl(ctx, version) } as BundleEntry['response'],
+    response: {
+      ...response,
+      status: created ? '201' : '200',
+      location: versionUrl(ctx, version),
+    } as BundleEntry['response'],
   };
 }
 

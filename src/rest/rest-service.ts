@@ -64,7 +64,13 @@ export class RestService {
     await this.deps.beforeRequest?.();
     const target = parsePath(request.path);
     // Projects and users are kept in the system scope, whichever project the request acts in.
-    if ('type' in target && target.kind !== 'compartment' && target.kind !== 'operation' && SYSTEM_SCOPE_TYPES.has(target.type)) ctx = { ...ctx, project: SYSTEM_PROJECT };
+    if (
+      'type' in target &&
+      target.kind !== 'compartment' &&
+      target.kind !== 'operation' &&
+      SYSTEM_SCOPE_TYPES.has(target.type)
+    )
+      ctx = { ...ctx, project: SYSTEM_PROJECT };
     switch (target.kind) {
       case 'operation':
         return this.entryOperation(target, request, ctx);
@@ -87,7 +93,11 @@ export class RestService {
   }
 
   /** Search, batch/transaction and history of the whole server. */
-  private async systemLevel(target: Extract<Target, { kind: 'system' | 'system-search' | 'system-history' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+  private async systemLevel(
+    target: Extract<Target, { kind: 'system' | 'system-search' | 'system-history' }>,
+    request: FhirRequest,
+    ctx: RequestContext,
+  ): Promise<FhirResponse> {
     const method = request.method === 'HEAD' ? 'GET' : request.method;
     const query = request.query;
     switch (target.kind) {
@@ -106,7 +116,11 @@ export class RestService {
   }
 
   /** Search, create, conditional writes and history of a type. */
-  private async typeLevel(target: Extract<Target, { kind: 'type' | 'type-search' | 'type-history' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+  private async typeLevel(
+    target: Extract<Target, { kind: 'type' | 'type-search' | 'type-history' }>,
+    request: FhirRequest,
+    ctx: RequestContext,
+  ): Promise<FhirResponse> {
     const method = request.method === 'HEAD' ? 'GET' : request.method;
     const query = request.query;
     switch (target.kind) {
@@ -122,25 +136,35 @@ export class RestService {
           return this.write(ctx, (w) => writes.create(w, type, resource, { ifNoneExist }));
         }
         if (criteria === undefined) throw notAllowed(request, 'GET, POST');
-        if (method === 'PUT') return this.write(ctx, (w) => writes.conditionalUpdate(w, type, criteria, bodyResource(request, type), ifMatch(request)));
+        if (method === 'PUT')
+          return this.write(ctx, (w) =>
+            writes.conditionalUpdate(w, type, criteria, bodyResource(request, type), ifMatch(request)),
+          );
         if (method === 'DELETE') return this.write(ctx, (w) => writes.conditionalDelete(w, type, criteria));
-        if (method === 'PATCH') return this.write(ctx, (w) => writes.conditionalPatch(w, { type, criteria, ...patchOf(request) }));
+        if (method === 'PATCH')
+          return this.write(ctx, (w) => writes.conditionalPatch(w, { type, criteria, ...patchOf(request) }));
         throw notAllowed(request, 'GET, POST, PUT, DELETE, PATCH');
       }
       case 'type-search':
         this.knownType(target.type);
-        if (method === 'POST') return bundleResponse(await this.deps.search.search({ level: 'type', type: target.type }, query, ctx));
+        if (method === 'POST')
+          return bundleResponse(await this.deps.search.search({ level: 'type', type: target.type }, query, ctx));
         throw notAllowed(request, 'POST');
       case 'type-history':
         this.knownType(target.type);
         this.unlimited(ctx, 'history', target.type);
-        if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type }, query, ctx));
+        if (method === 'GET')
+          return bundleResponse(await history(this.deps.repository.store, { type: target.type }, query, ctx));
         throw notAllowed(request, 'GET');
     }
   }
 
   /** Read, update, delete, patch, history and versions of a resource, and searches of its compartment. */
-  private async instanceLevel(target: Extract<Target, { kind: 'instance' | 'instance-history' | 'version' | 'compartment' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+  private async instanceLevel(
+    target: Extract<Target, { kind: 'instance' | 'instance-history' | 'version' | 'compartment' }>,
+    request: FhirRequest,
+    ctx: RequestContext,
+  ): Promise<FhirResponse> {
     const method = request.method === 'HEAD' ? 'GET' : request.method;
     const query = request.query;
     switch (target.kind) {
@@ -150,7 +174,8 @@ export class RestService {
         const { type, id } = target;
         if (method === 'GET') return this.read(type, id, request, ctx);
         this.writable(type);
-        if (method === 'PUT') return this.write(ctx, (w) => writes.update(w, type, id, bodyResource(request, type), ifMatch(request)));
+        if (method === 'PUT')
+          return this.write(ctx, (w) => writes.update(w, type, id, bodyResource(request, type), ifMatch(request)));
         if (method === 'DELETE') return this.write(ctx, (w) => writes.remove(w, type, id, ifMatch(request)));
         if (method === 'PATCH') return this.write(ctx, (w) => writes.patch(w, { type, id, ...patchOf(request) }));
         throw notAllowed(request, 'GET, PUT, DELETE, PATCH');
@@ -159,7 +184,10 @@ export class RestService {
         this.knownType(target.type);
         checkId(target.id);
         await this.readable(target.type, target.id, ctx, 'history');
-        if (method === 'GET') return bundleResponse(await history(this.deps.repository.store, { type: target.type, id: target.id }, query, ctx));
+        if (method === 'GET')
+          return bundleResponse(
+            await history(this.deps.repository.store, { type: target.type, id: target.id }, query, ctx),
+          );
         throw notAllowed(request, 'GET');
       case 'version':
         this.knownType(target.type);
@@ -170,7 +198,8 @@ export class RestService {
         this.knownType(target.compartment);
         checkId(target.id);
         if (target.type !== '*') this.knownType(target.type);
-        if (method === 'GET') return bundleResponse(await this.deps.search.search({ level: 'compartment', ...target }, query, ctx));
+        if (method === 'GET')
+          return bundleResponse(await this.deps.search.search({ level: 'compartment', ...target }, query, ctx));
         throw notAllowed(request, 'GET');
     }
   }
@@ -179,17 +208,26 @@ export class RestService {
    * 403 when the principal may not do this to the type; 404 when the resource is outside what it
    * may see (a member's own Project, a patient's compartment): whether it exists is not told.
    */
-  private async readable(type: string, id: string, ctx: RequestContext, interaction: 'read' | 'history'): Promise<void> {
+  private async readable(
+    type: string,
+    id: string,
+    ctx: RequestContext,
+    interaction: 'read' | 'history',
+  ): Promise<void> {
     const grant = this.deps.guard.allow(ctx.principal, interaction, type);
     if (!isLimited(grant)) return;
     const current = await this.readVersion(type, id, ctx.project).catch(() => undefined);
-    if (!current?.resource || !this.deps.guard.covers(grant, current.resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
+    if (!current?.resource || !this.deps.guard.covers(grant, current.resource))
+      throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
   }
 
   /** Interactions over a whole type need the type without limits (a patient's compartment cannot be cut out of a type's history). */
   private unlimited(ctx: RequestContext, interaction: 'history', type: string): void {
     const grant = this.deps.guard.allow(ctx.principal, interaction, type);
-    if (isLimited(grant)) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${interaction} of every ${type} is beyond what the token may see` });
+    if (isLimited(grant))
+      throw fhirError('ERR_AUTH_FORBIDDEN', {
+        reason: `the ${interaction} of every ${type} is beyond what the token may see`,
+      });
   }
 
   private write(ctx: RequestContext, work: (w: writes.Writes) => Promise<FhirResponse>): Promise<FhirResponse> {
@@ -220,11 +258,19 @@ export class RestService {
   }
 
   /** An operation named by a path (a Bundle entry's, a bot's): the operation interaction, without headers. */
-  private entryOperation(target: Extract<Target, { kind: 'operation' }>, request: FhirRequest, ctx: RequestContext): Promise<FhirResponse> {
+  private entryOperation(
+    target: Extract<Target, { kind: 'operation' }>,
+    request: FhirRequest,
+    ctx: RequestContext,
+  ): Promise<FhirResponse> {
     const level = target.id !== undefined ? 'instance' : target.type ? 'type' : 'system';
-    if (request.method !== 'GET' && request.method !== 'POST') throw this.deps.unknownOperation(target.code, level, target.type);
+    if (request.method !== 'GET' && request.method !== 'POST')
+      throw this.deps.unknownOperation(target.code, level, target.type);
     const { code, type, id } = target;
-    return this.operation({ code, level, type, id, method: request.method, query: request.query, body: request.body, headers: {} }, ctx);
+    return this.operation(
+      { code, level, type, id, method: request.method, query: request.query, body: request.body, headers: {} },
+      ctx,
+    );
   }
 
   /**
@@ -255,7 +301,8 @@ export class RestService {
   private async guardedRead(type: string, id: string, ctx: RequestContext): Promise<StoredVersion> {
     const grant = this.deps.guard.allow(ctx.principal, 'read', type);
     const version = await this.readVersion(type, id, ctx.project);
-    if (version.resource && !this.deps.guard.covers(grant, version.resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
+    if (version.resource && !this.deps.guard.covers(grant, version.resource))
+      throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id });
     return version;
   }
 
@@ -274,7 +321,11 @@ export class RestService {
       return await this.deps.repository.in(project).read(type, id);
     } catch (err) {
       // Definitions the system scope holds (imported packages) are every project's to read.
-      if (SHARED_TYPES.includes(type) && project !== SYSTEM_PROJECT && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND') {
+      if (
+        SHARED_TYPES.includes(type) &&
+        project !== SYSTEM_PROJECT &&
+        (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND'
+      ) {
         return this.readVersion(type, id, SYSTEM_PROJECT);
       }
       const builtIn = this.deps.builtIn?.read(type, id);
@@ -291,7 +342,10 @@ export class RestService {
       .in(ctx.project)
       .vread(type, id, Number(vid))
       .catch((err: unknown) => {
-        const shared = SHARED_TYPES.includes(type) && ctx.project !== SYSTEM_PROJECT && (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND';
+        const shared =
+          SHARED_TYPES.includes(type) &&
+          ctx.project !== SYSTEM_PROJECT &&
+          (err as FhirError).code === 'ERR_RESOURCE_NOT_FOUND';
         if (shared) return this.deps.repository.in(SYSTEM_PROJECT).vread(type, id, Number(vid));
         throw err;
       });
@@ -320,7 +374,8 @@ export function bodyResource(request: FhirRequest, type: string): Resource {
   if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body.resourceType !== 'string') {
     throw fhirError('ERR_BODY_NOT_RESOURCE', { expected: type });
   }
-  if (body.resourceType !== type) throw fhirError('ERR_RESOURCE_TYPE_MISMATCH', { expected: type, found: clip(body.resourceType) });
+  if (body.resourceType !== type)
+    throw fhirError('ERR_RESOURCE_TYPE_MISMATCH', { expected: type, found: clip(body.resourceType) });
   return body as Resource;
 }
 
@@ -342,7 +397,9 @@ export function ifMatch(request: FhirRequest): number | undefined {
 function notModified(request: FhirRequest, version: StoredVersion): boolean {
   const noneMatch = request.headers['if-none-match'];
   if (noneMatch !== undefined) {
-    return noneMatch.split(',').some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === `"${version.versionId}"`);
+    return noneMatch
+      .split(',')
+      .some((tag) => tag.trim() === '*' || tag.trim().replace(/^W\//, '') === `"${version.versionId}"`);
   }
   const since = request.headers['if-modified-since'];
   if (since !== undefined) {
@@ -354,7 +411,11 @@ function notModified(request: FhirRequest, version: StoredVersion): boolean {
 }
 
 function notAllowed(request: FhirRequest, allowed: string): FhirError {
-  return fhirError('ERR_ROUTE_METHOD', { method: request.method, path: clip(`/${request.path}`), allowed }, { headers: { allow: allowed } });
+  return fhirError(
+    'ERR_ROUTE_METHOD',
+    { method: request.method, path: clip(`/${request.path}`), allowed },
+    { headers: { allow: allowed } },
+  );
 }
 
 function clip(text: string): string {

@@ -20,7 +20,13 @@ import { isLimited, type AccessGuard } from '../auth/guard';
  */
 
 export interface Matcher {
-  matchKeys(type: string, query: Record<string, string[]>, ctx: RequestContext, reader: StoreReader, limit?: number): Promise<{ id: string; rid: number }[]>;
+  matchKeys(
+    type: string,
+    query: Record<string, string[]>,
+    ctx: RequestContext,
+    reader: StoreReader,
+    limit?: number,
+  ): Promise<{ id: string; rid: number }[]>;
 }
 
 export interface WriteDeps {
@@ -72,7 +78,13 @@ async function check(w: Writes, type: string, resource: Resource): Promise<void>
  * exists is not told) and as it would be (403). `id` names a resource that may exist already
  * (an update: a create when it does not).
  */
-export async function permit(w: Writes, interaction: 'create' | 'update' | 'delete', type: string, after: Resource | undefined, id?: string): Promise<void> {
+export async function permit(
+  w: Writes,
+  interaction: 'create' | 'update' | 'delete',
+  type: string,
+  after: Resource | undefined,
+  id?: string,
+): Promise<void> {
   const { guard } = w.deps;
   if (!guard || !w.ctx.principal || w.ctx.principal.operator) return;
   let current: StoredVersion | undefined;
@@ -85,11 +97,20 @@ export async function permit(w: Writes, interaction: 'create' | 'update' | 'dele
   }
   const grant = guard.allow(w.ctx.principal, interaction, type);
   if (!isLimited(grant)) return;
-  if (current && !guard.covers(grant, current.resource as Resource)) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: id as string });
-  if (after && !guard.covers(grant, after)) throw fhirError('ERR_AUTH_FORBIDDEN', { reason: `the ${type} would be outside what the token may write (the patient's compartment)` });
+  if (current && !guard.covers(grant, current.resource as Resource))
+    throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: id as string });
+  if (after && !guard.covers(grant, after))
+    throw fhirError('ERR_AUTH_FORBIDDEN', {
+      reason: `the ${type} would be outside what the token may write (the patient's compartment)`,
+    });
 }
 
-export async function create(w: Writes, type: string, resource: Resource, options: { ifNoneExist?: string; id?: string } = {}): Promise<FhirResponse> {
+export async function create(
+  w: Writes,
+  type: string,
+  resource: Resource,
+  options: { ifNoneExist?: string; id?: string } = {},
+): Promise<FhirResponse> {
   await permit(w, 'create', type, resource);
   await check(w, type, resource);
   if (options.ifNoneExist !== undefined) {
@@ -101,7 +122,13 @@ export async function create(w: Writes, type: string, resource: Resource, option
 }
 
 /** PUT [type]/[id]. */
-export async function update(w: Writes, type: string, id: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
+export async function update(
+  w: Writes,
+  type: string,
+  id: string,
+  resource: Resource,
+  ifMatch?: number,
+): Promise<FhirResponse> {
   if (resource.id === undefined) throw fhirError('ERR_RESOURCE_ID_MISSING', {});
   if (resource.id !== id) throw fhirError('ERR_RESOURCE_ID_MISMATCH', { url: id, body: clip(String(resource.id)) });
   await permit(w, 'update', type, resource, id);
@@ -114,7 +141,13 @@ export async function update(w: Writes, type: string, id: string, resource: Reso
  * PUT [type]?criteria: none matches -> create (with the body's id, or a new one); one -> update it
  * (the body's id, if any, must be its id); several -> 412.
  */
-export async function conditionalUpdate(w: Writes, type: string, criteria: string, resource: Resource, ifMatch?: number): Promise<FhirResponse> {
+export async function conditionalUpdate(
+  w: Writes,
+  type: string,
+  criteria: string,
+  resource: Resource,
+  ifMatch?: number,
+): Promise<FhirResponse> {
   const id = one(await matching(w, type, criteria), type, criteria);
   if (id === undefined) {
     await permit(w, 'create', type, resource);
@@ -122,7 +155,8 @@ export async function conditionalUpdate(w: Writes, type: string, criteria: strin
     const { version } = await w.tx.create(type, resource, resource.id);
     return versionResponse(w.ctx, version, 201, { write: true });
   }
-  if (resource.id !== undefined && resource.id !== id) throw fhirError('ERR_CONDITIONAL_ID', { id: clip(String(resource.id)) });
+  if (resource.id !== undefined && resource.id !== id)
+    throw fhirError('ERR_CONDITIONAL_ID', { id: clip(String(resource.id)) });
   return update(w, type, id, { ...resource, id } as Resource, ifMatch);
 }
 
@@ -198,10 +232,18 @@ async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse
   const { type, id, ifMatch } = request;
   const current = await w.tx.read(type, id);
   if (ifMatch !== undefined && current.versionId !== ifMatch) {
-    throw fhirError('ERR_VERSION_CONFLICT', { type, id, expected: String(ifMatch), current: `at version ${current.versionId}` });
+    throw fhirError('ERR_VERSION_CONFLICT', {
+      type,
+      id,
+      expected: String(ifMatch),
+      current: `at version ${current.versionId}`,
+    });
   }
   const bounds = { ...w.deps.patchLimits, budget: Budget.of(w.ctx, 'the patch') };
-  const patched = await applyPatch(current.resource as Resource, request.body, request.contentType, { model: w.deps.model, bounds });
+  const patched = await applyPatch(current.resource as Resource, request.body, request.contentType, {
+    model: w.deps.model,
+    bounds,
+  });
   await permit(w, 'update', type, patched, id);
   await check(w, type, patched);
   // The version patched must still be current when the result is written.
@@ -210,7 +252,10 @@ async function patchOnce(w: Writes, request: PatchRequest): Promise<FhirResponse
 }
 
 /** PATCH [type]?criteria: exactly one match is patched. */
-export async function conditionalPatch(w: Writes, request: Omit<PatchRequest, 'id'> & { criteria: string }): Promise<FhirResponse> {
+export async function conditionalPatch(
+  w: Writes,
+  request: Omit<PatchRequest, 'id'> & { criteria: string },
+): Promise<FhirResponse> {
   const { type, criteria } = request;
   const id = one(await matching(w, type, criteria), type, criteria);
   if (id === undefined) throw fhirError('ERR_RESOURCE_NOT_FOUND', { type, id: `?${clip(criteria)}` });

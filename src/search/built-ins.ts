@@ -46,12 +46,19 @@ export class BuiltInMatcher {
   async matches(plan: SearchPlan, type: string, candidates: BuiltInEntry[]): Promise<StoredVersion[]> {
     const { query, resolved, project } = plan;
     if (candidates.length === 0) return [];
-    const found = candidates.filter(({ resource, rows }) => query.criteria.every((c) => matches(resource, rows, c, resolved) === true));
+    const found = candidates.filter(({ resource, rows }) =>
+      query.criteria.every((c) => matches(resource, rows, c, resolved) === true),
+    );
     if (found.length === 0) return [];
     const b = new SqlBuilder(project);
     const ids = found.map((f) => b.bind(f.resource.id));
     const shadowed = new Set(
-      (await b.run<{ id: string }>(plan.store, `SELECT id FROM resources r WHERE ${b.scoped('r', [type])} AND deleted = FALSE AND id IN (${ids.join(', ')})`)).map((r) => r.id),
+      (
+        await b.run<{ id: string }>(
+          plan.store,
+          `SELECT id FROM resources r WHERE ${b.scoped('r', [type])} AND deleted = FALSE AND id IN (${ids.join(', ')})`,
+        )
+      ).map((r) => r.id),
     );
     const visible = found.filter((f) => !shadowed.has(f.resource.id as string));
     const keyed = visible.map((f) => ({ f, keys: query.sort.map((key) => sortValue(f.resource, f.rows, key)) }));

@@ -49,13 +49,21 @@ export class CustomSearchParameters {
 
   /** Refuses a SearchParameter the server could not evaluate (400), before it is stored. */
   check(resource: SearchParameter, project: string): void {
-    const bad = (reason: string) => fhirError('ERR_RESOURCE_INVALID', { type: 'SearchParameter', path: 'SearchParameter', reason });
-    if (!DEFINING.includes(project)) throw bad(`search parameters apply to the whole server and are defined in the '${DEFAULT_PROJECT}' project, by its operators`);
-    if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(resource.code ?? '')) throw bad(`'${String(resource.code).slice(0, 50)}' is not a usable code`);
+    const bad = (reason: string) =>
+      fhirError('ERR_RESOURCE_INVALID', { type: 'SearchParameter', path: 'SearchParameter', reason });
+    if (!DEFINING.includes(project))
+      throw bad(
+        `search parameters apply to the whole server and are defined in the '${DEFAULT_PROJECT}' project, by its operators`,
+      );
+    if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(resource.code ?? ''))
+      throw bad(`'${String(resource.code).slice(0, 50)}' is not a usable code`);
     if (!resource.base?.length) throw bad('it names no base type');
-    if (resource.type !== 'special' && resource.type !== 'composite' && !resource.expression) throw bad('it has no expression');
+    if (resource.type !== 'special' && resource.type !== 'composite' && !resource.expression)
+      throw bad('it has no expression');
     if (resource.type === 'special') throw bad("parameters of type 'special' cannot be defined on this server");
-    for (const type of resource.base) if (type !== 'Resource' && type !== 'DomainResource' && !this.registry.model.isComplexType(type)) throw bad(`'${type}' is not a resource type`);
+    for (const type of resource.base)
+      if (type !== 'Resource' && type !== 'DomainResource' && !this.registry.model.isComplexType(type))
+        throw bad(`'${type}' is not a resource type`);
     if (resource.expression) {
       try {
         this.registry.compileCheck(resource.expression, resource.base[0]);
@@ -64,7 +72,8 @@ export class CustomSearchParameters {
       }
     }
     for (const c of resource.component ?? []) {
-      if (!this.registry.paramByUrl(c.definition)) throw bad(`component ${c.definition} is not a known search parameter`);
+      if (!this.registry.paramByUrl(c.definition))
+        throw bad(`component ${c.definition} is not a known search parameter`);
     }
   }
 
@@ -124,7 +133,10 @@ export class CustomSearchParameters {
     const sameTypes = state !== undefined && JSON.stringify(state.types) === JSON.stringify(types);
     if (sameTypes && state.status === 'ready') return;
     if (sameTypes && state.status === 'indexing' && this.started) return;
-    await this.store.setSetting(`${STATE_PREFIX}${url}`, JSON.stringify({ status: 'indexing', types } satisfies ParamState));
+    await this.store.setSetting(
+      `${STATE_PREFIX}${url}`,
+      JSON.stringify({ status: 'indexing', types } satisfies ParamState),
+    );
     this.resume(url, types);
   }
 
@@ -137,10 +149,15 @@ export class CustomSearchParameters {
     const work = (async () => {
       const concrete = types.includes('Resource') || types.includes('DomainResource') ? undefined : types;
       await this.indexer.reindex({ types: concrete });
-      await this.store.setSetting(`${STATE_PREFIX}${url}`, JSON.stringify({ status: 'ready', types } satisfies ParamState));
+      await this.store.setSetting(
+        `${STATE_PREFIX}${url}`,
+        JSON.stringify({ status: 'ready', types } satisfies ParamState),
+      );
       this.log?.info({ url, types }, 'search parameter indexed');
     })()
-      .catch((err: unknown) => this.log?.error({ err, url }, 'indexing a search parameter failed; it is retried at the next start'))
+      .catch((err: unknown) =>
+        this.log?.error({ err, url }, 'indexing a search parameter failed; it is retried at the next start'),
+      )
       .finally(() => {
         this.running.delete(url);
         this.fresh = false;

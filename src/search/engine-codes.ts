@@ -24,7 +24,8 @@ export function engineCodeMatcher(terminology: TerminologyService): CodeMatcher 
           cache.set(key, member);
         }
         // Answering "not a member" for a code nobody here can judge would drop matches silently.
-        if (member === 'undecidable') throw fhirError('ERR_SEARCH_VALUESET_CONTENT', { url: url.slice(0, 200), system: system ?? '' });
+        if (member === 'undecidable')
+          throw fhirError('ERR_SEARCH_VALUESET_CONTENT', { url: url.slice(0, 200), system: system ?? '' });
         return member;
       };
     },

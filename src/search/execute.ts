@@ -53,7 +53,9 @@ export function whereClause(b: SqlBuilder, query: SearchQuery, types: string[]):
   // looking up the few row ids the criterion names.
   const typed = query.criteria.some(restrictsType);
   const conditions = typed ? [] : [b.scoped('r', types)];
-  return [...conditions, 'r.deleted = FALSE', ...query.criteria.map((c) => b.criterion(c, 'r', types))].join('\n  AND ');
+  return [...conditions, 'r.deleted = FALSE', ...query.criteria.map((c) => b.criterion(c, 'r', types))].join(
+    '\n  AND ',
+  );
 }
 
 /** How many stored resources match. */
@@ -80,7 +82,9 @@ export async function assemblePage(plan: SearchPlan, builtIns: StoredVersion[], 
   if (!inStored && n > 0) {
     if (cursor) start = cursor.direction === 'next' ? -cursor.rid : Math.max(0, -cursor.rid - 1 - query.count);
     else if (offset !== undefined) start = Math.min(offset, n);
-    builtIns.slice(start, start + query.count).forEach((version, i) => items.push({ version, rid: -(start + i + 1), keys: placeholder }));
+    builtIns
+      .slice(start, start + query.count)
+      .forEach((version, i) => items.push({ version, rid: -(start + i + 1), keys: placeholder }));
   }
   const room = query.count - items.length;
   if (room === 0) {
@@ -103,7 +107,11 @@ export async function assemblePage(plan: SearchPlan, builtIns: StoredVersion[], 
 }
 
 /** One page of matching rows in sort order, and whether more lie beyond it. */
-async function fetchRows(plan: SearchPlan, position: PagePosition, count: number): Promise<{ rows: PageRow[]; hasMore: boolean }> {
+async function fetchRows(
+  plan: SearchPlan,
+  position: PagePosition,
+  count: number,
+): Promise<{ rows: PageRow[]; hasMore: boolean }> {
   const { query } = plan;
   const { cursor, offset } = position;
   const b = new SqlBuilder(plan.project, plan.resolved);
@@ -112,7 +120,10 @@ async function fetchRows(plan: SearchPlan, position: PagePosition, count: number
   const backwards = cursor?.direction === 'previous';
   const ascending = query.sort.map((key) => key.descending === backwards);
   const keyset = cursor ? `WHERE ${keysetCondition(b, query, cursor, ascending)}` : '';
-  const order = [...query.sort.map((_, i) => `q.k${i} ${ascending[i] ? 'ASC' : 'DESC'}`), `q.rid ${backwards ? 'DESC' : 'ASC'}`].join(', ');
+  const order = [
+    ...query.sort.map((_, i) => `q.k${i} ${ascending[i] ? 'ASC' : 'DESC'}`),
+    `q.rid ${backwards ? 'DESC' : 'ASC'}`,
+  ].join(', ');
   const sql = `SELECT q.* FROM (${inner}) q ${keyset} ORDER BY ${order} LIMIT ${b.bind(count + 1)}${offset ? ` OFFSET ${b.bind(offset)}` : ''}`;
   const raw = await b.run<Record<string, unknown>>(plan.store, sql);
   const hasMore = raw.length > count;
@@ -134,7 +145,10 @@ function keysetCondition(b: SqlBuilder, query: SearchQuery, cursor: Cursor, asce
   const terms: string[] = [];
   for (let i = 0; i <= query.sort.length; i++) {
     const equal = query.sort.slice(0, i).map((_, j) => `q.k${j} = ${b.bind(cursor.keys[j])}`);
-    const after = i < query.sort.length ? `q.k${i} ${ascending[i] ? '>' : '<'} ${b.bind(cursor.keys[i])}` : `q.rid ${backwards ? '<' : '>'} ${b.bind(cursor.rid)}`;
+    const after =
+      i < query.sort.length
+        ? `q.k${i} ${ascending[i] ? '>' : '<'} ${b.bind(cursor.keys[i])}`
+        : `q.rid ${backwards ? '<' : '>'} ${b.bind(cursor.rid)}`;
     terms.push(`(${[...equal, after].join(' AND ')})`);
   }
   return terms.join(' OR ');
@@ -144,8 +158,16 @@ function keysetCondition(b: SqlBuilder, query: SearchQuery, cursor: Cursor, asce
 async function contents(store: StoreReader, project: string, rows: PageRow[]): Promise<(StoredVersion | undefined)[]> {
   if (rows.length === 0) return [];
   const b = new SqlBuilder(project);
-  const keys = rows.map((row) => `(${b.bind(row.project)}, ${b.bind(row.type)}, ${b.bind(row.id)}, CAST(${b.bind(row.version)} AS INTEGER))`).join(', ');
-  const found = await b.run<VersionRow>(store, `SELECT project, type, id, version, last_updated, content FROM resource_versions WHERE (project, type, id, version) IN (VALUES ${keys})`);
+  const keys = rows
+    .map(
+      (row) =>
+        `(${b.bind(row.project)}, ${b.bind(row.type)}, ${b.bind(row.id)}, CAST(${b.bind(row.version)} AS INTEGER))`,
+    )
+    .join(', ');
+  const found = await b.run<VersionRow>(
+    store,
+    `SELECT project, type, id, version, last_updated, content FROM resource_versions WHERE (project, type, id, version) IN (VALUES ${keys})`,
+  );
   const byKey = new Map(found.map((row) => [`${row.project}/${row.type}/${row.id}`, versionFromRow(row)]));
   return rows.map((row) => byKey.get(`${row.project}/${row.type}/${row.id}`) as StoredVersion);
 }

@@ -122,8 +122,10 @@ export class ExpressionCompiler {
       const type = info.types[0] ?? 'unknown';
       for (const item of each(child)) {
         if (type.startsWith('#')) out.push({ value: item, type: 'BackboneElement', root, path: type.slice(1) });
-        else if (type === 'BackboneElement' || type === 'Element') out.push({ value: item, type: 'BackboneElement', root, path });
-        else if (type === 'Resource' && isObject(item) && typeof item.resourceType === 'string') out.push({ value: item, type: item.resourceType });
+        else if (type === 'BackboneElement' || type === 'Element')
+          out.push({ value: item, type: 'BackboneElement', root, path });
+        else if (type === 'Resource' && isObject(item) && typeof item.resourceType === 'string')
+          out.push({ value: item, type: item.resourceType });
         else out.push({ value: item, type, binding: info.binding });
       }
       return;

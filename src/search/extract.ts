@@ -2,7 +2,16 @@ import type { Resource } from 'fhir/r4';
 import { emptyIndexRows, type IndexRows, type QuantityRow, type TokenRow } from '../storage/index-schema';
 import type { ChildMemo, Node } from './expression';
 import type { CompiledParam, SearchParameterRegistry, SearchParamType } from './registry';
-import { canonicalQuantity, clipText, dateRange, decimalRange, MAX_INSTANT, MIN_INSTANT, normalizeText, UCUM } from './values';
+import {
+  canonicalQuantity,
+  clipText,
+  dateRange,
+  decimalRange,
+  MAX_INSTANT,
+  MIN_INSTANT,
+  normalizeText,
+  UCUM,
+} from './values';
 
 /**
  * A resource's search index rows: every indexed parameter of its type evaluated on it, each
@@ -51,7 +60,8 @@ export class IndexExtractor {
     nodes.forEach((node, i) => {
       components.forEach((component, k) => {
         if (layout.shared[k]) return;
-        for (const value of component.evaluate(node, memo)) this.add(rows, layout.indexes[k], component.param.type, value, i + 1);
+        for (const value of component.evaluate(node, memo))
+          this.add(rows, layout.indexes[k], component.param.type, value, i + 1);
       });
     });
   }
@@ -98,13 +108,18 @@ export class IndexExtractor {
       case 'CodeableConcept': {
         if (!isObject(value)) return [];
         const out = (Array.isArray(value.coding) ? value.coding : []).filter(isObject).map(coding);
-        if (typeof value.text === 'string') out.push({ system: null, code: null, text: normalizeText(clipText(value.text)) });
+        if (typeof value.text === 'string')
+          out.push({ system: null, code: null, text: normalizeText(clipText(value.text)) });
         return out;
       }
       case 'Identifier':
-        return isObject(value) && typeof value.value === 'string' ? [{ system: str(value.system), code: value.value, text: textOf(value.type) }] : [];
+        return isObject(value) && typeof value.value === 'string'
+          ? [{ system: str(value.system), code: value.value, text: textOf(value.type) }]
+          : [];
       case 'ContactPoint':
-        return isObject(value) && typeof value.value === 'string' ? [{ system: str(value.system), code: value.value, text: null }] : [];
+        return isObject(value) && typeof value.value === 'string'
+          ? [{ system: str(value.system), code: value.value, text: null }]
+          : [];
       case 'boolean':
         return typeof value === 'boolean' ? [{ system: null, code: String(value), text: null }] : [];
       case 'Reference':
@@ -125,7 +140,13 @@ export class IndexExtractor {
     if (!isObject(type) || !Array.isArray(type.coding) || typeof identifier.value !== 'string') return;
     for (const c of type.coding.filter(isObject)) {
       if (typeof c.code !== 'string') continue;
-      rows.token.push({ param: `${param}:of-type`, grp, system: str(c.system), code: `${c.code}|${identifier.value}`, text: null });
+      rows.token.push({
+        param: `${param}:of-type`,
+        grp,
+        system: str(c.system),
+        code: `${c.code}|${identifier.value}`,
+        text: null,
+      });
     }
   }
 
@@ -134,12 +155,25 @@ export class IndexExtractor {
     if (typeof value === 'string') {
       // canonical or uri: url|version
       const bar = value.indexOf('|');
-      rows.reference.push({ param, grp, target_type: null, target_id: null, url: bar < 0 ? value : value.slice(0, bar), version: bar < 0 ? null : value.slice(bar + 1) });
+      rows.reference.push({
+        param,
+        grp,
+        target_type: null,
+        target_id: null,
+        url: bar < 0 ? value : value.slice(0, bar),
+        version: bar < 0 ? null : value.slice(bar + 1),
+      });
       return;
     }
     if (!isObject(value)) return;
     if (isObject(value.identifier) && typeof value.identifier.value === 'string') {
-      rows.token.push({ param: `${param}:identifier`, grp, system: str(value.identifier.system), code: value.identifier.value, text: null });
+      rows.token.push({
+        param: `${param}:identifier`,
+        grp,
+        system: str(value.identifier.system),
+        code: value.identifier.value,
+        text: null,
+      });
     }
     if (typeof value.reference !== 'string') return;
     const target = parseReference(value.reference, this.options.localBases ?? []);
@@ -152,7 +186,10 @@ export class IndexExtractor {
  * with a version) as target type and id; any other absolute URL, urn or canonical as a url.
  * Contained references (`#x`) are not searchable.
  */
-export function parseReference(reference: string, localBases: string[]): { target_type: string | null; target_id: string | null; url: string | null; version: string | null } | undefined {
+export function parseReference(
+  reference: string,
+  localBases: string[],
+): { target_type: string | null; target_id: string | null; url: string | null; version: string | null } | undefined {
   if (reference.startsWith('#') || reference === '') return undefined;
   let relative = reference;
   for (const base of localBases) {
@@ -161,7 +198,12 @@ export function parseReference(reference: string, localBases: string[]): { targe
   const local = /^([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(relative);
   if (local) return { target_type: local[1], target_id: local[2], url: null, version: null };
   const bar = reference.indexOf('|');
-  return { target_type: null, target_id: null, url: bar < 0 ? reference : reference.slice(0, bar), version: bar < 0 ? null : reference.slice(bar + 1) };
+  return {
+    target_type: null,
+    target_id: null,
+    url: bar < 0 ? reference : reference.slice(0, bar),
+    version: bar < 0 ? null : reference.slice(bar + 1),
+  };
 }
 
 function addString(rows: IndexRows, param: string, grp: number, text: string): void {
@@ -173,14 +215,25 @@ function stringsOf(node: Node): string[] {
   const value = node.value;
   if (typeof value === 'string') return [value];
   if (!isObject(value)) return [];
-  const parts = (keys: string[]) => keys.flatMap((k) => (Array.isArray(value[k]) ? value[k] : [value[k]])).filter((v): v is string => typeof v === 'string');
+  const parts = (keys: string[]) =>
+    keys
+      .flatMap((k) => (Array.isArray(value[k]) ? value[k] : [value[k]]))
+      .filter((v): v is string => typeof v === 'string');
   switch (node.type) {
     case 'HumanName':
       return parts(['text', 'family', 'given', 'prefix', 'suffix']);
     case 'Address':
       return parts(['text', 'line', 'city', 'district', 'state', 'postalCode', 'country']);
     case 'CodeableConcept':
-      return [...parts(['text']), ...(Array.isArray(value.coding) ? value.coding.filter(isObject).map((c) => c.display).filter((d): d is string => typeof d === 'string') : [])];
+      return [
+        ...parts(['text']),
+        ...(Array.isArray(value.coding)
+          ? value.coding
+              .filter(isObject)
+              .map((c) => c.display)
+              .filter((d): d is string => typeof d === 'string')
+          : []),
+      ];
     case 'Coding':
       return parts(['display']);
     case 'Annotation':
@@ -201,7 +254,9 @@ function dateRangeOf(node: Node): { low: number; high: number } | undefined {
     return { low: start?.low ?? MIN_INSTANT, high: end?.high ?? MAX_INSTANT };
   }
   if (node.type === 'Timing') {
-    const ranges = (Array.isArray(value.event) ? value.event : []).filter((e): e is string => typeof e === 'string').map(dateRange);
+    const ranges = (Array.isArray(value.event) ? value.event : [])
+      .filter((e): e is string => typeof e === 'string')
+      .map(dateRange);
     const repeat = isObject(value.repeat) ? value.repeat : undefined;
     const bounds = repeat && isObject(repeat.boundsPeriod) ? repeat.boundsPeriod : undefined;
     if (bounds) ranges.push(dateRangeOf({ value: bounds, type: 'Period' }));
@@ -234,7 +289,18 @@ function quantityRows(rows: IndexRows, param: string, grp: number, node: Node): 
   const v = numberOf(value.value);
   if (v === undefined) return;
   if (node.type === 'Money') {
-    rows.quantity.push({ param, grp, system: 'urn:iso:std:iso:4217', code: str(value.currency), unit: str(value.currency), low: v, high: v, canon_code: null, canon_low: null, canon_high: null });
+    rows.quantity.push({
+      param,
+      grp,
+      system: 'urn:iso:std:iso:4217',
+      code: str(value.currency),
+      unit: str(value.currency),
+      low: v,
+      high: v,
+      canon_code: null,
+      canon_low: null,
+      canon_high: null,
+    });
     return;
   }
   rows.quantity.push({ param, grp, ...quantityRow(value, v, v) });
@@ -264,7 +330,11 @@ function quantityRow(unitOf: Record<string, unknown>, low: number, high: number)
 }
 
 function coding(c: Record<string, unknown>): Omit<TokenRow, 'param' | 'grp'> {
-  return { system: str(c.system), code: str(c.code), text: typeof c.display === 'string' ? normalizeText(clipText(c.display)) : null };
+  return {
+    system: str(c.system),
+    code: str(c.code),
+    text: typeof c.display === 'string' ? normalizeText(clipText(c.display)) : null,
+  };
 }
 
 function textOf(value: unknown): string | null {

@@ -54,7 +54,11 @@ function guardedChain(c: Extract<Criterion, { kind: 'chain' }>, reach: Reach): C
   const limited = allowed.map(([type, grant]) => ({ type, limits: reach.limits(type, grant) }));
   if (limited.every((t) => t.limits.length === 0)) return { ...c, targetTypes: allowed.map(([type]) => type), next };
   // Each type's own limits: one chain per type reached, any of which may match.
-  const chains: Criterion[] = limited.map((t) => ({ ...c, targetTypes: [t.type], next: both(next, t.limits) as Criterion }));
+  const chains: Criterion[] = limited.map((t) => ({
+    ...c,
+    targetTypes: [t.type],
+    next: both(next, t.limits) as Criterion,
+  }));
   return chains.length === 1 ? chains[0] : { kind: 'any', index: c.index, of: chains };
 }
 

@@ -20,7 +20,9 @@ interface IncludeRequest {
   limit: number;
 }
 
-export async function includeEntries(request: IncludeRequest): Promise<{ versions: StoredVersion[]; truncated: boolean }> {
+export async function includeEntries(
+  request: IncludeRequest,
+): Promise<{ versions: StoredVersion[]; truncated: boolean }> {
   const { project, store, matches, query, limit } = request;
   const seen = new Set(matches.map(key));
   const added: StoredVersion[] = [];
@@ -54,7 +56,13 @@ function key(version: StoredVersion): string {
 }
 
 /** What the sources point at through the parameter. */
-async function forward(project: string, store: StoreReader, sources: StoredVersion[], include: Include, limit: number): Promise<StoredVersion[]> {
+async function forward(
+  project: string,
+  store: StoreReader,
+  sources: StoredVersion[],
+  include: Include,
+  limit: number,
+): Promise<StoredVersion[]> {
   const from = include.sourceType === '*' ? sources : sources.filter((s) => s.type === include.sourceType);
   if (from.length === 0) return [];
   const b = new SqlBuilder(project);
@@ -62,13 +70,26 @@ async function forward(project: string, store: StoreReader, sources: StoredVersi
   const conditions = ['x.target_id IS NOT NULL'];
   if (include.param !== '*') conditions.push(`x.param = ${b.bind(include.param)}`);
   if (include.targetType) conditions.push(`x.target_type = ${b.bind(include.targetType)}`);
-  const targets = await b.run<{ target_type: string; target_id: string }>(store, `SELECT DISTINCT x.target_type, x.target_id FROM search_reference x JOIN resources s ON s.rid = x.rid
-      WHERE s.project = ${b.bind(project)} AND (s.type, s.id) IN (VALUES ${pairs}) AND ${conditions.join(' AND ')}`);
-  return readCurrent(project, store, targets.slice(0, limit).map((t) => [t.target_type, t.target_id]));
+  const targets = await b.run<{ target_type: string; target_id: string }>(
+    store,
+    `SELECT DISTINCT x.target_type, x.target_id FROM search_reference x JOIN resources s ON s.rid = x.rid
+      WHERE s.project = ${b.bind(project)} AND (s.type, s.id) IN (VALUES ${pairs}) AND ${conditions.join(' AND ')}`,
+  );
+  return readCurrent(
+    project,
+    store,
+    targets.slice(0, limit).map((t) => [t.target_type, t.target_id]),
+  );
 }
 
 /** What points at the sources through the parameter. */
-async function reverse(project: string, store: StoreReader, targets: StoredVersion[], include: Include, limit: number): Promise<StoredVersion[]> {
+async function reverse(
+  project: string,
+  store: StoreReader,
+  targets: StoredVersion[],
+  include: Include,
+  limit: number,
+): Promise<StoredVersion[]> {
   if (targets.length === 0) return [];
   const b = new SqlBuilder(project);
   const conditions: string[] = [`x.project = ${b.bind(project)}`];
@@ -76,10 +97,13 @@ async function reverse(project: string, store: StoreReader, targets: StoredVersi
   if (include.param !== '*') conditions.push(`x.param = ${b.bind(include.param)}`);
   const pairs = targets.map((t) => `(${b.bind(t.type)}, ${b.bind(t.id)})`).join(', ');
   conditions.push(`(x.target_type, x.target_id) IN (VALUES ${pairs})`);
-  const rows = await b.run<VersionRow>(store, `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resource_versions v
+  const rows = await b.run<VersionRow>(
+    store,
+    `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resource_versions v
       JOIN resources r ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
       WHERE r.deleted = FALSE AND r.rid IN (SELECT x.rid FROM search_reference x WHERE ${conditions.join(' AND ')})
-      ORDER BY r.rid LIMIT ${b.bind(limit)}`);
+      ORDER BY r.rid LIMIT ${b.bind(limit)}`,
+  );
   return rows.map((row) => versionFromRow(row));
 }
 
@@ -88,8 +112,11 @@ async function readCurrent(project: string, store: StoreReader, keys: [string, s
   if (keys.length === 0) return [];
   const b = new SqlBuilder(project);
   const pairs = keys.map(([type, id]) => `(${b.bind(type)}, ${b.bind(id)})`).join(', ');
-  const rows = await b.run<VersionRow>(store, `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resources r
+  const rows = await b.run<VersionRow>(
+    store,
+    `SELECT v.project, v.type, v.id, v.version, v.last_updated, v.content FROM resources r
       JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
-      WHERE r.project = ${b.bind(project)} AND (r.type, r.id) IN (VALUES ${pairs}) AND r.deleted = FALSE ORDER BY r.rid`);
+      WHERE r.project = ${b.bind(project)} AND (r.type, r.id) IN (VALUES ${pairs}) AND r.deleted = FALSE ORDER BY r.rid`,
+  );
   return rows.map((row) => versionFromRow(row));
 }

@@ -39,11 +39,14 @@ export class SearchIndexer {
    * The next batch is read and extracted while the previous one is written (on PostgreSQL the
    * database writes while this process extracts).
    */
-  async reindex(options: { types?: string[]; log?: ContextLog; onProgress?: (done: number) => void } = {}): Promise<number> {
+  async reindex(
+    options: { types?: string[]; log?: ContextLog; onProgress?: (done: number) => void } = {},
+  ): Promise<number> {
     let after = 0;
     let done = 0;
     let writing: Promise<void> | undefined;
-    const typeFilter = options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
+    const typeFilter =
+      options.types && options.types.length > 0 ? ` AND r.type IN (${options.types.map(() => '?').join(', ')})` : '';
     const batchSql = `SELECT r.rid, r.project, r.type, v.content FROM resources r
       JOIN resource_versions v ON v.project = r.project AND v.type = r.type AND v.id = r.id AND v.version = r.version
       WHERE r.deleted = FALSE AND r.rid > ?${typeFilter} ORDER BY r.rid LIMIT ?`;
@@ -53,15 +56,26 @@ export class SearchIndexer {
     await this.store.optimize();
     try {
       for (;;) {
-        const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(batchSql, [after, ...(options.types ?? []), BATCH]);
+        const rows = await this.store.query<{ rid: number | string; project: string; type: string; content: string }>(
+          batchSql,
+          [after, ...(options.types ?? []), BATCH],
+        );
         if (rows.length === 0) break;
-        const entries = rows.map((row) => ({ project: row.project, type: row.type, rid: Number(row.rid), rows: this.extractor.extract(JSON.parse(row.content) as Resource) }));
+        const entries = rows.map((row) => ({
+          project: row.project,
+          type: row.type,
+          rid: Number(row.rid),
+          rows: this.extractor.extract(JSON.parse(row.content) as Resource),
+        }));
         await writing;
         writing = this.store.transaction((tx) => tx.replaceIndex(entries));
         after = Number(rows[rows.length - 1].rid);
         done += rows.length;
         const progress = done;
-        void writing.then(() => options.onProgress?.(progress), () => undefined);
+        void writing.then(
+          () => options.onProgress?.(progress),
+          () => undefined,
+        );
       }
       await writing;
     } catch (err) {

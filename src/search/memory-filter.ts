@@ -32,12 +32,17 @@ function rowsOf(extractor: IndexExtractor, resource: Resource): IndexRows {
   return rows;
 }
 
-export function memoryFilter(type: string, queryText: string, deps: { registry: SearchParameterRegistry; extractor: IndexExtractor; localBases: string[] }): ResourceFilter {
+export function memoryFilter(
+  type: string,
+  queryText: string,
+  deps: { registry: SearchParameterRegistry; extractor: IndexExtractor; localBases: string[] },
+): ResourceFilter {
   const query = queryOfString(queryText);
   const parsed = parseSearch([type], query, deps.registry, { strict: true, localBases: deps.localBases });
   const criteria = parsed.criteria;
   for (const c of criteria) {
-    if (!decidable(c)) throw fhirError('ERR_SEARCH_PARAM', { name: criterionName(c), value: `${type}?${queryText}`.slice(0, 200) });
+    if (!decidable(c))
+      throw fhirError('ERR_SEARCH_PARAM', { name: criterionName(c), value: `${type}?${queryText}`.slice(0, 200) });
   }
   const resolved = new Map();
   return (resource) => {

@@ -1,6 +1,14 @@
 import type { Resource } from 'fhir/r4';
 import type { IndexRows, TokenRow } from '../storage/index-schema';
-import type { Criterion, DateValue, NumberValue, QuantityValue, ScalarType, SortKey, TypedValue } from './query/criteria';
+import type {
+  Criterion,
+  DateValue,
+  NumberValue,
+  QuantityValue,
+  ScalarType,
+  SortKey,
+  TypedValue,
+} from './query/criteria';
 import type { ResolvedCodes } from './query/sql';
 import { MAX_INSTANT, MIN_INSTANT, normalizeText } from './values';
 
@@ -13,7 +21,12 @@ import { MAX_INSTANT, MIN_INSTANT, normalizeText } from './values';
 
 type AnyRow = { param: string; grp: number } & Record<string, unknown>;
 
-export function matches(resource: Resource, rows: IndexRows, criterion: Criterion, resolved: Map<Criterion, ResolvedCodes>): boolean | undefined {
+export function matches(
+  resource: Resource,
+  rows: IndexRows,
+  criterion: Criterion,
+  resolved: Map<Criterion, ResolvedCodes>,
+): boolean | undefined {
   switch (criterion.kind) {
     case 'id': {
       const found = criterion.ids.includes(resource.id ?? '');
@@ -21,7 +34,11 @@ export function matches(resource: Resource, rows: IndexRows, criterion: Criterio
     }
     case 'value': {
       const candidates = rowsOf(rows, criterion.paramType).filter((r) => r.param === criterion.index);
-      const found = candidates.some((row) => criterion.values.some((v) => valueMatches(row, v, criterion.modifier === 'not' ? undefined : criterion.modifier)));
+      const found = candidates.some((row) =>
+        criterion.values.some((v) =>
+          valueMatches(row, v, criterion.modifier === 'not' ? undefined : criterion.modifier),
+        ),
+      );
       return criterion.modifier === 'not' ? !found : found;
     }
     case 'missing': {
@@ -31,7 +48,12 @@ export function matches(resource: Resource, rows: IndexRows, criterion: Criterio
     }
     case 'terminology': {
       const pairs = resolved.get(criterion)?.pairs ?? [];
-      const found = rows.token.some((t) => t.param === criterion.index && t.code !== null && pairs.some((p) => p.system === t.system && p.code === t.code));
+      const found = rows.token.some(
+        (t) =>
+          t.param === criterion.index &&
+          t.code !== null &&
+          pairs.some((p) => p.system === t.system && p.code === t.code),
+      );
       return criterion.modifier === 'not-in' ? !found : found;
     }
     case 'composite':
@@ -39,7 +61,12 @@ export function matches(resource: Resource, rows: IndexRows, criterion: Criterio
         const first = rowsOf(rows, criterion.components[0]).filter((r) => r.param === criterion.indexes[0]);
         return first.some((anchor) =>
           tuple.every((v, i) =>
-            rowsOf(rows, criterion.components[i]).some((r) => r.param === criterion.indexes[i] && (!criterion.tied || r.grp === anchor.grp) && valueMatches(r, v, undefined)),
+            rowsOf(rows, criterion.components[i]).some(
+              (r) =>
+                r.param === criterion.indexes[i] &&
+                (!criterion.tied || r.grp === anchor.grp) &&
+                valueMatches(r, v, undefined),
+            ),
           ),
         );
       });
@@ -90,7 +117,10 @@ function valueMatches(row: AnyRow, v: TypedValue, modifier: string | undefined):
     }
     case 'uri': {
       const value = String(row.value);
-      if (modifier === 'below') return value === v.value.value || value.startsWith(v.value.value.endsWith('/') ? v.value.value : `${v.value.value}/`);
+      if (modifier === 'below')
+        return (
+          value === v.value.value || value.startsWith(v.value.value.endsWith('/') ? v.value.value : `${v.value.value}/`)
+        );
       if (modifier === 'above') return v.value.value === value || v.value.value.startsWith(`${value}/`);
       return value === v.value.value;
     }
@@ -101,7 +131,17 @@ function valueMatches(row: AnyRow, v: TypedValue, modifier: string | undefined):
 
 function quantityMatches(row: AnyRow, v: QuantityValue): boolean {
   if (v.system && v.code) {
-    if (v.canonical && row.canon_code === v.canonical.code && inRange(row.canon_low as number, row.canon_high as number, { prefix: v.prefix, value: v.canonical.value, range: v.canonical.range }, 'number')) return true;
+    if (
+      v.canonical &&
+      row.canon_code === v.canonical.code &&
+      inRange(
+        row.canon_low as number,
+        row.canon_high as number,
+        { prefix: v.prefix, value: v.canonical.value, range: v.canonical.range },
+        'number',
+      )
+    )
+      return true;
     if (row.system !== v.system || row.code !== v.code) return false;
   } else if (v.code) {
     if (row.code !== v.code && row.unit !== v.code) return false;
@@ -133,7 +173,10 @@ function inRange(low: number, high: number, v: DateValue | NumberValue, kind: 'd
     case 'ap': {
       const center = 'value' in v ? v.value : (vl + vh) / 2;
       const slack = kind === 'date' ? Math.abs(Date.now() - center) * 0.1 : Math.abs(center) * 0.1;
-      return low <= Math.min(vh + slack, kind === 'date' ? MAX_INSTANT : Number.MAX_VALUE) && high >= Math.max(vl - slack, kind === 'date' ? MIN_INSTANT : -Number.MAX_VALUE);
+      return (
+        low <= Math.min(vh + slack, kind === 'date' ? MAX_INSTANT : Number.MAX_VALUE) &&
+        high >= Math.max(vl - slack, kind === 'date' ? MIN_INSTANT : -Number.MAX_VALUE)
+      );
     }
     default:
       return false;
@@ -144,8 +187,20 @@ function inRange(low: number, high: number, v: DateValue | NumberValue, kind: 'd
 export function sortValue(resource: Resource, rows: IndexRows, key: SortKey): string | number {
   if (key.paramType === 'id') return resource.id ?? '';
   const type = key.paramType as ScalarType;
-  const candidates = rowsOf(rows, type).filter((r) => (key.rowsOf ? key.rowsOf.includes(r.param) : r.param === key.index));
-  const column = ({ string: 'norm', token: 'code', date: 'low', number: 'low', quantity: 'low', reference: 'target_id', uri: 'value' } as const)[type];
+  const candidates = rowsOf(rows, type).filter((r) =>
+    key.rowsOf ? key.rowsOf.includes(r.param) : r.param === key.index,
+  );
+  const column = (
+    {
+      string: 'norm',
+      token: 'code',
+      date: 'low',
+      number: 'low',
+      quantity: 'low',
+      reference: 'target_id',
+      uri: 'value',
+    } as const
+  )[type];
   const numeric = type === 'date' || type === 'number' || type === 'quantity';
   const pick = key.descending && numeric ? 'high' : column;
   const values = candidates.map((r) => r[pick]).filter((v) => v !== null && v !== undefined) as (string | number)[];

@@ -10,7 +10,8 @@ import type { ElementModel } from '../fhir/model/model';
  * compiled for a type the first time that type is written or searched.
  */
 
-export type SearchParamType = 'string' | 'token' | 'reference' | 'date' | 'number' | 'quantity' | 'uri' | 'composite' | 'special';
+export type SearchParamType =
+  'string' | 'token' | 'reference' | 'date' | 'number' | 'quantity' | 'uri' | 'composite' | 'special';
 
 export interface SearchParam {
   code: string;
@@ -61,15 +62,27 @@ export interface CompositeLayout {
 /** Parameters every type has, answered without index rows (the resource's own id). */
 const NOT_INDEXED = new Set(['_id']);
 /** Parameters R4 names that this server does not evaluate; asking for them is 400, never ignored. */
-export const UNSUPPORTED_PARAMS = new Set(['_content', '_query', '_filter', '_list', 'near', '_containedType', '_contained']);
+export const UNSUPPORTED_PARAMS = new Set([
+  '_content',
+  '_query',
+  '_filter',
+  '_list',
+  'near',
+  '_containedType',
+  '_contained',
+]);
 
 export function loadR4SearchParameters(): SearchParameter[] {
   const read = (name: BundledDefinitionsFile) => {
     const bundle = readBundledDefinitions(name);
-    return (bundle.entry ?? []).map((e) => e.resource as SearchParameter).filter((r) => r?.resourceType === 'SearchParameter');
+    return (bundle.entry ?? [])
+      .map((e) => e.resource as SearchParameter)
+      .filter((r) => r?.resourceType === 'SearchParameter');
   };
   // With the administrative types' own (User email, ProjectMembership user, ...).
-  const admin = read('search-parameters-medplum.json').filter((p) => (p.base ?? []).every((b) => ADMIN_RESOURCE_TYPES.includes(b)));
+  const admin = read('search-parameters-medplum.json').filter((p) =>
+    (p.base ?? []).every((b) => ADMIN_RESOURCE_TYPES.includes(b)),
+  );
   return [...read('search-parameters.json'), ...admin];
 }
 
@@ -204,8 +217,12 @@ export class SearchParameterRegistry {
     for (const [code, param] of this.declared(type)) map.set(code, this.compile(param, type));
     // Each parameter's alternatives for this type, worked out once; fewest first: a union is made
     // only of parameters already known to have rows.
-    const branches = new Map([...map.values()].map((c) => [c, c.param.expression ? branchesOf(c.param.expression, type) : []]));
-    const byBreadth = [...map.values()].sort((x, y) => (branches.get(x) as string[]).length - (branches.get(y) as string[]).length);
+    const branches = new Map(
+      [...map.values()].map((c) => [c, c.param.expression ? branchesOf(c.param.expression, type) : []]),
+    );
+    const byBreadth = [...map.values()].sort(
+      (x, y) => (branches.get(x) as string[]).length - (branches.get(y) as string[]).length,
+    );
     for (const compiled of byBreadth) {
       const union = this.unionOf(compiled, type, branches);
       if (union) compiled.union = union;
@@ -218,7 +235,9 @@ export class SearchParameterRegistry {
   indexed(type: string): CompiledParam[] {
     let list = this.indexedLists.get(type);
     if (!list) {
-      list = [...this.forType(type).values()].filter((p) => !NOT_INDEXED.has(p.param.code) && !p.union && (p.param.expression || p.param.code === '_text'));
+      list = [...this.forType(type).values()].filter(
+        (p) => !NOT_INDEXED.has(p.param.code) && !p.union && (p.param.expression || p.param.code === '_text'),
+      );
       this.indexedLists.set(type, list);
     }
     return list;
@@ -232,7 +251,12 @@ export class SearchParameterRegistry {
       return definition ? { param: definition, evaluate: this.compiler.compile(c.expression, undefined) } : undefined;
     });
     if (components.some((c) => c === undefined)) return { param, evaluate: () => [] };
-    return { param, evaluate, components: components as { param: SearchParam; evaluate: Evaluator }[], layout: this.layoutOf(param, type) };
+    return {
+      param,
+      evaluate,
+      components: components as { param: SearchParam; evaluate: Evaluator }[],
+      layout: this.layoutOf(param, type),
+    };
   }
 
   /** The layout of a composite parameter's rows (the same for every type that has it). */
@@ -250,10 +274,18 @@ export class SearchParameterRegistry {
       const plain = definition && this.ownOrInherited(type, definition.code);
       if (!plain || plain !== definition || !plain.expression || NOT_INDEXED.has(plain.code)) return false;
       const mine = splitTop(component.expression, '|').map((b) => normalizedBranch(`${type}.${b}`));
-      const theirs = splitTop(plain.expression, '|').map(normalizedBranch).filter((b) => b.startsWith(`${type}.`));
+      const theirs = splitTop(plain.expression, '|')
+        .map(normalizedBranch)
+        .filter((b) => b.startsWith(`${type}.`));
       return mine.length === theirs.length && mine.every((b) => theirs.includes(b));
     });
-    return { indexes: param.components.map((_, k) => (shared[k] ? (this.byUrl.get(param.components[k].definition) as SearchParam).code : `${param.code}#${k}`)), tied: false, shared };
+    return {
+      indexes: param.components.map((_, k) =>
+        shared[k] ? (this.byUrl.get(param.components[k].definition) as SearchParam).code : `${param.code}#${k}`,
+      ),
+      tied: false,
+      shared,
+    };
   }
 
   /**
@@ -267,7 +299,14 @@ export class SearchParameterRegistry {
    */
   private unionOf(compiled: CompiledParam, type: string, branches: Map<CompiledParam, string[]>): string[] | undefined {
     const { param } = compiled;
-    if (param.base.length !== 1 || param.base[0] !== type || !param.expression || param.type === 'reference' || param.type === 'special') return undefined;
+    if (
+      param.base.length !== 1 ||
+      param.base[0] !== type ||
+      !param.expression ||
+      param.type === 'reference' ||
+      param.type === 'special'
+    )
+      return undefined;
     if (param.type === 'composite' && !compiled.components) return undefined;
     if (this.isStored(param)) return undefined;
     const wanted = branches.get(compiled) as string[];
@@ -275,7 +314,15 @@ export class SearchParameterRegistry {
     const theirsOf = (other: CompiledParam) => branches.get(other) as string[];
     const candidates = [...branches.keys()].filter((other) => {
       const q = other.param;
-      if (q === param || other.union || q.type !== param.type || !q.expression || NOT_INDEXED.has(q.code) || this.isStored(q)) return false;
+      if (
+        q === param ||
+        other.union ||
+        q.type !== param.type ||
+        !q.expression ||
+        NOT_INDEXED.has(q.code) ||
+        this.isStored(q)
+      )
+        return false;
       if (param.type === 'composite' && !sameComponents(compiled, other)) return false;
       const theirs = theirsOf(other);
       return theirs.length > 0 && theirs.length < wanted.length && theirs.every((b) => wanted.includes(b));
@@ -295,13 +342,19 @@ export class SearchParameterRegistry {
 
   /** The parameter a type's index rows of `code` come from (its own wins over Resource/DomainResource ones). */
   private ownOrInherited(type: string, code: string): SearchParam | undefined {
-    return this.byType.get(type)?.get(code) ?? this.byType.get('DomainResource')?.get(code) ?? this.byType.get('Resource')?.get(code);
+    return (
+      this.byType.get(type)?.get(code) ??
+      this.byType.get('DomainResource')?.get(code) ??
+      this.byType.get('Resource')?.get(code)
+    );
   }
 }
 
 /** The distinct alternatives of an expression that apply to `type` (`Observation.code | Condition.code` on Observation: one). */
 function branchesOf(expression: string, type: string): string[] {
-  const branches = splitTop(expression, '|').map(normalizedBranch).filter((b) => b === type || b.startsWith(`${type}.`));
+  const branches = splitTop(expression, '|')
+    .map(normalizedBranch)
+    .filter((b) => b === type || b.startsWith(`${type}.`));
   return [...new Set(branches)];
 }
 
@@ -310,11 +363,19 @@ function sameComponents(a: CompiledParam, b: CompiledParam): boolean {
   const ca = a.param.components;
   const cb = b.param.components;
   if (!a.components || !b.components || ca.length !== cb.length) return false;
-  return ca.every((c, k) => normalizedBranch(c.expression) === normalizedBranch(cb[k].expression) && a.components?.[k].param.type === b.components?.[k].param.type);
+  return ca.every(
+    (c, k) =>
+      normalizedBranch(c.expression) === normalizedBranch(cb[k].expression) &&
+      a.components?.[k].param.type === b.components?.[k].param.type,
+  );
 }
 
 function separateRows(param: SearchParam): CompositeLayout {
-  return { indexes: param.components.map((_, k) => `${param.code}#${k}`), tied: true, shared: param.components.map(() => false) };
+  return {
+    indexes: param.components.map((_, k) => `${param.code}#${k}`),
+    tied: true,
+    shared: param.components.map(() => false),
+  };
 }
 
 /** One alternative in a comparable form: `(X as T)` and `X.as(T)` mean the same. */

@@ -62,7 +62,8 @@ export class SearchService implements SearchHandler {
     const position = pagePosition(query, parsed.sort.length);
     const bundle: Bundle = { resourceType: 'Bundle', type: 'searchset' };
     const counted = async () => builtIns.length + (await countMatches(plan));
-    if (parsed.summary === 'count' || parsed.total === 'accurate' || parsed.total === 'estimate') bundle.total = await counted();
+    if (parsed.summary === 'count' || parsed.total === 'accurate' || parsed.total === 'estimate')
+      bundle.total = await counted();
     const links = new SearchLinks(ctx.baseUrl, target, parsed, query);
     if (parsed.summary === 'count' || parsed.count === 0) {
       bundle.total ??= await counted();
@@ -71,10 +72,19 @@ export class SearchService implements SearchHandler {
     }
     const page = await assemblePage(plan, builtIns, position);
     bundle.link = links.ofPage(page, position);
-    if (bundle.total === undefined && !page.hasNext && position.cursor === undefined && !position.offset) bundle.total = page.items.length;
+    if (bundle.total === undefined && !page.hasNext && position.cursor === undefined && !position.offset)
+      bundle.total = page.items.length;
     const { store, registry, model } = this.deps;
     const versions = page.items.map((item) => item.version);
-    const source = { base: ctx.baseUrl, project: plan.project, query: parsed, store, registry, model, visible: (v: StoredVersion) => this.visible(v, ctx) };
+    const source = {
+      base: ctx.baseUrl,
+      project: plan.project,
+      query: parsed,
+      store,
+      registry,
+      model,
+      visible: (v: StoredVersion) => this.visible(v, ctx),
+    };
     const entries = await pageEntries(versions, source);
     if (entries.length > 0) bundle.entry = entries;
     return bundle;
@@ -84,7 +94,11 @@ export class SearchService implements SearchHandler {
    * The search as a plan to run: its criteria with the principal's limits and the compartment's
    * added, terminology resolved to codes; and the built-in resources that match (type level only).
    */
-  private async prepare(target: SearchTarget, query: Record<string, string[]>, ctx: RequestContext): Promise<{ plan: SearchPlan; builtIns: StoredVersion[] }> {
+  private async prepare(
+    target: SearchTarget,
+    query: Record<string, string[]>,
+    ctx: RequestContext,
+  ): Promise<{ plan: SearchPlan; builtIns: StoredVersion[] }> {
     const types = this.typesOf(target, query);
     const parsed = parseSearch(types, query, this.deps.registry, {
       strict: ctx.prefer.handling === 'strict',
@@ -108,15 +122,28 @@ export class SearchService implements SearchHandler {
    * `reader` (inside a transaction, its own view). Parsed strictly: a conditional write that
    * ignored a criterion it did not understand could change the wrong resource.
    */
-  async matchKeys(type: string, query: Record<string, string[]>, ctx: RequestContext, reader: StoreReader = this.deps.store, limit = 2): Promise<{ id: string; rid: number }[]> {
-    const parsed = parseSearch([type], query, this.deps.registry, { strict: true, localBases: [ctx.baseUrl], indexing: this.deps.indexing });
+  async matchKeys(
+    type: string,
+    query: Record<string, string[]>,
+    ctx: RequestContext,
+    reader: StoreReader = this.deps.store,
+    limit = 2,
+  ): Promise<{ id: string; rid: number }[]> {
+    const parsed = parseSearch([type], query, this.deps.registry, {
+      strict: true,
+      localBases: [ctx.baseUrl],
+      indexing: this.deps.indexing,
+    });
     if (parsed.criteria.length === 0) throw fhirError('ERR_CONDITIONAL_EMPTY', { type });
     // Whether a conditional write found a match tells as much as a search's count would.
     parsed.criteria = this.reachable(parsed.criteria, ctx);
     const resolved = await this.resolveTerminology(ctx.project, parsed.criteria, [type], []);
     // Conditional writes change the project's own resources only.
     const b = new SqlBuilder(ctx.project, resolved, true);
-    const rows = await b.run<{ id: string; rid: number | string }>(reader, `SELECT r.id, r.rid FROM resources r WHERE ${whereClause(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`);
+    const rows = await b.run<{ id: string; rid: number | string }>(
+      reader,
+      `SELECT r.id, r.rid FROM resources r WHERE ${whereClause(b, parsed, [type])} ORDER BY r.rid LIMIT ${b.bind(limit)}`,
+    );
     return rows.map((row) => ({ id: row.id, rid: Number(row.rid) }));
   }
 
@@ -127,7 +154,13 @@ export class SearchService implements SearchHandler {
    * to check (it reads them through the REST service).
    */
   async referencedFrom(
-    options: { compartment: string; id: string; targetTypes: string[]; after?: { type: string; id: string }; limit: number },
+    options: {
+      compartment: string;
+      id: string;
+      targetTypes: string[];
+      after?: { type: string; id: string };
+      limit: number;
+    },
     ctx: RequestContext,
   ): Promise<{ type: string; id: string }[]> {
     const definition = this.deps.model.compartment(options.compartment);
@@ -136,14 +169,21 @@ export class SearchService implements SearchHandler {
     const b = new SqlBuilder(ctx.project, new Map(), true);
     const members = Object.entries(definition)
       .filter(([, params]) => params.length > 0)
-      .map(([type, params]) => `(x.type = ${b.bind(type)} AND x.param IN (${params.map((p) => b.bind(p)).join(', ')}))`);
-    const after = options.after ? `AND (t.target_type > ${b.bind(options.after.type)} OR (t.target_type = ${b.bind(options.after.type)} AND t.target_id > ${b.bind(options.after.id)}))` : '';
+      .map(
+        ([type, params]) => `(x.type = ${b.bind(type)} AND x.param IN (${params.map((p) => b.bind(p)).join(', ')}))`,
+      );
+    const after = options.after
+      ? `AND (t.target_type > ${b.bind(options.after.type)} OR (t.target_type = ${b.bind(options.after.type)} AND t.target_id > ${b.bind(options.after.id)}))`
+      : '';
     const sql = `SELECT DISTINCT t.target_type AS type, t.target_id AS id FROM search_reference t JOIN resources r ON r.rid = t.rid AND r.deleted = FALSE
       WHERE t.project = ${b.bind(ctx.project)} AND ${b.typeFilter('t.target_type', options.targetTypes)} AND t.target_id IS NOT NULL ${after}
         AND t.rid IN (SELECT x.rid FROM search_reference x WHERE x.project = ${b.bind(ctx.project)} AND (${members.join(' OR ')})
           AND x.target_type = ${b.bind(options.compartment)} AND x.target_id = ${b.bind(options.id)})
       ORDER BY t.target_type, t.target_id LIMIT ${b.bind(options.limit)}`;
-    return (await b.run<{ type: string; id: string }>(this.deps.store, sql)).map((row) => ({ type: String(row.type), id: String(row.id) }));
+    return (await b.run<{ type: string; id: string }>(this.deps.store, sql)).map((row) => ({
+      type: String(row.type),
+      id: String(row.id),
+    }));
   }
 
   /** Whether `type` has a search parameter with this code. */
@@ -169,12 +209,15 @@ export class SearchService implements SearchHandler {
       // A patient's own compartment is within a patient/ grant as it is; another's is outside it.
       const patients = new Set([...grants.values()].map((g) => g.patient));
       const patient = [...patients][0];
-      if (patients.size === 1 && (patient === undefined || (target.compartment === 'Patient' && target.id === patient))) return new Map();
+      if (patients.size === 1 && (patient === undefined || (target.compartment === 'Patient' && target.id === patient)))
+        return new Map();
       if (!patients.has(undefined)) return new Map([['*', { ids: [NO_ID] }]]);
     }
     const limited = [...grants.values()].some(isLimited);
     if (limited && types.length > 1 && target.level !== 'compartment') {
-      throw fhirError('ERR_AUTH_FORBIDDEN', { reason: "the token's limits (a patient's compartment) apply one type at a time; search each type" });
+      throw fhirError('ERR_AUTH_FORBIDDEN', {
+        reason: "the token's limits (a patient's compartment) apply one type at a time; search each type",
+      });
     }
     return grants;
   }
@@ -207,8 +250,13 @@ export class SearchService implements SearchHandler {
       if (!definition) throw fhirError('ERR_SEARCH_COMPARTMENT', { compartment: target.compartment });
       return target.type === '*' ? Object.keys(definition).sort() : [target.type];
     }
-    const listed = (query._type ?? []).flatMap(splitValues).map(unescapeValue).filter((t) => t !== '');
-    for (const type of listed) if (!this.deps.isResourceType(type)) throw fhirError('ERR_SEARCH_PARAM', { name: '_type', value: type.slice(0, 100) });
+    const listed = (query._type ?? [])
+      .flatMap(splitValues)
+      .map(unescapeValue)
+      .filter((t) => t !== '');
+    for (const type of listed)
+      if (!this.deps.isResourceType(type))
+        throw fhirError('ERR_SEARCH_PARAM', { name: '_type', value: type.slice(0, 100) });
     return [...new Set(listed)];
   }
 
@@ -219,7 +267,12 @@ export class SearchService implements SearchHandler {
   }
 
   /** Token modifiers that need the terminology engine, resolved to the codes present in the index. */
-  private async resolveTerminology(project: string, criteria: Criterion[], types: string[], builtIns: BuiltInEntry[]): Promise<Map<Criterion, ResolvedCodes>> {
+  private async resolveTerminology(
+    project: string,
+    criteria: Criterion[],
+    types: string[],
+    builtIns: BuiltInEntry[],
+  ): Promise<Map<Criterion, ResolvedCodes>> {
     const resolved = new Map<Criterion, ResolvedCodes>();
     const visit = async (c: Criterion, within: string[]): Promise<void> => {
       if (c.kind === 'chain') return visit(c.next, c.targetTypes);
@@ -230,19 +283,33 @@ export class SearchService implements SearchHandler {
       }
       if (c.kind !== 'terminology') return;
       const b = new SqlBuilder(project);
-      const present = await b.run<{ system: string | null; code: string }>(this.deps.store, `SELECT DISTINCT x.system, x.code FROM search_token x WHERE ${b.scoped('x', within)} AND x.param = ${b.bind(c.index)} AND x.code IS NOT NULL`);
+      const present = await b.run<{ system: string | null; code: string }>(
+        this.deps.store,
+        `SELECT DISTINCT x.system, x.code FROM search_token x WHERE ${b.scoped('x', within)} AND x.param = ${b.bind(c.index)} AND x.code IS NOT NULL`,
+      );
       if (within === types) {
-        for (const { rows } of builtIns) for (const t of rows.token) if (t.param === c.index && t.code !== null) present.push({ system: t.system, code: t.code });
+        for (const { rows } of builtIns)
+          for (const t of rows.token)
+            if (t.param === c.index && t.code !== null) present.push({ system: t.system, code: t.code });
       }
       const tests: ((system: string | null, code: string) => boolean)[] = [];
       for (const value of c.values) {
         if (value.valueSet !== undefined) {
           const test = await this.deps.codes.valueSet(value.valueSet, project);
-          if (!test) throw fhirError('ERR_SEARCH_VALUESET', { name: `${c.index}:${c.modifier}`, url: value.valueSet.slice(0, 200) });
+          if (!test)
+            throw fhirError('ERR_SEARCH_VALUESET', {
+              name: `${c.index}:${c.modifier}`,
+              url: value.valueSet.slice(0, 200),
+            });
           tests.push(test);
         } else {
           const system = value.system as string;
-          const test = await this.deps.codes.hierarchy(system, value.code as string, c.modifier === 'above' ? 'above' : 'below', project);
+          const test = await this.deps.codes.hierarchy(
+            system,
+            value.code as string,
+            c.modifier === 'above' ? 'above' : 'below',
+            project,
+          );
           // A system the engine cannot walk: only the code itself is known to be below (or above) itself.
           tests.push(test ? (s, code) => s === system && test(code) : (s, code) => s === system && code === value.code);
         }
@@ -262,8 +329,15 @@ function grantCriteria(grants: Map<string, Grant>, model: ElementModel): Criteri
   for (const [type, grant] of patientLimited) {
     const patient = grant.patient as string;
     if (type === 'Patient') criteria.push({ kind: 'id', ids: [patient], not: false });
-    else criteria.push({ kind: 'compartment', byType: [[type, compartment[type] ?? []]], targetType: 'Patient', targetId: patient });
+    else
+      criteria.push({
+        kind: 'compartment',
+        byType: [[type, compartment[type] ?? []]],
+        targetType: 'Patient',
+        targetId: patient,
+      });
   }
-  for (const grant of grants.values()) if (grant.ids !== undefined) criteria.push({ kind: 'id', ids: grant.ids, not: false });
+  for (const grant of grants.values())
+    if (grant.ids !== undefined) criteria.push({ kind: 'id', ids: grant.ids, not: false });
   return criteria;
 }

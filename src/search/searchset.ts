@@ -27,7 +27,8 @@ export type SearchTarget =
 export function pagePosition(raw: Record<string, string[]>, sortKeys: number): PagePosition {
   const cursor = raw._cursor?.[0] !== undefined ? decodeCursor(raw._cursor[0], sortKeys) : undefined;
   const offsetText = raw._offset?.[0];
-  if (offsetText !== undefined && !/^\d{1,9}$/.test(offsetText)) throw fhirError('ERR_SEARCH_PARAM', { name: '_offset', value: offsetText.slice(0, 20) });
+  if (offsetText !== undefined && !/^\d{1,9}$/.test(offsetText))
+    throw fhirError('ERR_SEARCH_PARAM', { name: '_offset', value: offsetText.slice(0, 20) });
   const offset = offsetText === undefined ? undefined : Number(offsetText);
   return { cursor, offset };
 }
@@ -48,7 +49,10 @@ export class SearchLinks {
   /** The self link: the page asked for, so with its `_cursor`/`_offset` when it is not the first. */
   self(position: PagePosition): BundleLink {
     const { cursor, offset } = position;
-    return { relation: 'self', url: this.url(cursor || offset ? [...this.selfParams, ...pagingParams(this.raw)] : this.selfParams) };
+    return {
+      relation: 'self',
+      url: this.url(cursor || offset ? [...this.selfParams, ...pagingParams(this.raw)] : this.selfParams),
+    };
   }
 
   /** Self, then next and previous where the page has neighbours, then first when this is not it. */
@@ -59,13 +63,17 @@ export class SearchLinks {
     if (page.items.length > 0 && page.hasNext) {
       const last = page.items[page.items.length - 1];
       const next: [string, string][] =
-        offset !== undefined ? [['_offset', String(offset + count)]] : [['_cursor', encodeCursor({ keys: last.keys, rid: last.rid, direction: 'next' })]];
+        offset !== undefined
+          ? [['_offset', String(offset + count)]]
+          : [['_cursor', encodeCursor({ keys: last.keys, rid: last.rid, direction: 'next' })]];
       links.push({ relation: 'next', url: this.url([...this.selfParams, ...next]) });
     }
     if (page.items.length > 0 && page.hasPrevious) {
       const first = page.items[0];
       const previous: [string, string][] =
-        offset !== undefined ? [['_offset', String(Math.max(0, offset - count))]] : [['_cursor', encodeCursor({ keys: first.keys, rid: first.rid, direction: 'previous' })]];
+        offset !== undefined
+          ? [['_offset', String(Math.max(0, offset - count))]]
+          : [['_cursor', encodeCursor({ keys: first.keys, rid: first.rid, direction: 'previous' })]];
       links.push({ relation: 'previous', url: this.url([...this.selfParams, ...previous]) });
     }
     if (cursor !== undefined || (offset ?? 0) > 0) links.push({ relation: 'first', url: this.url(this.selfParams) });
@@ -74,7 +82,12 @@ export class SearchLinks {
 
   private url(params: [string, string][]): string {
     const target = this.target;
-    const path = target.level === 'type' ? `/${target.type}` : target.level === 'compartment' ? `/${target.compartment}/${target.id}/${target.type}` : '';
+    const path =
+      target.level === 'type'
+        ? `/${target.type}`
+        : target.level === 'compartment'
+          ? `/${target.compartment}/${target.id}/${target.type}`
+          : '';
     const query = new URLSearchParams(params).toString();
     return `${this.base}${path}${query ? `?${query}` : ''}`;
   }
@@ -83,7 +96,17 @@ export class SearchLinks {
 /** The parameters of the self link: the criteria understood, then the result parameters asked for. */
 function selfParams(query: SearchQuery, raw: Record<string, string[]>): [string, string][] {
   const params: [string, string][] = [...query.understood];
-  for (const name of ['_type', '_sort', '_include', '_include:iterate', '_revinclude', '_revinclude:iterate', '_total', '_summary', '_elements']) {
+  for (const name of [
+    '_type',
+    '_sort',
+    '_include',
+    '_include:iterate',
+    '_revinclude',
+    '_revinclude:iterate',
+    '_total',
+    '_summary',
+    '_elements',
+  ]) {
     for (const value of raw[name] ?? []) params.push([name, value]);
   }
   params.push(['_count', String(query.count)]);
@@ -119,7 +142,13 @@ export async function pageEntries(versions: StoredVersion[], source: EntrySource
   if (included.truncated) {
     const outcome: OperationOutcome = {
       resourceType: 'OperationOutcome',
-      issue: [{ severity: 'warning', code: 'too-costly', details: { text: `_include and _revinclude were stopped at ${MAX_INCLUDED} resources for this page` } }],
+      issue: [
+        {
+          severity: 'warning',
+          code: 'too-costly',
+          details: { text: `_include and _revinclude were stopped at ${MAX_INCLUDED} resources for this page` },
+        },
+      ],
     };
     entries.push({ resource: outcome, search: { mode: 'outcome' } });
   }

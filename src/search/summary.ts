@@ -10,17 +10,35 @@ import type { SummaryMode } from './query/criteria';
 const SUBSETTED: Coding = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' };
 const ALWAYS = new Set(['resourceType', 'id', 'meta']);
 
-export function subset(resource: Resource, model: ElementModel, options: { summary?: SummaryMode; elements?: string[] }): Resource {
+export function subset(
+  resource: Resource,
+  model: ElementModel,
+  options: { summary?: SummaryMode; elements?: string[] },
+): Resource {
   const { summary, elements } = options;
   let keep: ((key: string) => boolean) | undefined;
   if (elements && elements.length > 0) {
     const wanted = elementsWanted(resource.resourceType, model, elements);
     keep = (key) => ALWAYS.has(key) || wanted.has(baseName(key)) || choiceInSummary(wanted, key);
   } else if (summary === 'true') {
-    const inSummary = new Set(model.topLevel(resource.resourceType).filter(([, info]) => info.summary).map(([name]) => name));
-    keep = (key) => ALWAYS.has(key) || inSummary.has(baseName(key)) || inSummary.has(`${baseName(key)}[x]`) || choiceInSummary(inSummary, key);
+    const inSummary = new Set(
+      model
+        .topLevel(resource.resourceType)
+        .filter(([, info]) => info.summary)
+        .map(([name]) => name),
+    );
+    keep = (key) =>
+      ALWAYS.has(key) ||
+      inSummary.has(baseName(key)) ||
+      inSummary.has(`${baseName(key)}[x]`) ||
+      choiceInSummary(inSummary, key);
   } else if (summary === 'text') {
-    const required = new Set(model.topLevel(resource.resourceType).filter(([, info]) => info.required).map(([name]) => name));
+    const required = new Set(
+      model
+        .topLevel(resource.resourceType)
+        .filter(([, info]) => info.required)
+        .map(([name]) => name),
+    );
     keep = (key) => ALWAYS.has(key) || key === 'text' || required.has(baseName(key)) || choiceInSummary(required, key);
   } else if (summary === 'data') {
     keep = (key) => key !== 'text';

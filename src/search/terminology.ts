@@ -11,5 +11,10 @@ export interface CodeMatcher {
    * `below`: codes subsumed by `code` (itself included); `above`: codes that subsume it.
    * Undefined when the code system is not known or has no content.
    */
-  hierarchy(system: string, code: string, direction: 'below' | 'above', project: string): Promise<((code: string) => boolean) | undefined>;
+  hierarchy(
+    system: string,
+    code: string,
+    direction: 'below' | 'above',
+    project: string,
+  ): Promise<((code: string) => boolean) | undefined>;
 }

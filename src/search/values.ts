@@ -46,7 +46,10 @@ export function dateRange(text: string): Range | undefined {
   const day = d === undefined ? 1 : Number(d);
   if (month > 11 || day < 1 || day > 31) return undefined;
   if (h !== undefined && (Number(h) > 23 || Number(mi) > 59 || (s !== undefined && Number(s) > 59))) return undefined;
-  const offset = zone === undefined || zone === 'Z' ? 0 : (zone.startsWith('-') ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6))) * 60_000;
+  const offset =
+    zone === undefined || zone === 'Z'
+      ? 0
+      : (zone.startsWith('-') ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6))) * 60_000;
   if (mo === undefined) return { low: utcDay(year, 0, 1), high: utcDay(year + 1, 0, 1) - 1 };
   if (d === undefined) return { low: utcDay(year, month, 1), high: utcDay(year, month + 1, 1) - 1 };
   if (h === undefined) {
@@ -97,7 +100,10 @@ export function decimalRange(text: string): Range | undefined {
 export const UCUM = 'http://unitsofmeasure.org';
 
 interface UcumUtils {
-  convertToBaseUnits(unit: string, value: number): { status: string; magnitude: number; unitToExp: Record<string, number>; fromUnitIsSpecial?: boolean };
+  convertToBaseUnits(
+    unit: string,
+    value: number,
+  ): { status: string; magnitude: number; unitToExp: Record<string, number>; fromUnitIsSpecial?: boolean };
 }
 
 const require = createRequire(import.meta.url);
@@ -123,10 +129,11 @@ export function canonicalQuantity(value: number, unit: string): { code: string; 
       converted && converted.status === 'succeeded' && !converted.fromUnitIsSpecial
         ? {
             factor: converted.magnitude,
-            code: Object.entries(converted.unitToExp)
-              .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-              .map(([u, e]) => (e === 1 ? u : `${u}${e}`))
-              .join('.') || '1',
+            code:
+              Object.entries(converted.unitToExp)
+                .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+                .map(([u, e]) => (e === 1 ? u : `${u}${e}`))
+                .join('.') || '1',
           }
         : null;
     if (canonicalUnits.size < 10_000) canonicalUnits.set(unit, known);

@@ -35,7 +35,14 @@ export interface BulkStore {
    * `afterId`: each one's newest version at or before `asOf` (none when it did not exist yet),
    * only when that version is after `since`.
    */
-  snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotPage>;
+  snapshot(options: {
+    project: string;
+    type: string;
+    asOf: string;
+    since?: string;
+    afterId: string;
+    limit: number;
+  }): Promise<SnapshotPage>;
   /**
    * Stores a part, only while the job exists (one statement): an export cancelled by DELETE in
    * another process, still running there until its next heartbeat, leaves no part behind. False
@@ -58,15 +65,32 @@ export class SqlBulkStore implements BulkStore {
     return rows.map((row) => String(row.type));
   }
 
-  async snapshot(options: { project: string; type: string; asOf: string; since?: string; afterId: string; limit: number }): Promise<SnapshotPage> {
+  async snapshot(options: {
+    project: string;
+    type: string;
+    asOf: string;
+    since?: string;
+    afterId: string;
+    limit: number;
+  }): Promise<SnapshotPage> {
     // Key lookups only: a page of ids by the resources table's key, their versions' numbers and
     // times by the versions' key (an IN list: no planner then prefers the time index and reads a
     // whole type per row), the version as of `asOf` chosen here, and only those versions' content.
     const { project, type } = options;
-    const ids = (await this.read('SELECT id FROM resources WHERE project = ? AND type = ? AND id > ? ORDER BY id LIMIT ?', [project, type, options.afterId, options.limit])).map((row) => String(row.id));
+    const ids = (
+      await this.read('SELECT id FROM resources WHERE project = ? AND type = ? AND id > ? ORDER BY id LIMIT ?', [
+        project,
+        type,
+        options.afterId,
+        options.limit,
+      ])
+    ).map((row) => String(row.id));
     if (ids.length === 0) return { rows: [] };
     const marks = ids.map(() => '?').join(', ');
-    const versions = await this.read(`SELECT id, version, last_updated FROM resource_versions WHERE project = ? AND type = ? AND id IN (${marks})`, [project, type, ...ids]);
+    const versions = await this.read(
+      `SELECT id, version, last_updated FROM resource_versions WHERE project = ? AND type = ? AND id IN (${marks})`,
+      [project, type, ...ids],
+    );
     const asOf = Date.parse(options.asOf);
     const since = options.since === undefined ? undefined : Date.parse(options.since);
     const chosen = new Map<string, { version: number; at: number; lastUpdated: string }>();
@@ -75,9 +99,15 @@ export class SqlBulkStore implements BulkStore {
       const id = String(row.id);
       const version = Number(row.version);
       if (at > asOf || (chosen.get(id)?.version ?? 0) > version) continue;
-      chosen.set(id, { version, at, lastUpdated: row.last_updated instanceof Date ? row.last_updated.toISOString() : String(row.last_updated) });
+      chosen.set(id, {
+        version,
+        at,
+        lastUpdated: row.last_updated instanceof Date ? row.last_updated.toISOString() : String(row.last_updated),
+      });
     }
-    const wanted = ids.filter((id) => chosen.has(id) && (since === undefined || (chosen.get(id)?.at as number) > since));
+    const wanted = ids.filter(
+      (id) => chosen.has(id) && (since === undefined || (chosen.get(id)?.at as number) > since),
+    );
     const contents = new Map<string, string | null>();
     if (wanted.length > 0) {
       const pairs = wanted.map(() => '(?, CAST(? AS INTEGER))').join(', ');
@@ -106,7 +136,10 @@ export class SqlBulkStore implements BulkStore {
   }
 
   async parts(job: string, file: string, afterPart: number, limit: number): Promise<BulkFilePart[]> {
-    const rows = await this.read('SELECT part, count, content FROM bulk_files WHERE job_id = ? AND file = ? AND part > ? ORDER BY part LIMIT ?', [job, file, afterPart, limit]);
+    const rows = await this.read(
+      'SELECT part, count, content FROM bulk_files WHERE job_id = ? AND file = ? AND part > ? ORDER BY part LIMIT ?',
+      [job, file, afterPart, limit],
+    );
     return rows.map((row) => ({ part: Number(row.part), count: Number(row.count), content: String(row.content) }));
   }
 

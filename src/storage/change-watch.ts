@@ -84,7 +84,8 @@ export class ChangeMarksCache {
     if (known?.epoch !== epoch) {
       known = { epoch, rows: await this.readAll(project) };
       // Projects that stop asking give their rows back.
-      if (this.byProject.size >= 1000 && !this.byProject.has(project)) this.byProject.delete(this.byProject.keys().next().value as string);
+      if (this.byProject.size >= 1000 && !this.byProject.has(project))
+        this.byProject.delete(this.byProject.keys().next().value as string);
       this.byProject.set(project, known);
     }
     const marks = new Map<string, number>(types.map((t) => [t, 0]));

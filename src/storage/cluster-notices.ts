@@ -25,7 +25,8 @@ export const NOTICE_KEY = 'fhirNotice';
 
 export function noticeOf(message: unknown): { channel: string; payload: string } | undefined {
   if (typeof message !== 'object' || message === null) return undefined;
-  const notice = (message as Record<string, unknown>)[NOTICE_KEY] as { channel?: unknown; payload?: unknown } | undefined;
+  const notice = (message as Record<string, unknown>)[NOTICE_KEY] as
+    { channel?: unknown; payload?: unknown } | undefined;
   if (typeof notice?.channel !== 'string' || typeof notice.payload !== 'string') return undefined;
   return { channel: notice.channel, payload: notice.payload };
 }

@@ -48,12 +48,19 @@ export class SqlEphemeralStore implements EphemeralStore {
   }
 
   async take(kind: string, key: string): Promise<string | undefined> {
-    const rows = await this.write('DELETE FROM ephemeral WHERE kind = ? AND key = ? AND expires_at > ? RETURNING value', [kind, key, this.now()]);
+    const rows = await this.write(
+      'DELETE FROM ephemeral WHERE kind = ? AND key = ? AND expires_at > ? RETURNING value',
+      [kind, key, this.now()],
+    );
     return rows[0]?.value as string | undefined;
   }
 
   async peek(kind: string, key: string): Promise<string | undefined> {
-    const rows = await this.read('SELECT value FROM ephemeral WHERE kind = ? AND key = ? AND expires_at > ?', [kind, key, this.now()]);
+    const rows = await this.read('SELECT value FROM ephemeral WHERE kind = ? AND key = ? AND expires_at > ?', [
+      kind,
+      key,
+      this.now(),
+    ]);
     return rows[0]?.value as string | undefined;
   }
 
@@ -85,7 +92,10 @@ export class SqlEphemeralStore implements EphemeralStore {
   }
 
   async list(kind: string): Promise<{ key: string; value: string; expiresAt: number }[]> {
-    const rows = await this.read('SELECT key, value, expires_at FROM ephemeral WHERE kind = ? AND expires_at > ? ORDER BY key', [kind, this.now()]);
+    const rows = await this.read(
+      'SELECT key, value, expires_at FROM ephemeral WHERE kind = ? AND expires_at > ? ORDER BY key',
+      [kind, this.now()],
+    );
     return rows.map((r) => ({ key: r.key as string, value: r.value as string, expiresAt: Number(r.expires_at) }));
   }
 

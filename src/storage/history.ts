@@ -19,7 +19,10 @@ export interface HistoryQuery {
   after?: { lastUpdated: string; type: string; id: string; version: number };
 }
 
-export async function readHistory(reader: StoreReader, query: HistoryQuery): Promise<{ versions: StoredVersion[]; more: boolean }> {
+export async function readHistory(
+  reader: StoreReader,
+  query: HistoryQuery,
+): Promise<{ versions: StoredVersion[]; more: boolean }> {
   const where: string[] = ['v.project = ?'];
   const params: unknown[] = [query.project];
   const filter = (condition: string, value: unknown) => {
@@ -40,7 +43,9 @@ export async function readHistory(reader: StoreReader, query: HistoryQuery): Pro
     params.push(query.after.version);
   } else if (query.after) {
     const a = query.after;
-    where.push(`(v.last_updated < ? OR (v.last_updated = ? AND (v.type < ? OR (v.type = ? AND (v.id < ? OR (v.id = ? AND v.version < ?))))))`);
+    where.push(
+      `(v.last_updated < ? OR (v.last_updated = ? AND (v.type < ? OR (v.type = ? AND (v.id < ? OR (v.id = ? AND v.version < ?))))))`,
+    );
     params.push(a.lastUpdated, a.lastUpdated, a.type, a.type, a.id, a.id, a.version);
   }
   const rows = await reader.query<VersionRow>(

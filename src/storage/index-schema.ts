@@ -19,10 +19,31 @@ export interface IndexTable<K extends string = string> {
   lookups: K[][];
 }
 
-export interface StringRow { param: string; grp: number; norm: string; exact: string }
-export interface TokenRow { param: string; grp: number; system: string | null; code: string | null; text: string | null }
-export interface DateRow { param: string; grp: number; low: number; high: number }
-export interface NumberRow { param: string; grp: number; low: number; high: number }
+export interface StringRow {
+  param: string;
+  grp: number;
+  norm: string;
+  exact: string;
+}
+export interface TokenRow {
+  param: string;
+  grp: number;
+  system: string | null;
+  code: string | null;
+  text: string | null;
+}
+export interface DateRow {
+  param: string;
+  grp: number;
+  low: number;
+  high: number;
+}
+export interface NumberRow {
+  param: string;
+  grp: number;
+  low: number;
+  high: number;
+}
 export interface QuantityRow {
   param: string;
   grp: number;
@@ -35,8 +56,19 @@ export interface QuantityRow {
   canon_low: number | null;
   canon_high: number | null;
 }
-export interface ReferenceRow { param: string; grp: number; target_type: string | null; target_id: string | null; url: string | null; version: string | null }
-export interface UriRow { param: string; grp: number; value: string }
+export interface ReferenceRow {
+  param: string;
+  grp: number;
+  target_type: string | null;
+  target_id: string | null;
+  url: string | null;
+  version: string | null;
+}
+export interface UriRow {
+  param: string;
+  grp: number;
+  value: string;
+}
 
 /** Every index row of one resource, by table. */
 export interface IndexRows {
@@ -59,27 +91,64 @@ export function emptyIndexRows(): IndexRows {
  * The index tables as migration 2 made them (`lookups` as migration 4 rebuilt them; migration 9 dropped
  * some): migrations/002-search-index.ts and 004-projects.ts read these, so they never change.
  */
-export const INDEX_TABLES: { [K in IndexKind]: IndexTable<Exclude<keyof IndexRows[K][number], 'param' | 'grp'> & string> } = {
-  string: { name: 'search_string', columns: [{ name: 'norm', kind: 'text' }, { name: 'exact', kind: 'text' }], lookups: [['norm'], ['exact']] },
+export const INDEX_TABLES: {
+  [K in IndexKind]: IndexTable<Exclude<keyof IndexRows[K][number], 'param' | 'grp'> & string>;
+} = {
+  string: {
+    name: 'search_string',
+    columns: [
+      { name: 'norm', kind: 'text' },
+      { name: 'exact', kind: 'text' },
+    ],
+    lookups: [['norm'], ['exact']],
+  },
   token: {
     name: 'search_token',
-    columns: [{ name: 'system', kind: 'text' }, { name: 'code', kind: 'text' }, { name: 'text', kind: 'text' }],
+    columns: [
+      { name: 'system', kind: 'text' },
+      { name: 'code', kind: 'text' },
+      { name: 'text', kind: 'text' },
+    ],
     lookups: [['code', 'system'], ['system']],
   },
-  date: { name: 'search_date', columns: [{ name: 'low', kind: 'int' }, { name: 'high', kind: 'int' }], lookups: [['low', 'high'], ['high']] },
-  number: { name: 'search_number', columns: [{ name: 'low', kind: 'real' }, { name: 'high', kind: 'real' }], lookups: [['low', 'high']] },
+  date: {
+    name: 'search_date',
+    columns: [
+      { name: 'low', kind: 'int' },
+      { name: 'high', kind: 'int' },
+    ],
+    lookups: [['low', 'high'], ['high']],
+  },
+  number: {
+    name: 'search_number',
+    columns: [
+      { name: 'low', kind: 'real' },
+      { name: 'high', kind: 'real' },
+    ],
+    lookups: [['low', 'high']],
+  },
   quantity: {
     name: 'search_quantity',
     columns: [
-      { name: 'system', kind: 'text' }, { name: 'code', kind: 'text' }, { name: 'unit', kind: 'text' },
-      { name: 'low', kind: 'real' }, { name: 'high', kind: 'real' },
-      { name: 'canon_code', kind: 'text' }, { name: 'canon_low', kind: 'real' }, { name: 'canon_high', kind: 'real' },
+      { name: 'system', kind: 'text' },
+      { name: 'code', kind: 'text' },
+      { name: 'unit', kind: 'text' },
+      { name: 'low', kind: 'real' },
+      { name: 'high', kind: 'real' },
+      { name: 'canon_code', kind: 'text' },
+      { name: 'canon_low', kind: 'real' },
+      { name: 'canon_high', kind: 'real' },
     ],
     lookups: [['low'], ['canon_code', 'canon_low']],
   },
   reference: {
     name: 'search_reference',
-    columns: [{ name: 'target_type', kind: 'text' }, { name: 'target_id', kind: 'text' }, { name: 'url', kind: 'text' }, { name: 'version', kind: 'text' }],
+    columns: [
+      { name: 'target_type', kind: 'text' },
+      { name: 'target_id', kind: 'text' },
+      { name: 'url', kind: 'text' },
+      { name: 'version', kind: 'text' },
+    ],
     lookups: [['target_id', 'target_type'], ['url']],
   },
   uri: { name: 'search_uri', columns: [{ name: 'value', kind: 'text' }], lookups: [['value']] },

@@ -181,14 +181,25 @@ export class SqlJobStore implements JobStore {
   }
 
   async list(project: string, options: { limit: number; kind?: string }): Promise<JobRow[]> {
-    const rows = options.kind === undefined
-      ? await this.read('SELECT * FROM jobs WHERE project = ? ORDER BY created_at DESC, id LIMIT ?', [project, options.limit])
-      : await this.read('SELECT * FROM jobs WHERE project = ? AND kind = ? ORDER BY created_at DESC, id LIMIT ?', [project, options.kind, options.limit]);
+    const rows =
+      options.kind === undefined
+        ? await this.read('SELECT * FROM jobs WHERE project = ? ORDER BY created_at DESC, id LIMIT ?', [
+            project,
+            options.limit,
+          ])
+        : await this.read('SELECT * FROM jobs WHERE project = ? AND kind = ? ORDER BY created_at DESC, id LIMIT ?', [
+            project,
+            options.kind,
+            options.limit,
+          ]);
     return rows.map(jobFromRow);
   }
 
   async countActive(project: string, kind: string): Promise<number> {
-    const rows = await this.read(`SELECT count(*) AS n FROM jobs WHERE project = ? AND kind = ? AND state IN ('queued', 'running')`, [project, kind]);
+    const rows = await this.read(
+      `SELECT count(*) AS n FROM jobs WHERE project = ? AND kind = ? AND state IN ('queued', 'running')`,
+      [project, kind],
+    );
     return Number(rows[0]?.n ?? 0);
   }
 
@@ -197,13 +208,20 @@ export class SqlJobStore implements JobStore {
   }
 
   async purgeDone(kind: string, before: number): Promise<number> {
-    const purged = (await this.write(`DELETE FROM jobs WHERE kind = ? AND state = 'done' AND finished_at < ? RETURNING id`, [kind, before])).length;
+    const purged = (
+      await this.write(`DELETE FROM jobs WHERE kind = ? AND state = 'done' AND finished_at < ? RETURNING id`, [
+        kind,
+        before,
+      ])
+    ).length;
     if (purged > 0) await this.removeOrphanFiles();
     return purged;
   }
 
   async purge(before: number): Promise<number> {
-    const purged = (await this.write(`DELETE FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? RETURNING id`, [before])).length;
+    const purged = (
+      await this.write(`DELETE FROM jobs WHERE state IN ('done', 'dead') AND finished_at < ? RETURNING id`, [before])
+    ).length;
     if (purged > 0) await this.removeOrphanFiles();
     return purged;
   }

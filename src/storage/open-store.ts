@@ -25,7 +25,10 @@ export interface StoreOptions {
 export async function openStore(options: StoreOptions): Promise<ResourceStore> {
   const freshness = options.freshnessCheck;
   const store: ResourceStore = options.databaseUrl
-    ? new (await import('./postgres/postgres-store')).PostgresStore(options.databaseUrl, { freshness, statementTimeoutMs: options.databaseStatementTimeoutMs })
+    ? new (await import('./postgres/postgres-store')).PostgresStore(options.databaseUrl, {
+        freshness,
+        statementTimeoutMs: options.databaseStatementTimeoutMs,
+      })
     : new (await import('./sqlite/sqlite-store')).SqliteStore(options.dataDir, {
         freshness,
         maxSizeBytes: options.sqliteMaxSizeMb === undefined ? undefined : options.sqliteMaxSizeMb * 1024 * 1024,

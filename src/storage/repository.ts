@@ -3,7 +3,16 @@ import { newResourceId } from '../fhir/resource-id';
 import { yieldIfHeld } from '../context/budget';
 import { fhirError } from '../fhir/errors';
 import type { IndexRows } from './index-schema';
-import { versionFromRow, type CurrentState, type ResourceStore, type StoredVersion, type StoreReader, type StoreTx, type VersionRow, type WriteOp } from './store';
+import {
+  versionFromRow,
+  type CurrentState,
+  type ResourceStore,
+  type StoredVersion,
+  type StoreReader,
+  type StoreTx,
+  type VersionRow,
+  type WriteOp,
+} from './store';
 
 /**
  * Versioning, written once above every backend: ids, meta, If-Match, and which version is
@@ -211,7 +220,9 @@ export class ProjectRepository {
     const writeMany = async (ops: WriteOp[]) => {
       const results = await tx.writeMany(ops);
       if (this.parts.observers.length > 0) {
-        await observe(results.flatMap((r) => (r.status === 'ok' ? [{ version: r.version, previous: r.previous }] : [])));
+        await observe(
+          results.flatMap((r) => (r.status === 'ok' ? [{ version: r.version, previous: r.previous }] : [])),
+        );
       }
       return results;
     };
@@ -223,7 +234,10 @@ export class ProjectRepository {
     return {
       store: tx,
       project: this.project,
-      in: (project) => (project === this.project ? this.txOf(tx, writes) : new ProjectRepository(this.store, project, this.parts).txOf(tx, writes)),
+      in: (project) =>
+        project === this.project
+          ? this.txOf(tx, writes)
+          : new ProjectRepository(this.store, project, this.parts).txOf(tx, writes),
       read: (type, id) => readLive(tx, this.project, type, id),
       create: async (type, resource, id) => {
         // A server-assigned id is a fresh UUID (v7): it cannot be taken, so no retry loop is needed.
@@ -235,7 +249,11 @@ export class ProjectRepository {
       },
       update: async (type, id, resource, options = {}) => {
         const stamped = this.stamp(type, id, resource);
-        const result = await write({ ...this.op(type, id, stamped), ifMatch: options.ifMatch, method: options.method ?? 'PUT' });
+        const result = await write({
+          ...this.op(type, id, stamped),
+          ifMatch: options.ifMatch,
+          method: options.method ?? 'PUT',
+        });
         if (result.status !== 'ok') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return { version: result.version, created: isAbsent(result.previous) };
       },
@@ -258,7 +276,15 @@ export class ProjectRepository {
         });
       },
       delete: async (type, id, options = {}) => {
-        const result = await write({ project: this.project, type, id, resource: null, lastUpdated: this.parts.now().toISOString(), ifMatch: options.ifMatch, index: null });
+        const result = await write({
+          project: this.project,
+          type,
+          id,
+          resource: null,
+          lastUpdated: this.parts.now().toISOString(),
+          ifMatch: options.ifMatch,
+          index: null,
+        });
         if (result.status === 'conflict') throw conflict(type, id, options.ifMatch ?? 0, result.current);
         return result.status === 'ok' ? result.version : undefined;
       },
@@ -273,7 +299,10 @@ export class ProjectRepository {
     const ops: WriteOp[] = [];
     for (const r of resources) {
       await yieldIfHeld();
-      ops.push({ ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)), ...fields });
+      ops.push({
+        ...this.op(r.resourceType, r.id as string, this.stamp(r.resourceType, r.id as string, r)),
+        ...fields,
+      });
     }
     return ops;
   }

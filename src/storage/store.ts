@@ -21,7 +21,13 @@ export { DEFAULT_PROJECT, SYSTEM_PROJECT } from '../context/projects';
  * read and searched by every project, as it reads the bundled R4 content. A project's own
  * resource of the same id stands beside it; writes only ever go to the project's own.
  */
-export const SHARED_TYPES: readonly string[] = ['CodeSystem', 'ValueSet', 'ConceptMap', 'StructureDefinition', 'SearchParameter'];
+export const SHARED_TYPES: readonly string[] = [
+  'CodeSystem',
+  'ValueSet',
+  'ConceptMap',
+  'StructureDefinition',
+  'SearchParameter',
+];
 
 /** One version of one resource, as stored. `resource` is null for a deletion. */
 export interface StoredVersion {
@@ -54,7 +60,15 @@ export function methodOf(op: WriteOp): WriteMethod | null {
 /** The version a successful write made (what stores answer and observers see). */
 export function writtenVersion(op: WriteOp, versionId: number): StoredVersion {
   const method = methodOf(op);
-  return { project: op.project, type: op.type, id: op.id, versionId, lastUpdated: op.lastUpdated, resource: op.resource, ...(method ? { method } : {}) };
+  return {
+    project: op.project,
+    type: op.type,
+    id: op.id,
+    versionId,
+    lastUpdated: op.lastUpdated,
+    resource: op.resource,
+    ...(method ? { method } : {}),
+  };
 }
 
 /** The state of a resource before a write: its version number and whether that version is a deletion. */
@@ -250,8 +264,10 @@ export class StorageFullError extends StorageUnavailableError {}
  */
 export function storageFailure(err: unknown): FhirError | undefined {
   if (err instanceof StorageFullError) return fhirError('ERR_STORAGE_FULL', {}, { headers: { 'retry-after': '60' } });
-  if (err instanceof StorageTimeoutError) return fhirError('ERR_STORAGE_TIMEOUT', { ms: err.ms }, { headers: { 'retry-after': '5' } });
-  if (err instanceof StorageUnavailableError) return fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
+  if (err instanceof StorageTimeoutError)
+    return fhirError('ERR_STORAGE_TIMEOUT', { ms: err.ms }, { headers: { 'retry-after': '5' } });
+  if (err instanceof StorageUnavailableError)
+    return fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
   return undefined;
 }
 

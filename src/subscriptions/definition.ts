@@ -72,14 +72,20 @@ export function compileSubscription(sub: Subscription, deps: SubscriptionDeps): 
     if (!channelType) throw invalid('Subscription.channel.type', 'a channel type is required');
     throw fhirError('ERR_SUBSCRIPTION_CHANNEL', { channel: channelType.slice(0, 50) });
   }
-  if (typeof sub.criteria !== 'string' || sub.criteria.trim() === '') throw invalid('Subscription.criteria', 'criteria are required');
+  if (typeof sub.criteria !== 'string' || sub.criteria.trim() === '')
+    throw invalid('Subscription.criteria', 'criteria are required');
   const criteria = sub.criteria.trim();
   const q = criteria.indexOf('?');
   const type = q < 0 ? criteria : criteria.slice(0, q);
-  if (!deps.isResourceType(type)) throw invalid('Subscription.criteria', `'${type.slice(0, 64)}' is not a resource type this server serves`);
+  if (!deps.isResourceType(type))
+    throw invalid('Subscription.criteria', `'${type.slice(0, 64)}' is not a resource type this server serves`);
   let filter: ResourceFilter;
   try {
-    filter = memoryFilter(type, q < 0 ? '' : criteria.slice(q + 1), { registry: deps.registry, extractor: deps.extractor, localBases: [] });
+    filter = memoryFilter(type, q < 0 ? '' : criteria.slice(q + 1), {
+      registry: deps.registry,
+      extractor: deps.extractor,
+      localBases: [],
+    });
   } catch (err) {
     if (err instanceof FhirError) throw invalid('Subscription.criteria', err.message);
     throw err;
@@ -87,31 +93,44 @@ export function compileSubscription(sub: Subscription, deps: SubscriptionDeps): 
   const interactions = new Set<Interaction>();
   for (const ext of extensions(sub, SUBSCRIPTION_EXTENSIONS.supportedInteraction)) {
     const code = ext.valueCode as Interaction;
-    if (!INTERACTIONS.includes(code)) throw invalid('Subscription.extension', `supported-interaction must be one of ${INTERACTIONS.join(', ')}`);
+    if (!INTERACTIONS.includes(code))
+      throw invalid('Subscription.extension', `supported-interaction must be one of ${INTERACTIONS.join(', ')}`);
     interactions.add(code);
   }
   if (interactions.size === 0) ['create', 'update'].forEach((i) => interactions.add(i as Interaction));
   const attemptsExt = extensions(sub, SUBSCRIPTION_EXTENSIONS.maxAttempts)[0];
   const maxAttempts = attemptsExt ? attemptsExt.valueInteger : DEFAULT_MAX_ATTEMPTS;
-  if (typeof maxAttempts !== 'number' || !Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > MAX_MAX_ATTEMPTS) {
+  if (
+    typeof maxAttempts !== 'number' ||
+    !Number.isInteger(maxAttempts) ||
+    maxAttempts < 1 ||
+    maxAttempts > MAX_MAX_ATTEMPTS
+  ) {
     throw invalid('Subscription.extension', `max-attempts must be a valueInteger from 1 to ${MAX_MAX_ATTEMPTS}`);
   }
   const mode = extensions(sub, SUBSCRIPTION_EXTENSIONS.deliveryMode)[0];
-  if (mode && mode.valueCode !== 'r4' && mode.valueCode !== 'medplum') throw invalid('Subscription.extension', 'delivery-mode must be r4 or medplum');
+  if (mode && mode.valueCode !== 'r4' && mode.valueCode !== 'medplum')
+    throw invalid('Subscription.extension', 'delivery-mode must be r4 or medplum');
   const secret = secretExtension(sub);
-  if (secret && (typeof secret.valueString !== 'string' || secret.valueString === '')) throw invalid('Subscription.extension', 'subscription-secret must be a non-empty valueString');
+  if (secret && (typeof secret.valueString !== 'string' || secret.valueString === ''))
+    throw invalid('Subscription.extension', 'subscription-secret must be a non-empty valueString');
   const expression = extensions(sub, SUBSCRIPTION_EXTENSIONS.fhirPathCriteria)[0];
   let fhirPath: CompiledSubscription['fhirPath'];
   if (expression) {
-    if (typeof expression.valueString !== 'string' || expression.valueString.trim() === '') throw invalid('Subscription.extension', 'fhir-path-criteria-expression must be a valueString');
+    if (typeof expression.valueString !== 'string' || expression.valueString.trim() === '')
+      throw invalid('Subscription.extension', 'fhir-path-criteria-expression must be a valueString');
     fhirPath = compileFhirPath(expression.valueString);
   }
   for (const [i, header] of (sub.channel.header ?? []).entries()) {
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+:\s?[^\r\n]*$/.test(header)) throw invalid(`Subscription.channel.header[${i}]`, "a header is 'Name: value'");
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+:\s?[^\r\n]*$/.test(header))
+      throw invalid(`Subscription.channel.header[${i}]`, "a header is 'Name: value'");
   }
   const payload = sub.channel.payload;
   if (payload !== undefined && payload !== '' && !/^application\/(fhir\+)?json\b/.test(payload)) {
-    throw invalid('Subscription.channel.payload', `payload '${payload.slice(0, 50)}' is not supported (application/fhir+json, or none)`);
+    throw invalid(
+      'Subscription.channel.payload',
+      `payload '${payload.slice(0, 50)}' is not supported (application/fhir+json, or none)`,
+    );
   }
   return { id: sub.id ?? '', type, filter, interactions, fhirPath, maxAttempts, channel: channelType };
 }
@@ -149,11 +168,18 @@ const MAX_EXPRESSION_LENGTH = 4096;
  * True (first value) notifies; %previous is {} on a create, as Medplum does.
  */
 function compileFhirPath(expression: string): NonNullable<CompiledSubscription['fhirPath']> {
-  if (expression.length > MAX_EXPRESSION_LENGTH) throw invalid('Subscription.extension', `fhir-path-criteria-expression is longer than ${MAX_EXPRESSION_LENGTH} characters`);
+  if (expression.length > MAX_EXPRESSION_LENGTH)
+    throw invalid(
+      'Subscription.extension',
+      `fhir-path-criteria-expression is longer than ${MAX_EXPRESSION_LENGTH} characters`,
+    );
   try {
     compileExpression(expression);
   } catch (err) {
-    throw invalid('Subscription.extension', `fhir-path-criteria-expression does not parse: ${String((err as Error).message).slice(0, 200)}`);
+    throw invalid(
+      'Subscription.extension',
+      `fhir-path-criteria-expression does not parse: ${String((err as Error).message).slice(0, 200)}`,
+    );
   }
   return { expression, needsPrevious: expression.includes('%previous') };
 }

@@ -76,7 +76,8 @@ export class SubscriptionDelivery {
     if (sub.channel.type !== 'rest-hook') return this.byChannel.get(sub.channel.type);
     const endpoint = sub.channel.endpoint ?? '';
     let best: string | undefined;
-    for (const prefix of this.byPrefix.keys()) if (endpoint.startsWith(prefix) && (best === undefined || prefix.length > best.length)) best = prefix;
+    for (const prefix of this.byPrefix.keys())
+      if (endpoint.startsWith(prefix) && (best === undefined || prefix.length > best.length)) best = prefix;
     return best === undefined ? undefined : this.byPrefix.get(best);
   }
 
@@ -84,9 +85,17 @@ export class SubscriptionDelivery {
   async checkEndpoint(sub: Subscription): Promise<void> {
     if (sub.channel.type !== 'rest-hook') return;
     const endpoint = sub.channel.endpoint;
-    if (!endpoint) throw fhirError('ERR_SUBSCRIPTION_INVALID', { path: 'Subscription.channel.endpoint', reason: 'a rest-hook needs an endpoint' });
+    if (!endpoint)
+      throw fhirError('ERR_SUBSCRIPTION_INVALID', {
+        path: 'Subscription.channel.endpoint',
+        reason: 'a rest-hook needs an endpoint',
+      });
     const handler = this.handlerOf(sub);
-    if (!handler) throw fhirError('ERR_SUBSCRIPTION_INVALID', { path: 'Subscription.channel.endpoint', reason: `'${endpoint.slice(0, 100)}' is not an http(s) URL` });
+    if (!handler)
+      throw fhirError('ERR_SUBSCRIPTION_INVALID', {
+        path: 'Subscription.channel.endpoint',
+        reason: `'${endpoint.slice(0, 100)}' is not an http(s) URL`,
+      });
     await handler.check?.(endpoint);
   }
 
@@ -112,18 +121,41 @@ export class SubscriptionDelivery {
     if (!sub || sub.status !== 'active') return { skipped: 'the subscription is not active' };
     const handler = this.handlerOf(sub);
     const versionId = input.interaction === 'delete' ? input.versionId - 1 : input.versionId;
-    const resource = versionId > 0 ? ((await repo.store.readVersion(project, input.type, input.id, versionId))?.resource ?? undefined) : undefined;
-    const notification: Notification = { project, subscription: sub, interaction: input.interaction, type: input.type, id: input.id, versionId: input.versionId, resource, attempt: job.attempt };
-    const log = { project, subscription: sub.id, resource: `${input.type}/${input.id}/_history/${input.versionId}`, attempt: job.attempt };
+    const resource =
+      versionId > 0
+        ? ((await repo.store.readVersion(project, input.type, input.id, versionId))?.resource ?? undefined)
+        : undefined;
+    const notification: Notification = {
+      project,
+      subscription: sub,
+      interaction: input.interaction,
+      type: input.type,
+      id: input.id,
+      versionId: input.versionId,
+      resource,
+      attempt: job.attempt,
+    };
+    const log = {
+      project,
+      subscription: sub.id,
+      resource: `${input.type}/${input.id}/_history/${input.versionId}`,
+      attempt: job.attempt,
+    };
     try {
-      if (!handler) throw new Error(`no handler delivers channel ${sub.channel.type} to '${sub.channel.endpoint ?? ''}'`);
+      if (!handler)
+        throw new Error(`no handler delivers channel ${sub.channel.type} to '${sub.channel.endpoint ?? ''}'`);
       await handler.deliver(notification);
       this.log?.info(log, 'subscription delivered');
       return { delivered: true };
     } catch (err) {
       const message = (err as Error).message ?? String(err);
       this.log?.warn({ ...log, err: message }, 'subscription delivery failed');
-      if (job.attempt >= job.maxAttempts) await this.markError(project, input.subscription, `delivery of ${input.type}/${input.id} failed ${job.attempt} times: ${message}`);
+      if (job.attempt >= job.maxAttempts)
+        await this.markError(
+          project,
+          input.subscription,
+          `delivery of ${input.type}/${input.id} failed ${job.attempt} times: ${message}`,
+        );
       throw err;
     }
   }
@@ -181,7 +213,10 @@ function restHookHandler(outbound: Outbound): ChannelHandler {
         if (colon > 0) headers[header.slice(0, colon).trim().toLowerCase()] = header.slice(colon + 1).trim();
       }
       const secret = secretOf(n.subscription);
-      if (secret) headers['x-signature'] = createHmac('sha256', secret).update(body ?? '').digest('hex');
+      if (secret)
+        headers['x-signature'] = createHmac('sha256', secret)
+          .update(body ?? '')
+          .digest('hex');
       const answer = await outbound.send({ method, url, headers, body });
       if (answer.status < 200 || answer.status >= 300) throw new Error(`${method} ${url} answered ${answer.status}`);
     },

@@ -74,11 +74,18 @@ export class SubscriptionMatcher implements WriteObserver {
    * `$resend`: the current version of a resource, matched again (as `interaction`) against the
    * project's active Subscriptions (or the one named); answers the Subscriptions it was enqueued for.
    */
-  async resend(repository: ProjectRepository, type: string, id: string, options: { interaction: Interaction; subscription?: string }): Promise<string[]> {
+  async resend(
+    repository: ProjectRepository,
+    type: string,
+    id: string,
+    options: { interaction: Interaction; subscription?: string },
+  ): Promise<string[]> {
     return repository.transaction(async (rtx) => {
       const current = await rtx.read(type, id);
       const byType = await this.load(rtx.store, repository.project);
-      const subs = (byType.get(type) ?? []).filter((s) => options.subscription === undefined || s.id === options.subscription);
+      const subs = (byType.get(type) ?? []).filter(
+        (s) => options.subscription === undefined || s.id === options.subscription,
+      );
       const previous = current.versionId > 1 ? { versionId: current.versionId - 1, deleted: false } : undefined;
       const event: WriteEvent = { version: current, previous };
       return this.match(rtx.store, repository.project, event, subs, options.interaction);
@@ -86,7 +93,10 @@ export class SubscriptionMatcher implements WriteObserver {
   }
 
   private async active(tx: StoreTx, project: string): Promise<ByType | undefined> {
-    const rows = await tx.query<{ seq: number | string }>('SELECT seq FROM change_marks WHERE project = ? AND type = ?', [project, 'Subscription']);
+    const rows = await tx.query<{ seq: number | string }>(
+      'SELECT seq FROM change_marks WHERE project = ? AND type = ?',
+      [project, 'Subscription'],
+    );
     if (rows.length === 0) return undefined;
     const mark = Number(rows[0].seq);
     const cached = this.projects.get(project);
@@ -118,20 +128,32 @@ export class SubscriptionMatcher implements WriteObserver {
         byType.set(compiled.type, list);
       } catch (err) {
         // Stored before a search parameter it names went away: it cannot match anything now.
-        this.log?.warn({ project, subscription: sub.id, err: (err as Error).message }, 'subscription criteria no longer compile');
+        this.log?.warn(
+          { project, subscription: sub.id, err: (err as Error).message },
+          'subscription criteria no longer compile',
+        );
       }
     }
     return byType;
   }
 
-  private async match(tx: StoreTx, project: string, event: WriteEvent, subs: CompiledSubscription[], as?: Interaction): Promise<string[]> {
+  private async match(
+    tx: StoreTx,
+    project: string,
+    event: WriteEvent,
+    subs: CompiledSubscription[],
+    as?: Interaction,
+  ): Promise<string[]> {
     const { version } = event;
-    const interaction: Interaction = as ?? (version.resource === null ? 'delete' : !event.previous || event.previous.deleted ? 'create' : 'update');
+    const interaction: Interaction =
+      as ?? (version.resource === null ? 'delete' : !event.previous || event.previous.deleted ? 'create' : 'update');
     let previous: Promise<Resource | undefined> | undefined;
     const previousOf = () =>
       (previous ??=
         event.previous && !event.previous.deleted
-          ? tx.readVersion(project, version.type, version.id, event.previous.versionId).then((v) => v?.resource ?? undefined)
+          ? tx
+              .readVersion(project, version.type, version.id, event.previous.versionId)
+              .then((v) => v?.resource ?? undefined)
           : Promise.resolve(undefined));
     const current = version.resource ?? undefined;
     const candidates: CompiledSubscription[] = [];
@@ -145,8 +167,17 @@ export class SubscriptionMatcher implements WriteObserver {
     const passed = await this.criteria(tx, project, candidates, interaction === 'delete' ? undefined : current, before);
     const enqueued: string[] = [];
     for (const sub of passed) {
-      const input: DeliveryInput = { subscription: sub.id, type: version.type, id: version.id, versionId: version.versionId, interaction };
-      await this.deps.jobs.enqueue({ kind: DELIVERY_JOB, project, principal: operatorIn(project), input, maxAttempts: sub.maxAttempts }, tx);
+      const input: DeliveryInput = {
+        subscription: sub.id,
+        type: version.type,
+        id: version.id,
+        versionId: version.versionId,
+        interaction,
+      };
+      await this.deps.jobs.enqueue(
+        { kind: DELIVERY_JOB, project, principal: operatorIn(project), input, maxAttempts: sub.maxAttempts },
+        tx,
+      );
       enqueued.push(sub.id);
       this.pending = true;
     }
@@ -159,11 +190,21 @@ export class SubscriptionMatcher implements WriteObserver {
    * not match, is not evaluated again by this process, and its Subscription is set to `error`
    * (by a job enqueued with this write), so one costly criterion costs one write its time limit once.
    */
-  private async criteria(tx: StoreTx, project: string, candidates: CompiledSubscription[], current: Resource | undefined, previous: Resource | undefined): Promise<CompiledSubscription[]> {
+  private async criteria(
+    tx: StoreTx,
+    project: string,
+    candidates: CompiledSubscription[],
+    current: Resource | undefined,
+    previous: Resource | undefined,
+  ): Promise<CompiledSubscription[]> {
     const withPath = candidates.filter((s) => s.fhirPath);
     if (withPath.length === 0) return candidates;
     const vars = { current: current ?? {}, previous: previous ?? {} };
-    const jobs = withPath.map((s) => ({ expression: (s.fhirPath as { expression: string }).expression, focus: current ?? {}, vars }));
+    const jobs = withPath.map((s) => ({
+      expression: (s.fhirPath as { expression: string }).expression,
+      focus: current ?? {},
+      vars,
+    }));
     const answers = await this.deps.fhirpath.evaluate(jobs, { afterOverrun: 'continue' });
     const failed = new Set<CompiledSubscription>();
     for (const [i, sub] of withPath.entries()) {

@@ -30,7 +30,12 @@ export class Subscriptions {
 
   constructor(private readonly options: SubscriptionsOptions) {
     this.matcher = new SubscriptionMatcher({ ...options, jobs: options.jobs });
-    this.delivery = new SubscriptionDelivery({ repository: options.repository, outbound: options.outbound, retryMs: options.retryMs, log: options.log });
+    this.delivery = new SubscriptionDelivery({
+      repository: options.repository,
+      outbound: options.outbound,
+      retryMs: options.retryMs,
+      log: options.log,
+    });
     options.repository.observe(this.matcher);
     // Jobs enqueued in a transaction are claimable once it commits: wake the workers then.
     options.repository.onWrite(() => {
@@ -45,7 +50,12 @@ export class Subscriptions {
     };
     options.jobs.register(overrun);
     const store = options.repository.store;
-    this.websocket = new WebsocketHub({ notices: store.notices, ephemeral: store.ephemeral, repository: options.repository, log: options.log });
+    this.websocket = new WebsocketHub({
+      notices: store.notices,
+      ephemeral: store.ephemeral,
+      repository: options.repository,
+      log: options.log,
+    });
     this.delivery.registerChannelHandler('websocket', this.websocket.channelHandler());
   }
 

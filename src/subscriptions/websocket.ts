@@ -47,14 +47,18 @@ export class WebsocketHub {
   private stop?: () => void;
   private readonly log?: ContextLog;
 
-  constructor(private readonly deps: { notices: Notices; ephemeral: EphemeralStore; repository: Repository; log?: ContextLog }) {
+  constructor(
+    private readonly deps: { notices: Notices; ephemeral: EphemeralStore; repository: Repository; log?: ContextLog },
+  ) {
     this.log = deps.log;
   }
 
   /** Listens for events from every process. */
   async start(): Promise<void> {
     this.stop ??= await this.deps.notices.listen(WS_NOTICE_CHANNEL, (payload) => {
-      void this.dispatch(payload).catch((err: Error) => this.log?.warn({ err: err.message }, 'websocket notification failed'));
+      void this.dispatch(payload).catch((err: Error) =>
+        this.log?.warn({ err: err.message }, 'websocket notification failed'),
+      );
     });
   }
 
@@ -66,7 +70,12 @@ export class WebsocketHub {
   async issueToken(project: string, subscription: string): Promise<{ token: string; expiresAt: number }> {
     const token = randomBytes(32).toString('base64url');
     const expiresAt = Date.now() + TOKEN_TTL_MS;
-    await this.deps.ephemeral.put(TOKEN_KIND, token, JSON.stringify({ project, subscription } satisfies Binding), expiresAt);
+    await this.deps.ephemeral.put(
+      TOKEN_KIND,
+      token,
+      JSON.stringify({ project, subscription } satisfies Binding),
+      expiresAt,
+    );
     return { token, expiresAt };
   }
 
@@ -79,10 +88,16 @@ export class WebsocketHub {
       return this.refuse(socket, 'the message is not JSON');
     }
     if (message.type === 'ping') return socket.send(JSON.stringify({ type: 'pong' }));
-    if (message.type !== 'bind-with-token') return this.refuse(socket, `unknown message type '${String(message.type).slice(0, 50)}'`);
+    if (message.type !== 'bind-with-token')
+      return this.refuse(socket, `unknown message type '${String(message.type).slice(0, 50)}'`);
     const token = message.payload?.token;
-    const value = typeof token === 'string' && token.length < 200 ? await this.deps.ephemeral.peek(TOKEN_KIND, token) : undefined;
-    if (!value) return this.refuse(socket, 'the binding token is not valid (get one from Subscription/[id]/$get-ws-binding-token)');
+    const value =
+      typeof token === 'string' && token.length < 200 ? await this.deps.ephemeral.peek(TOKEN_KIND, token) : undefined;
+    if (!value)
+      return this.refuse(
+        socket,
+        'the binding token is not valid (get one from Subscription/[id]/$get-ws-binding-token)',
+      );
     const binding = JSON.parse(value) as Binding;
     const key = keyOf(binding);
     this.unbind(socket);
@@ -111,7 +126,14 @@ export class WebsocketHub {
   channelHandler(): ChannelHandler {
     return {
       deliver: async (n) => {
-        const event: Event = { project: n.project, subscription: n.subscription.id as string, type: n.type, id: n.id, versionId: n.versionId, interaction: n.interaction };
+        const event: Event = {
+          project: n.project,
+          subscription: n.subscription.id as string,
+          type: n.type,
+          id: n.id,
+          versionId: n.versionId,
+          interaction: n.interaction,
+        };
         await this.deps.notices.publish(WS_NOTICE_CHANNEL, JSON.stringify(event));
       },
     };
@@ -124,13 +146,21 @@ export class WebsocketHub {
     const versionId = event.interaction === 'delete' ? event.versionId - 1 : event.versionId;
     const version = await this.deps.repository.store.readVersion(event.project, event.type, event.id, versionId);
     const focus = { reference: `${event.type}/${event.id}` };
-    const bundle = statusBundle(event, 'event-notification', [{ eventNumber: String(++this.eventNumber), timestamp: new Date().toISOString(), focus }], version?.resource ?? undefined);
+    const bundle = statusBundle(
+      event,
+      'event-notification',
+      [{ eventNumber: String(++this.eventNumber), timestamp: new Date().toISOString(), focus }],
+      version?.resource ?? undefined,
+    );
     const text = JSON.stringify(bundle);
     for (const socket of sockets) socket.send(text);
   }
 
   private refuse(socket: HubSocket, reason: string): void {
-    const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'security', details: { text: reason } }] };
+    const outcome: OperationOutcome = {
+      resourceType: 'OperationOutcome',
+      issue: [{ severity: 'error', code: 'security', details: { text: reason } }],
+    };
     socket.send(JSON.stringify({ type: 'error', payload: outcome }));
     socket.close(1008, 'refused');
   }
@@ -141,7 +171,12 @@ function keyOf(binding: Binding): string {
 }
 
 /** A notification Bundle as the R4B Subscriptions backport shapes it (Medplum's websocket messages). */
-function statusBundle(binding: Binding, type: 'handshake' | 'event-notification', events: object[], resource?: Resource): object {
+function statusBundle(
+  binding: Binding,
+  type: 'handshake' | 'event-notification',
+  events: object[],
+  resource?: Resource,
+): object {
   const now = new Date().toISOString();
   const status = {
     resourceType: 'SubscriptionStatus',

@@ -54,7 +54,8 @@ export class CanonicalIndex implements CanonicalSource {
     const packFor = languagePackTarget(resource);
     if (packFor) this.packs.set(packFor, [...(this.packs.get(packFor) ?? []), resource as CodeSystem]);
     if (!resource.url) return;
-    if (resource.resourceType === 'CodeSystem' && resource.valueSet) this.byImplicitValueSet.set(resource.valueSet, resource);
+    if (resource.resourceType === 'CodeSystem' && resource.valueSet)
+      this.byImplicitValueSet.set(resource.valueSet, resource);
     const key = `${resource.resourceType}|${resource.url}`;
     const list = this.byKey.get(key) ?? [];
     list.push(resource);
@@ -68,9 +69,17 @@ export class CanonicalIndex implements CanonicalSource {
     }
     if (resource.resourceType === 'ConceptMap') this.maps.delete(resource);
     const packFor = languagePackTarget(resource);
-    if (packFor) this.packs.set(packFor, (this.packs.get(packFor) ?? []).filter((r) => r !== resource));
+    if (packFor)
+      this.packs.set(
+        packFor,
+        (this.packs.get(packFor) ?? []).filter((r) => r !== resource),
+      );
     if (!resource.url) return;
-    if (resource.resourceType === 'CodeSystem' && resource.valueSet && this.byImplicitValueSet.get(resource.valueSet) === resource) {
+    if (
+      resource.resourceType === 'CodeSystem' &&
+      resource.valueSet &&
+      this.byImplicitValueSet.get(resource.valueSet) === resource
+    ) {
       this.byImplicitValueSet.delete(resource.valueSet);
     }
     const key = `${resource.resourceType}|${resource.url}`;
@@ -128,7 +137,8 @@ const SUPPLEMENT_TYPE = 'http://hl7.org/fhir/StructureDefinition/codesystem-supp
 
 /** A language pack applies whenever its code system is used, without being asked for. */
 export function languagePackTarget(resource: TerminologyResource): string | undefined {
-  if (resource.resourceType !== 'CodeSystem' || resource.content !== 'supplement' || !resource.supplements) return undefined;
+  if (resource.resourceType !== 'CodeSystem' || resource.content !== 'supplement' || !resource.supplements)
+    return undefined;
   const type = resource.extension?.find((e) => e.url === SUPPLEMENT_TYPE)?.valueCode;
   return type === 'lang-pack' ? resource.supplements.split('|')[0] : undefined;
 }
@@ -137,7 +147,10 @@ export function languagePackTarget(resource: TerminologyResource): string | unde
 export function selectVersion<T extends TerminologyResource>(candidates: T[], version?: string): T | undefined {
   if (candidates.length === 0) return undefined;
   if (!version) return pickLatest(candidates);
-  return candidates.find((r) => r.version === version) ?? pickLatest(candidates.filter((r) => versionMatches(version, r.version)));
+  return (
+    candidates.find((r) => r.version === version) ??
+    pickLatest(candidates.filter((r) => versionMatches(version, r.version)))
+  );
 }
 
 export function pickLatest<T extends TerminologyResource>(candidates: T[]): T | undefined {

@@ -48,7 +48,12 @@ interface SystemIncludes {
 }
 
 /** `limit`: the largest expansion either value set may need (too-costly beyond: indeterminate). */
-export async function compareValueSets(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineContext, limit: number): Promise<CompareResult> {
+export async function compareValueSets(
+  thisVs: ValueSet,
+  otherVs: ValueSet,
+  ctx: EngineContext,
+  limit: number,
+): Promise<CompareResult> {
   const names = [name(thisVs), name(otherVs)];
   const found = compareDefinitions(thisVs, otherVs, ctx);
   if (!found.undecided) return outcome(found, names, false);
@@ -57,7 +62,11 @@ export async function compareValueSets(thisVs: ValueSet, otherVs: ValueSet, ctx:
     expanded = await compareExpansions(thisVs, otherVs, ctx, limit);
   } catch (err) {
     if (!(err instanceof TerminologyError)) throw err;
-    return { result: 'indeterminate', message: message('VS_COMPARE_FAILED', names[0], names[1], err.issue.text), 'performed-expansion': true };
+    return {
+      result: 'indeterminate',
+      message: message('VS_COMPARE_FAILED', names[0], names[1], err.issue.text),
+      'performed-expansion': true,
+    };
   }
   return outcome(expanded, names, true);
 }
@@ -82,7 +91,11 @@ function outcome(found: Findings, names: string[], expanded: boolean): CompareRe
   else if (!found.left && !found.right) result = 'same';
   else if (found.left && found.right) result = 'overlapping';
   else result = found.left ? 'superset' : 'subset';
-  const answer: CompareResult = { result, message: message(MESSAGE_OF[result], names[0], names[1]), 'performed-expansion': expanded };
+  const answer: CompareResult = {
+    result,
+    message: message(MESSAGE_OF[result], names[0], names[1]),
+    'performed-expansion': expanded,
+  };
   // Expansions that agree need no lists; lists of concepts are shown whatever they found.
   const codes = found.codes;
   if (codes && !(expanded && result === 'same')) {
@@ -176,7 +189,13 @@ function compareLists(mine: ValueSetComposeInclude[], theirs: ValueSetComposeInc
  * One `concept is-a` filter on each side, at the same version: the roots' subsumption decides
  * (the same root, one under the other, or unrelated branches).
  */
-function compareBranches(system: string, mine: ValueSetComposeInclude[], theirs: ValueSetComposeInclude[], found: Findings, ctx: EngineContext): boolean {
+function compareBranches(
+  system: string,
+  mine: ValueSetComposeInclude[],
+  theirs: ValueSetComposeInclude[],
+  found: Findings,
+  ctx: EngineContext,
+): boolean {
   const rootOf = (list: ValueSetComposeInclude[]) => {
     if (list.length !== 1 || list[0].concept || list[0].filter?.length !== 1) return undefined;
     const f = list[0].filter[0];
@@ -211,7 +230,12 @@ function includeKey(include: ValueSetComposeInclude): string {
 // ---------------------------------------------------------------------------------------------
 // expansions
 
-async function compareExpansions(thisVs: ValueSet, otherVs: ValueSet, ctx: EngineContext, limit: number): Promise<Findings> {
+async function compareExpansions(
+  thisVs: ValueSet,
+  otherVs: ValueSet,
+  ctx: EngineContext,
+  limit: number,
+): Promise<Findings> {
   const mine = await members(thisVs, ctx, limit);
   const theirs = await members(otherVs, ctx, limit);
   const keyOf = (m: Member) => `${m.system}\u0000${m.code}`;
@@ -222,7 +246,13 @@ async function compareExpansions(thisVs: ValueSet, otherVs: ValueSet, ctx: Engin
     missing: mine.filter((m) => !theirKeys.has(keyOf(m))).map((m) => m.code),
     extra: theirs.filter((m) => !mineKeys.has(keyOf(m))).map((m) => m.code),
   };
-  return { common: lists.common.length > 0, left: lists.missing.length > 0, right: lists.extra.length > 0, undecided: false, codes: lists };
+  return {
+    common: lists.common.length > 0,
+    left: lists.missing.length > 0,
+    right: lists.extra.length > 0,
+    undecided: false,
+    codes: lists,
+  };
 }
 
 /** The members of a value set, once each by system and code, in expansion order. */

@@ -102,7 +102,9 @@ export function toFhirIssue(issue: TxIssue): OperationOutcomeIssue {
   if (issue.messageId) out.extension = [{ url: MESSAGE_ID_EXT, valueString: issue.messageId }];
   out.severity = issue.severity;
   out.code = issue.code;
-  out.details = issue.type ? { coding: [{ system: TX_ISSUE_TYPE, code: issue.type }], text: issue.text } : { text: issue.text };
+  out.details = issue.type
+    ? { coding: [{ system: TX_ISSUE_TYPE, code: issue.type }], text: issue.text }
+    : { text: issue.text };
   if (issue.path) out.expression = [issue.path];
   return out as unknown as OperationOutcomeIssue;
 }

@@ -31,7 +31,10 @@ export class Language {
     const parts = code.split('-');
     this.language = parts[0].toLowerCase();
     // The region is the first 2-letter or 3-digit subtag after the language (skipping a script).
-    this.region = parts.slice(1).find((p) => /^[A-Za-z]{2}$|^\d{3}$/.test(p))?.toUpperCase();
+    this.region = parts
+      .slice(1)
+      .find((p) => /^[A-Za-z]{2}$|^\d{3}$/.test(p))
+      ?.toUpperCase();
   }
 
   /** Whether this tag names `other` at the given depth ('de' matches 'de-CH' at language depth). */
@@ -69,7 +72,10 @@ export class LanguageList {
   static parse(text: string | undefined): LanguageList {
     if (text === undefined || text.trim() === '') return LanguageList.empty();
     const entries = text.split(',').map((part) => {
-      const [tag, ...params] = part.trim().split(';').map((s) => s.trim());
+      const [tag, ...params] = part
+        .trim()
+        .split(';')
+        .map((s) => s.trim());
       if (!isLanguageTag(tag)) throw new InvalidLanguageError(text);
       let quality = 1;
       for (const p of params) {
@@ -124,7 +130,13 @@ export function echoLanguages(text: string): string {
   if (!trimmed.includes(';')) return trimmed;
   return trimmed
     .split(',')
-    .map((part) => part.split(';').map((s) => s.trim()).filter((s) => s !== '').join('; '))
+    .map((part) =>
+      part
+        .split(';')
+        .map((s) => s.trim())
+        .filter((s) => s !== '')
+        .join('; '),
+    )
     .join(', ');
 }
 

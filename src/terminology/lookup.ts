@@ -56,7 +56,8 @@ export function lookupCode(request: LookupRequest, ctx: EngineContext): LookupRe
     throw new TerminologyError(plainIssue('LOOKUP_UNKNOWN_CODE', [request.code, where]), 404);
   }
   const designations = cs.designations(concept);
-  const display = DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);
+  const display =
+    DisplayList.of(designations, cs.language).preferredDisplay(ctx.params.workingLanguages()) ?? cs.display(concept);
 
   const result: LookupResult = {
     name: cs.name,
@@ -96,7 +97,8 @@ function propertiesOf(cs: CodeSystemProvider, concept: ConceptHandle, asked: str
   related('parent', cs.parents(concept));
   related('child', cs.children(concept));
   const own = cs.properties(concept).filter((p) => !ownParentLinks.has(p.code));
-  if (wanted('inactive') && !own.some((p) => p.code === 'inactive')) out.push({ code: 'inactive', type: 'boolean', value: cs.isInactive(concept) });
+  if (wanted('inactive') && !own.some((p) => p.code === 'inactive'))
+    out.push({ code: 'inactive', type: 'boolean', value: cs.isInactive(concept) });
   for (const p of own) if (wanted(p.code)) out.push({ code: p.code, type: p.type, value: p.value });
   return out;
 }

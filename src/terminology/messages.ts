@@ -20,8 +20,10 @@ export const MESSAGES = {
     "The code System '{0}' has a grammar and so has infinite members. This extension is based on {1}",
   CODESYSTEM_NOT_ENUMERABLE:
     "The code system '{0}' cannot be expanded because its codes cannot be iterated or enumerated in any meaningful sense",
-  CODESYSTEM_NO_CONTENT_TO_EXPAND: 'The code system definition for {0} has no content, so this expansion cannot be performed',
-  CODESYSTEM_IS_SUPPLEMENT_EXPAND: 'The code system definition for {0} defines a supplement, so this expansion cannot be performed',
+  CODESYSTEM_NO_CONTENT_TO_EXPAND:
+    'The code system definition for {0} has no content, so this expansion cannot be performed',
+  CODESYSTEM_IS_SUPPLEMENT_EXPAND:
+    'The code system definition for {0} defines a supplement, so this expansion cannot be performed',
   CODESYSTEM_CS_NO_SUPPLEMENT: "CodeSystem {0} is a supplement, so can't be used as a value in Coding.system",
   CODING_HAS_NO_CODE: 'Coding has no code and cannot be validated',
   CODING_HAS_NO_CODE_FOR_SYSTEM: 'Coding has no code for system {0} and cannot be validated',
@@ -40,7 +42,8 @@ export const MESSAGES = {
   },
   Display_Name_WS_for__should_be_one_of__instead_of: {
     one: "Wrong whitespace in Display Name '{4}' for {1}#{2}. Valid display is {3} (for the language(s) '{5}')",
-    other: "Wrong whitespace in Display Name '{4}' for {1}#{2}. Valid display is one of {0} choices: {3} (for the language(s) '{5}')",
+    other:
+      "Wrong whitespace in Display Name '{4}' for {1}#{2}. Valid display is one of {0} choices: {3} (for the language(s) '{5}')",
   },
   INACTIVE_CONCEPT_FOUND: "The concept '{1}' has a status of {0} and its use should be reviewed",
   INACTIVE_CONCEPT_FOUND_ADD: "The concept '{1}' has a status of {0} and {2} and its use should be reviewed",
@@ -103,14 +106,17 @@ export const MESSAGES = {
     "A definition for CodeSystem '{0}' could not be found, so the coding could not be checked; another coding in the CodeableConcept is valid",
   VALUESET_CIRCULAR_REFERENCE: 'Found a circularity pointing to {0} processing ValueSet with pathway [{1}]',
   VALUESET_SUPPLEMENT_MISSING: 'Required supplement not found: {0}',
-  VALUESET_IMPORTS_TOO_DEEP: "The value set '{0}' imports value sets more than {1} deep; the request is too costly to answer",
+  VALUESET_IMPORTS_TOO_DEEP:
+    "The value set '{0}' imports value sets more than {1} deep; the request is too costly to answer",
   VALUESET_TOO_COSTLY: "The value set '{0}' expansion has too many codes to produce (>{1})",
-  VALUESET_VALUE_MISMATCH: "The code system '{0}' version '{1}' in the ValueSet include is different to the one in the value ('{2}')",
+  VALUESET_VALUE_MISMATCH:
+    "The code system '{0}' version '{1}' in the ValueSet include is different to the one in the value ('{2}')",
   VALUESET_VALUE_MISMATCH_CHANGED:
     "The code system '{0}' version '{1}' resulting from the version '{2}' in the ValueSet include is different to the one in the value ('{3}')",
   VALUESET_VALUE_MISMATCH_DEFAULT:
     "The code system '{0}' version '{1}' for the versionless include in the ValueSet include is different to the one in the value ('{3}')",
-  VALUESET_VERSION_CHECK: "The version '{1}' is not allowed for system '{0}': required to be '{2}' by a version-check parameter",
+  VALUESET_VERSION_CHECK:
+    "The version '{1}' is not allowed for system '{0}': required to be '{2}' by a version-check parameter",
   VS_COMPARE_DISJOINT: 'No shared codes between the value sets {0} and {1}',
   VS_COMPARE_EMPTY: 'Both the value sets {0} and {1} are empty',
   VS_COMPARE_FAILED: 'Unable to compare {0} and {1}: This expansion failed: {2}',
@@ -119,7 +125,7 @@ export const MESSAGES = {
   VS_COMPARE_SUBSET: 'The valueSet {0} is a sub-set of the valueSet {1}',
   VS_COMPARE_SUPERSET: 'The valueSet {0} is a super-set of the valueSet {1}',
   VS_EXP_IMPORT_UNK_PINNED: "Unable to find included value set '{0}' version '{1}'",
-  FILTER_NOT_UNDERSTOOD: "The filter \"{0} {1} {2}\" from the value set {3} was not understood in the context of {4}",
+  FILTER_NOT_UNDERSTOOD: 'The filter "{0} {1} {2}" from the value set {3} was not understood in the context of {4}',
   NO_CODE_TO_VALIDATE:
     'Unable to find code to validate (looked for coding | codeableConcept | code+system | code+inferSystem in parameters',
   LOCKED_DATE_NOT_SUPPORTED: 'Cannot process ValueSet {0} due to the presence of a lockedDate on the compose',

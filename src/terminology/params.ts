@@ -116,7 +116,8 @@ export class TxParams {
       const value = subValue(ext, 'value');
       if (name === undefined || value === undefined) continue;
       if (name === 'displayLanguage') this.setDisplayLanguage(String(value), false);
-      else if (name === 'activeOnly' && !this.explicit.has('activeOnly')) this.activeOnly = value === true || value === 'true';
+      else if (name === 'activeOnly' && !this.explicit.has('activeOnly'))
+        this.activeOnly = value === true || value === 'true';
       else if (name === 'versionsMatch') {
         this.versionsMatch = value === true || value === 'true';
         this.explicit.add('versionsMatch');

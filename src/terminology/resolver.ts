@@ -31,7 +31,9 @@ export class Resolver {
   }
 
   codeSystem(url: string, version?: string): CodeSystem | undefined {
-    return this.found('CodeSystem', url, version, () => this.find<CodeSystem>('CodeSystem', url, version, (cs) => cs.content !== 'supplement'));
+    return this.found('CodeSystem', url, version, () =>
+      this.find<CodeSystem>('CodeSystem', url, version, (cs) => cs.content !== 'supplement'),
+    );
   }
 
   /** Any CodeSystem with this url, a supplement included (for error messages). */
@@ -40,7 +42,12 @@ export class Resolver {
   }
 
   valueSet(url: string, version?: string): ValueSet | undefined {
-    return this.found('ValueSet', url, version, () => this.find<ValueSet>('ValueSet', url, version) ?? this.implicitValueSet(url, version));
+    return this.found(
+      'ValueSet',
+      url,
+      version,
+      () => this.find<ValueSet>('ValueSet', url, version) ?? this.implicitValueSet(url, version),
+    );
   }
 
   /**
@@ -52,7 +59,12 @@ export class Resolver {
   private readonly lookups = new Map<string, Map<string, Map<string, TerminologyResource | null>>>();
   private lookupCount = 0;
 
-  private found<T extends TerminologyResource>(kind: string, url: string, version: string | undefined, look: () => T | undefined): T | undefined {
+  private found<T extends TerminologyResource>(
+    kind: string,
+    url: string,
+    version: string | undefined,
+    look: () => T | undefined,
+  ): T | undefined {
     let byUrl = this.lookups.get(kind);
     if (!byUrl) this.lookups.set(kind, (byUrl = new Map()));
     let byVersion = byUrl.get(url);
@@ -85,17 +97,24 @@ export class Resolver {
       const system = url.slice(0, q);
       const rest = url.slice(q + '?fhir_vs'.length);
       if (rest === '') include = { system };
-      else if (rest.startsWith('=isa/')) include = { system, filter: [{ property: 'concept', op: 'is-a', value: rest.slice(5) }] };
+      else if (rest.startsWith('=isa/'))
+        include = { system, filter: [{ property: 'concept', op: 'is-a', value: rest.slice(5) }] };
     } else if (url === 'http://loinc.org/vs') {
       include = { system: 'http://loinc.org' };
     } else {
       const cs = this.sources.map((s) => s.codeSystemForValueSet(url)).find((c) => c !== undefined);
       // All codes of the code system, at whatever version the request or rules select. A version
       // asked for explicitly must exist: of the value set, or of the code system it stands for.
-      const versionExists = !version || (this.valueSetVersions(url).length === 0 && cs?.url !== undefined && this.codeSystemVersions(cs.url).includes(version));
+      const versionExists =
+        !version ||
+        (this.valueSetVersions(url).length === 0 &&
+          cs?.url !== undefined &&
+          this.codeSystemVersions(cs.url).includes(version));
       if (cs?.url && versionExists) include = { system: cs.url };
     }
-    const vs: ValueSet | null = include ? { resourceType: 'ValueSet', url, version, status: 'active', compose: { include: [include] } } : null;
+    const vs: ValueSet | null = include
+      ? { resourceType: 'ValueSet', url, version, status: 'active', compose: { include: [include] } }
+      : null;
     this.implicit.set(key, vs);
     return vs ?? undefined;
   }
@@ -138,14 +157,16 @@ export class Resolver {
   codeSystemVersions(url: string): string[] {
     const versions = new Set<string>();
     for (const source of this.sources) {
-      for (const cs of source.all<CodeSystem>('CodeSystem', url)) if (cs.version && cs.content !== 'supplement') versions.add(cs.version);
+      for (const cs of source.all<CodeSystem>('CodeSystem', url))
+        if (cs.version && cs.content !== 'supplement') versions.add(cs.version);
     }
     return [...versions].sort();
   }
 
   valueSetVersions(url: string): string[] {
     const versions = new Set<string>();
-    for (const source of this.sources) for (const vs of source.all<ValueSet>('ValueSet', url)) if (vs.version) versions.add(vs.version);
+    for (const source of this.sources)
+      for (const vs of source.all<ValueSet>('ValueSet', url)) if (vs.version) versions.add(vs.version);
     return [...versions].sort();
   }
 
@@ -181,7 +202,12 @@ export class Resolver {
     return this.providers.provider(cs, supplements);
   }
 
-  private find<T extends TerminologyResource>(type: T['resourceType'], url: string, version?: string, accept: (r: T) => boolean = () => true): T | undefined {
+  private find<T extends TerminologyResource>(
+    type: T['resourceType'],
+    url: string,
+    version?: string,
+    accept: (r: T) => boolean = () => true,
+  ): T | undefined {
     for (const source of this.sources) {
       const candidates = source.all<T>(type, url).filter(accept);
       if (candidates.length === 0) continue;

@@ -77,8 +77,9 @@ export class TerminologyService {
       if (this.bases.size >= 1000) this.bases.delete(this.bases.keys().next().value as string);
       this.bases.set(project, base);
     }
-    const own = requestResources.filter((r): r is TerminologyResource =>
-      r.resourceType === 'CodeSystem' || r.resourceType === 'ValueSet' || r.resourceType === 'ConceptMap',
+    const own = requestResources.filter(
+      (r): r is TerminologyResource =>
+        r.resourceType === 'CodeSystem' || r.resourceType === 'ValueSet' || r.resourceType === 'ConceptMap',
     );
     return base.resolver.withRequestResources(own);
   }

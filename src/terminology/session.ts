@@ -6,7 +6,13 @@ import { TerminologyError } from './issues';
 import { lookupCode, type LookupRequest, type LookupResult } from './lookup';
 import { isEnumeration } from './membership/checker';
 import type { ValidationResult } from './membership/state';
-import { systemsDrawnOn, undecidableSystems, type DrawnOnMemo, type MembershipVerdict, type UndecidableQuestion } from './membership/undecidable';
+import {
+  systemsDrawnOn,
+  undecidableSystems,
+  type DrawnOnMemo,
+  type MembershipVerdict,
+  type UndecidableQuestion,
+} from './membership/undecidable';
 import { TxParams, type TxParamsInput } from './params';
 import type { Resolver } from './resolver';
 import { subsumes, type SubsumptionOutcome } from './subsumes';
@@ -99,7 +105,9 @@ export class TerminologySession {
     const result = this.validateInValueSet(valueSet, coded);
     if (result.result) return 'member';
     const membershipOnly = this.engine.params.membershipOnly;
-    const reported = membershipOnly ? [] : [...(result['x-unknown-system'] ?? []), ...(result['x-caused-by-unknown-system'] ?? [])];
+    const reported = membershipOnly
+      ? []
+      : [...(result['x-unknown-system'] ?? []), ...(result['x-caused-by-unknown-system'] ?? [])];
     const undecidable = this.undecidableSystems(valueSet, { systems: [coding.system], reported, membershipOnly });
     return undecidable.length > 0 ? 'undecidable' : 'not-member';
   }
@@ -121,7 +129,8 @@ export class TerminologySession {
     const codes: Coding[] = [];
     const walk = (items: ValueSetExpansionContains[] | undefined) => {
       for (const item of items ?? []) {
-        if (item.code !== undefined && !item.abstract) codes.push({ code: item.code, system: item.system, version: item.version, display: item.display });
+        if (item.code !== undefined && !item.abstract)
+          codes.push({ code: item.code, system: item.system, version: item.version, display: item.display });
         walk(item.contains);
       }
     };
@@ -152,5 +161,7 @@ function listedCodes(valueSet: ValueSet): Coding[] | undefined {
   const compose = valueSet.compose;
   if (!compose?.include.length || compose.exclude?.length) return undefined;
   if (!compose.include.every((i) => i.system && isEnumeration(i))) return undefined;
-  return compose.include.flatMap((i) => (i.concept ?? []).map((c) => ({ code: c.code, system: i.system, version: i.version, display: c.display })));
+  return compose.include.flatMap((i) =>
+    (i.concept ?? []).map((c) => ({ code: c.code, system: i.system, version: i.version, display: c.display })),
+  );
 }

@@ -6,7 +6,13 @@ import type { EngineContext } from './validate-code';
 
 export type SubsumptionOutcome = 'equivalent' | 'subsumes' | 'subsumed-by' | 'not-subsumed';
 
-export function subsumes(system: string, version: string | undefined, codeA: string, codeB: string, ctx: EngineContext): SubsumptionOutcome {
+export function subsumes(
+  system: string,
+  version: string | undefined,
+  codeA: string,
+  codeB: string,
+  ctx: EngineContext,
+): SubsumptionOutcome {
   const cs = codeSystemProvider(system, version, ctx, 'subsumes');
   const locate = (code: string, name: string) => {
     const found = cs.locate(code);

@@ -1,4 +1,11 @@
-import type { CodeableConcept, Coding, ConceptMap, ConceptMapGroup, ConceptMapGroupElement, ConceptMapGroupElementTarget } from 'fhir/r4';
+import type {
+  CodeableConcept,
+  Coding,
+  ConceptMap,
+  ConceptMapGroup,
+  ConceptMapGroupElement,
+  ConceptMapGroupElementTarget,
+} from 'fhir/r4';
 import { plainIssue, TerminologyError } from './issues';
 import { message } from './messages';
 import type { Resolver } from './resolver';
@@ -53,7 +60,9 @@ export function translate(request: TranslateRequest, resolver: Resolver): Transl
   for (const coding of request.codings) {
     if (!coding.code) continue;
     for (const map of maps) {
-      const found = request.reverse ? reverseMatches(map, coding, request.resultSystem) : forwardMatches(map, coding, { request, resolver, depth: 0 });
+      const found = request.reverse
+        ? reverseMatches(map, coding, request.resultSystem)
+        : forwardMatches(map, coding, { request, resolver, depth: 0 });
       for (const match of found) {
         if (matches.length >= MAX_TRANSLATE_MATCHES) {
           throw new TerminologyError(plainIssue('TRANSLATE_TOO_COSTLY', [MAX_TRANSLATE_MATCHES]), 422);
@@ -105,18 +114,28 @@ function forwardMatches(map: ConceptMap, coding: Coding, walk: MapWalk): Transla
   return out;
 }
 
-function elementMatches(map: ConceptMap, group: ConceptMapGroup, element: ConceptMapGroupElement, request: TranslateRequest): TranslateMatch[] {
-  return (element.target ?? []).filter((target) => dependenciesHold(target, request)).map((target) => {
-    const concept: Coding = {};
-    if (group.target) concept.system = group.target;
-    if (group.targetVersion) concept.version = group.targetVersion;
-    if (target.code) concept.code = target.code;
-    if (target.display) concept.display = target.display;
-    const match: TranslateMatch = { equivalence: target.equivalence, concept, originMap: originOf(map) };
-    const product = (target.product ?? []).map((p) => ({ element: p.property, concept: { system: p.system, code: p.value, display: p.display } }));
-    if (product.length > 0) match.product = product;
-    return match;
-  });
+function elementMatches(
+  map: ConceptMap,
+  group: ConceptMapGroup,
+  element: ConceptMapGroupElement,
+  request: TranslateRequest,
+): TranslateMatch[] {
+  return (element.target ?? [])
+    .filter((target) => dependenciesHold(target, request))
+    .map((target) => {
+      const concept: Coding = {};
+      if (group.target) concept.system = group.target;
+      if (group.targetVersion) concept.version = group.targetVersion;
+      if (target.code) concept.code = target.code;
+      if (target.display) concept.display = target.display;
+      const match: TranslateMatch = { equivalence: target.equivalence, concept, originMap: originOf(map) };
+      const product = (target.product ?? []).map((p) => ({
+        element: p.property,
+        concept: { system: p.system, code: p.value, display: p.display },
+      }));
+      if (product.length > 0) match.product = product;
+      return match;
+    });
 }
 
 /** What a group says about codes it does not list: keep the code, a fixed code, or ask another map. */

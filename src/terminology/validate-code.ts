@@ -66,7 +66,8 @@ export function valueSetEnv(valueSet: ValueSet, ctx: EngineContext): ValidationE
   ctx.params.applyValueSetDefaults(valueSet.compose, valueSet.language);
   const env = makeEnv(ctx);
   for (const ext of valueSet.extension ?? []) {
-    if (ext.url === VS_SUPPLEMENT) env.requiredSupplements.add(ext.valueCanonical ?? ext.valueUri ?? ext.valueString ?? '');
+    if (ext.url === VS_SUPPLEMENT)
+      env.requiredSupplements.add(ext.valueCanonical ?? ext.valueUri ?? ext.valueString ?? '');
   }
   return env;
 }
@@ -88,7 +89,12 @@ export function validateInValueSet(valueSet: ValueSet, coded: CodedValue, ctx: E
  * CodeSystem/$validate-code: validation against the implicit value set of the whole code system
  * (at a version when one is stated). The system need not be known: that is a result, not an error.
  */
-export function validateInCodeSystem(system: string, version: string | undefined, coded: CodedValue, ctx: EngineContext): ValidationResult {
+export function validateInCodeSystem(
+  system: string,
+  version: string | undefined,
+  coded: CodedValue,
+  ctx: EngineContext,
+): ValidationResult {
   const env = makeEnv(ctx);
   const cs = ctx.resolver.codeSystem(system, version);
   const supplement = cs ? undefined : ctx.resolver.anyCodeSystem(system, version);
@@ -101,7 +107,13 @@ export function validateInCodeSystem(system: string, version: string | undefined
   };
   const checker = new ValueSetChecker(env, valueSet);
   if (cs) requireSupplements(env, cs);
-  return validateCoded({ checker, concept: coded.concept, mode: coded.mode, issuePath: coded.issuePath, internal: true });
+  return validateCoded({
+    checker,
+    concept: coded.concept,
+    mode: coded.mode,
+    issuePath: coded.issuePath,
+    internal: true,
+  });
 }
 
 /** CodeSystem/$validate-code with neither a url nor a system in the coding: no code system to ask. */
@@ -142,7 +154,9 @@ function makeEnv(ctx: EngineContext): ValidationEnv {
 
 /** Every supplement the request or value set names must exist and apply to a code system in use. */
 export function requireSupplements(env: ValidationEnv, cs?: CodeSystem): void {
-  if (cs) for (const s of env.resolver.supplementsFor(cs, env.requiredSupplements)) env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : s.url ?? '');
+  if (cs)
+    for (const s of env.resolver.supplementsFor(cs, env.requiredSupplements))
+      env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : (s.url ?? ''));
   const missing = [...env.requiredSupplements].filter(
     (s) => !env.usedSupplements.has(s) && ![...env.usedSupplements].some((u) => u.split('|')[0] === s),
   );
@@ -170,4 +184,3 @@ function prepareFailure(err: TerminologyError, coded: CodedValue, ctx: EngineCon
   if (coding?.code) result.code = coding.code;
   return result;
 }
-

@@ -14,7 +14,13 @@ import { bundledDefinitionsDir, type BundledDefinitionsFile } from '../fhir/bund
  */
 
 // With Medplum's, for the administrative types the server serves (Project, User, ...).
-const FILES: BundledDefinitionsFile[] = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json', 'profiles-medplum.json'];
+const FILES: BundledDefinitionsFile[] = [
+  'profiles-types.json',
+  'profiles-resources.json',
+  'profiles-others.json',
+  'extension-definitions.json',
+  'profiles-medplum.json',
+];
 
 interface Entry {
   file: string;
@@ -132,10 +138,13 @@ export function withoutUnread(buf: Buffer): string {
   const snapshot = top?.find((m) => m.name === 'snapshot');
   const elements = snapshot ? members(buf, snapshot.start, snapshot.end, ELEMENT_MEMBER_INDENT) : [];
   if (!top || !elements) return buf.toString('utf8');
-  const cuts = [...top.filter((m) => UNREAD_MEMBERS.has(m.name)), ...elements.filter((m) => UNREAD_ELEMENT_MEMBERS.has(m.name))].sort((a, b) => a.start - b.start);
+  const cuts = [
+    ...top.filter((m) => UNREAD_MEMBERS.has(m.name)),
+    ...elements.filter((m) => UNREAD_ELEMENT_MEMBERS.has(m.name)),
+  ].sort((a, b) => a.start - b.start);
   const kept: Buffer[] = [];
   let at = 0;
-  for (let i = 0; i < cuts.length; ) {
+  for (let i = 0; i < cuts.length;) {
     // Consecutive members go together; when the last of them closes the object, so does the comma before the first.
     let start = cuts[i].start;
     let last = cuts[i];
@@ -195,5 +204,7 @@ function isNameByte(b: number): boolean {
 
 function parseWhole(file: string): StructureDefinition[] {
   const bundle = JSON.parse(readFileSync(file, 'utf8')) as { entry?: { resource?: StructureDefinition }[] };
-  return (bundle.entry ?? []).map((e) => e.resource).filter((r): r is StructureDefinition => r?.resourceType === 'StructureDefinition');
+  return (bundle.entry ?? [])
+    .map((e) => e.resource)
+    .filter((r): r is StructureDefinition => r?.resourceType === 'StructureDefinition');
 }

@@ -40,7 +40,8 @@ export function compileProfile(sd: StructureDefinition, options: CompileOptions 
   const url = sd.url ?? '(no url)';
   const elements = sd.snapshot?.element;
   if (!elements || elements.length === 0) throw new ProfileError(url, 'it has no snapshot');
-  if (elements.length > MAX_ELEMENTS) throw new ProfileError(url, `its snapshot has more than ${MAX_ELEMENTS} elements`);
+  if (elements.length > MAX_ELEMENTS)
+    throw new ProfileError(url, `its snapshot has more than ${MAX_ELEMENTS} elements`);
   const type = sd.type ?? elements[0].path;
   const profile: CompiledProfile = {
     url,
@@ -95,7 +96,9 @@ function attach(node: ElementNode, profile: CompiledProfile): void {
   const colon = last.lastIndexOf(':');
   if (colon >= 0) {
     // A slice (`a.b:s`) or a re-slice (`a.b:s/r`): it belongs to the element it slices.
-    const sliced = last.includes('/') ? `${id.slice(0, dot + 1)}${last.slice(0, last.lastIndexOf('/'))}` : id.slice(0, dot + 1 + colon);
+    const sliced = last.includes('/')
+      ? `${id.slice(0, dot + 1)}${last.slice(0, last.lastIndexOf('/'))}`
+      : id.slice(0, dot + 1 + colon);
     const base = profile.byId.get(sliced);
     if (!base) throw new ProfileError(profile.url, `the slice '${id}' comes before the element it slices`);
     base.slices.push(node);
@@ -117,10 +120,17 @@ function attach(node: ElementNode, profile: CompiledProfile): void {
 }
 
 function renamedChoice(parent: ElementNode, name: string): ElementNode | undefined {
-  return parent.children.find((c) => c.choice && name.startsWith(c.name) && name.length > c.name.length && /[A-Z]/.test(name[c.name.length]));
+  return parent.children.find(
+    (c) => c.choice && name.startsWith(c.name) && name.length > c.name.length && /[A-Z]/.test(name[c.name.length]),
+  );
 }
 
-function toNode(element: ElementDefinition, id: string, profile: CompiledProfile, options: CompileOptions): ElementNode {
+function toNode(
+  element: ElementDefinition,
+  id: string,
+  profile: CompiledProfile,
+  options: CompileOptions,
+): ElementNode {
   const path = element.path;
   const last = path.slice(path.lastIndexOf('.') + 1);
   const choice = last.endsWith('[x]');
@@ -143,8 +153,10 @@ function toNode(element: ElementDefinition, id: string, profile: CompiledProfile
   };
   if (Number.isNaN(node.max)) throw new ProfileError(profile.url, `the element '${id}' has max '${element.max}'`);
   // The R4 snapshots type Resource.id as a string; as a resource's id it is an id.
-  if (profile.kind === 'resource' && path === `${profile.type}.id`) node.types = [{ code: 'id', profiles: [], targetProfiles: [] }];
-  if (element.contentReference) node.contentReference = element.contentReference.slice(element.contentReference.indexOf('#') + 1);
+  if (profile.kind === 'resource' && path === `${profile.type}.id`)
+    node.types = [{ code: 'id', profiles: [], targetProfiles: [] }];
+  if (element.contentReference)
+    node.contentReference = element.contentReference.slice(element.contentReference.indexOf('#') + 1);
   if (element.sliceName) node.sliceName = element.sliceName;
   if (element.slicing) node.slicing = slicingOf(element.slicing);
   const fixed = prefixed(element, 'fixed');
@@ -175,7 +187,12 @@ function constraintsOf(element: ElementDefinition, options: CompileOptions): Con
   for (const c of element.constraint ?? []) {
     if (!c.expression || c.key === 'ele-1') continue;
     const bestPractice = c.extension?.some((e) => e.url === BEST_PRACTICE_EXT && e.valueBoolean === true);
-    const constraint: Constraint = { key: c.key, severity: c.severity === 'error' && !bestPractice ? 'error' : 'warning', human: c.human, expression: c.expression };
+    const constraint: Constraint = {
+      key: c.key,
+      severity: c.severity === 'error' && !bestPractice ? 'error' : 'warning',
+      human: c.human,
+      expression: c.expression,
+    };
     if (!options.stored) BUNDLED_EXPRESSIONS.add(c.expression);
     else if (!BUNDLED_EXPRESSIONS.has(c.expression)) constraint.user = true;
     out.push(constraint);
@@ -192,7 +209,8 @@ function slicingOf(slicing: NonNullable<ElementDefinition['slicing']>): Slicing 
 }
 
 function bindingOf(element: ElementDefinition): Binding | undefined {
-  const b = element.binding as (ElementDefinition['binding'] & { valueSetUri?: string; valueSetReference?: { reference?: string } }) | undefined;
+  const b = element.binding as
+    (ElementDefinition['binding'] & { valueSetUri?: string; valueSetReference?: { reference?: string } }) | undefined;
   if (!b) return undefined;
   const valueSet = b.valueSet ?? b.valueSetUri ?? b.valueSetReference?.reference;
   return { strength: b.strength, valueSet };
@@ -216,10 +234,15 @@ function resolveContentReference(node: ElementNode, profile: CompiledProfile): E
   const seen = new Set<ElementNode>();
   let at = node;
   while (at.contentReference) {
-    if (seen.has(at)) throw new ProfileError(profile.url, `the content reference of '${node.id}' loops ('#${at.contentReference}')`);
+    if (seen.has(at))
+      throw new ProfileError(profile.url, `the content reference of '${node.id}' loops ('#${at.contentReference}')`);
     seen.add(at);
     const target = profile.byId.get(at.contentReference) ?? profile.byPath.get(at.contentReference);
-    if (!target) throw new ProfileError(profile.url, `the content reference '#${at.contentReference}' of '${node.id}' names no element`);
+    if (!target)
+      throw new ProfileError(
+        profile.url,
+        `the content reference '#${at.contentReference}' of '${node.id}' names no element`,
+      );
     at = target;
   }
   return at;

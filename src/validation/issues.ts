@@ -37,9 +37,15 @@ export function toOutcome(issues: readonly ValidationIssue[]): OperationOutcome 
     seen.add(key);
     unique.push(issue);
   }
-  const sorted = unique.map((issue, i) => ({ issue, i })).sort((a, b) => ORDER[a.issue.severity] - ORDER[b.issue.severity] || a.i - b.i);
+  const sorted = unique
+    .map((issue, i) => ({ issue, i }))
+    .sort((a, b) => ORDER[a.issue.severity] - ORDER[b.issue.severity] || a.i - b.i);
   const out: OperationOutcomeIssue[] = sorted.map(({ issue }) => {
-    const entry: OperationOutcomeIssue = { severity: issue.severity, code: issue.code, details: { text: issue.message } };
+    const entry: OperationOutcomeIssue = {
+      severity: issue.severity,
+      code: issue.code,
+      details: { text: issue.message },
+    };
     if (issue.expression) entry.expression = [issue.expression];
     if (issue.source) entry.diagnostics = issue.source;
     return entry;

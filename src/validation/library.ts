@@ -40,7 +40,10 @@ export class ProfileLibrary {
   private readonly bases = new Map<string, CompiledProfile | undefined>();
   private readonly storedCompiled = new Map<string, CompiledProfile | ProfileError>();
   /** Per project: lookups made while its stored definitions stayed as they were. */
-  private readonly lookups = new Map<string, { generation: string; found: Map<string, Promise<StoredDefinition | undefined>> }>();
+  private readonly lookups = new Map<
+    string,
+    { generation: string; found: Map<string, Promise<StoredDefinition | undefined>> }
+  >();
 
   constructor(
     readonly bundled: BundledDefinitions,
@@ -120,7 +123,8 @@ export class ProfileLibrary {
   }
 
   private remember(key: string, value: CompiledProfile | ProfileError): void {
-    if (this.storedCompiled.size >= MAX_STORED) this.storedCompiled.delete(this.storedCompiled.keys().next().value as string);
+    if (this.storedCompiled.size >= MAX_STORED)
+      this.storedCompiled.delete(this.storedCompiled.keys().next().value as string);
     this.storedCompiled.set(key, value);
   }
 }
@@ -185,14 +189,18 @@ export class ProfileSession {
    * The definition with a snapshot (generated, when first needed, for a differential-only one), and
    * a key naming every stored version it is built from: a changed base makes a new snapshot too.
    */
-  private async withSnapshot(record: StoredDefinition, chain: string[]): Promise<{ definition: () => StructureDefinition; key: string }> {
+  private async withSnapshot(
+    record: StoredDefinition,
+    chain: string[],
+  ): Promise<{ definition: () => StructureDefinition; key: string }> {
     const definition = record.definition;
     const own = `${definition.url}|${definition.version ?? ''}|${record.stamp}`;
     if (definition.snapshot?.element?.length) return { definition: () => definition, key: own };
     const url = definition.url ?? '(no url)';
     const baseUrl = definition.baseDefinition;
     if (!baseUrl) throw new ProfileError(url, 'it has neither a snapshot nor a base definition to build one from');
-    if (chain.includes(baseUrl)) throw new ProfileError(url, `its base definitions form a cycle (${[...chain, baseUrl].join(' -> ')})`);
+    if (chain.includes(baseUrl))
+      throw new ProfileError(url, `its base definitions form a cycle (${[...chain, baseUrl].join(' -> ')})`);
     let base: (() => StructureDefinition | undefined) | undefined;
     let baseKey = baseUrl;
     if (this.library.isBundled(baseUrl)) {
@@ -212,7 +220,10 @@ export class ProfileSession {
       if (generated) return generated;
       const baseDefinition = readBase();
       if (!baseDefinition) throw new ProfileError(url, `its base definition '${baseUrl}' is not known`);
-      const element = generateSnapshot(definition, baseDefinition, { typeDefinition: (type) => this.library.bundled.get(CORE_PREFIX + type) ?? this.library.bundled.get(MEDPLUM_DEFINITION_PREFIX + type) });
+      const element = generateSnapshot(definition, baseDefinition, {
+        typeDefinition: (type) =>
+          this.library.bundled.get(CORE_PREFIX + type) ?? this.library.bundled.get(MEDPLUM_DEFINITION_PREFIX + type),
+      });
       generated = { ...definition, snapshot: { element } };
       return generated;
     };

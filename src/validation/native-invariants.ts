@@ -20,7 +20,7 @@ const NATIVE: Record<string, { expression: string; check: Native }> = {
     check: (focus) => {
       let value = false;
       for (const key in focus) if (key.startsWith('value') || key.startsWith('_value')) value = true;
-      return focus.extension !== undefined !== value ? OK : FAIL;
+      return (focus.extension !== undefined) !== value ? OK : FAIL;
     },
   },
   // Checked by the walker for each contained resource, with the contained resource's path.
@@ -80,12 +80,14 @@ export function nativeInvariant(constraint: Constraint): Native | undefined {
   const native = NATIVE[constraint.key];
   if (!native) return undefined;
   if (native.expression !== '' && native.expression !== constraint.expression) return undefined;
-  if (native.expression === '' && !constraint.expression.startsWith(R4_PREFIX[constraint.key] ?? '\u0000')) return undefined;
+  if (native.expression === '' && !constraint.expression.startsWith(R4_PREFIX[constraint.key] ?? '\u0000'))
+    return undefined;
   return native.check;
 }
 
 /** dom-3 and ref-1 are long; their R4 forms are known by how they start. */
 const R4_PREFIX: Record<string, string> = {
   'dom-3': "contained.where((('#'+id in (%resource.descendants().reference",
-  'ref-1': "reference.startsWith('#').not() or (reference.substring(1).trace('url') in %rootResource.contained.id.trace('ids'))",
+  'ref-1':
+    "reference.startsWith('#').not() or (reference.substring(1).trace('url') in %rootResource.contained.id.trace('ids'))",
 };

@@ -7,8 +7,26 @@ import { primitivePattern } from '../fhir/datatypes';
  */
 
 export const PRIMITIVE_TYPES = new Set([
-  'boolean', 'integer', 'string', 'decimal', 'uri', 'url', 'canonical', 'base64Binary', 'instant', 'date',
-  'dateTime', 'time', 'code', 'oid', 'id', 'markdown', 'unsignedInt', 'positiveInt', 'uuid', 'xhtml',
+  'boolean',
+  'integer',
+  'string',
+  'decimal',
+  'uri',
+  'url',
+  'canonical',
+  'base64Binary',
+  'instant',
+  'date',
+  'dateTime',
+  'time',
+  'code',
+  'oid',
+  'id',
+  'markdown',
+  'unsignedInt',
+  'positiveInt',
+  'uuid',
+  'xhtml',
 ]);
 
 export function isPrimitive(type: string): boolean {
@@ -16,7 +34,19 @@ export function isPrimitive(type: string): boolean {
 }
 
 /** The types whose lexical form the R4 regular expressions decide (in src/fhir/datatypes.ts). */
-const LEXICAL = new Set(['date', 'dateTime', 'instant', 'time', 'code', 'id', 'oid', 'uuid', 'uri', 'url', 'canonical']);
+const LEXICAL = new Set([
+  'date',
+  'dateTime',
+  'instant',
+  'time',
+  'code',
+  'id',
+  'oid',
+  'uuid',
+  'uri',
+  'url',
+  'canonical',
+]);
 
 /** Largest string FHIR allows (1 MB of characters); base64Binary and xhtml are exempt. */
 const MAX_STRING = 1024 * 1024;
@@ -45,7 +75,8 @@ function lexicalProblem(type: string, value: unknown): string | undefined {
     case 'unsignedInt':
     case 'positiveInt': {
       if (typeof value !== 'number') return `must be a JSON number, not ${describe(value)}`;
-      if (!Number.isInteger(value) || value < INT_MIN || value > INT_MAX) return `'${value}' is not a valid ${type} (a 32-bit whole number)`;
+      if (!Number.isInteger(value) || value < INT_MIN || value > INT_MAX)
+        return `'${value}' is not a valid ${type} (a 32-bit whole number)`;
       if (type === 'unsignedInt' && value < 0) return `'${value}' is not a valid unsignedInt (0 or more)`;
       if (type === 'positiveInt' && value < 1) return `'${value}' is not a valid positiveInt (1 or more)`;
       return undefined;

@@ -26,7 +26,13 @@ export interface ReferenceCheck {
 }
 
 /** A Reference: its local target found, its `type` agreeing, its target of an allowed type. */
-export function checkReference(value: Record<string, unknown>, type: TypeRef, path: string, scope: Scope, check: ReferenceCheck): void {
+export function checkReference(
+  value: Record<string, unknown>,
+  type: TypeRef,
+  path: string,
+  scope: Scope,
+  check: ReferenceCheck,
+): void {
   const ref = value.reference;
   if (typeof ref !== 'string') return;
   const { report } = check;
@@ -39,7 +45,12 @@ export function checkReference(value: Record<string, unknown>, type: TypeRef, pa
       const found = contained.find((c) => isObject(c) && c.id === ref.slice(1)) as Record<string, unknown> | undefined;
       if (!found) {
         if (check.targets) {
-          report.error('invariant', `${path}.reference`, `Constraint failed: ref-1: 'SHALL have a contained resource if a local reference is provided' ('${clip(ref)}' is not the id of a contained resource)`, 'ref-1');
+          report.error(
+            'invariant',
+            `${path}.reference`,
+            `Constraint failed: ref-1: 'SHALL have a contained resource if a local reference is provided' ('${clip(ref)}' is not the id of a contained resource)`,
+            'ref-1',
+          );
         }
         return;
       }
@@ -48,19 +59,29 @@ export function checkReference(value: Record<string, unknown>, type: TypeRef, pa
   } else {
     target = referencedType(ref, scope.bundle);
     if (target !== undefined && !RESOURCE_TYPES.has(target)) {
-      if (check.targets && !/^[a-z]+:/.test(ref)) report.error('structure', `${path}.reference`, `'${clip(ref)}' names '${clip(target)}', which is not a resource type`);
+      if (check.targets && !/^[a-z]+:/.test(ref))
+        report.error(
+          'structure',
+          `${path}.reference`,
+          `'${clip(ref)}' names '${clip(target)}', which is not a resource type`,
+        );
       return;
     }
   }
   if (!check.targets || !target) return;
   if (typeof value.type === 'string') {
     const stated = typeNameOf(value.type);
-    if (RESOURCE_TYPES.has(stated) && stated !== target) report.error('structure', `${path}.type`, `says ${stated} but the reference points to a ${target}`);
+    if (RESOURCE_TYPES.has(stated) && stated !== target)
+      report.error('structure', `${path}.type`, `says ${stated} but the reference points to a ${target}`);
   }
   if (type.targetProfiles.length === 0) return;
   const allowed = type.targetProfiles.map((p) => profileTypeOf(p, check));
   if (allowed.some((a) => a === undefined || a === 'Resource' || a === target)) return;
-  report.error('structure', `${path}.reference`, `points to a ${target}, but only ${[...new Set(allowed)].join(', ')} may be referenced here`);
+  report.error(
+    'structure',
+    `${path}.reference`,
+    `points to a ${target}, but only ${[...new Set(allowed)].join(', ')} may be referenced here`,
+  );
 }
 
 function profileTypeOf(url: string, check: ReferenceCheck): string | undefined {
@@ -77,29 +98,59 @@ export function checkBundleEntry(entry: Record<string, unknown>, path: string, r
   const parts = restfulParts(fullUrl);
   if (!parts || typeof resource.resourceType !== 'string') return;
   if (parts.type !== resource.resourceType || (resource.id !== undefined && parts.id !== resource.id)) {
-    report.error('invalid', `${path}.fullUrl`, `The fullUrl '${clip(fullUrl, 120)}' does not match the resource it holds (${resource.resourceType}/${String(resource.id ?? '(no id)')})`);
+    report.error(
+      'invalid',
+      `${path}.fullUrl`,
+      `The fullUrl '${clip(fullUrl, 120)}' does not match the resource it holds (${resource.resourceType}/${String(resource.id ?? '(no id)')})`,
+    );
   }
 }
 
 /** dom-2, dom-4, dom-5 for one contained resource. */
 export function checkContained(value: Record<string, unknown>, path: string, report: Report): void {
-  if (value.contained !== undefined) report.error('invariant', path, "Constraint failed: dom-2: 'If the resource is contained in another resource, it SHALL NOT contain nested Resources'", 'dom-2');
+  if (value.contained !== undefined)
+    report.error(
+      'invariant',
+      path,
+      "Constraint failed: dom-2: 'If the resource is contained in another resource, it SHALL NOT contain nested Resources'",
+      'dom-2',
+    );
   const meta = isObject(value.meta) ? value.meta : undefined;
   if (meta && (meta.versionId !== undefined || meta.lastUpdated !== undefined)) {
-    report.error('invariant', path, "Constraint failed: dom-4: 'If a resource is contained in another resource, it SHALL NOT have a meta.versionId or a meta.lastUpdated'", 'dom-4');
+    report.error(
+      'invariant',
+      path,
+      "Constraint failed: dom-4: 'If a resource is contained in another resource, it SHALL NOT have a meta.versionId or a meta.lastUpdated'",
+      'dom-4',
+    );
   }
   if (meta && meta.security !== undefined) {
-    report.error('invariant', path, "Constraint failed: dom-5: 'If a resource is contained in another resource, it SHALL NOT have a security label'", 'dom-5');
+    report.error(
+      'invariant',
+      path,
+      "Constraint failed: dom-5: 'If a resource is contained in another resource, it SHALL NOT have a security label'",
+      'dom-5',
+    );
   }
 }
 
 /** dom-3: each contained resource is referred to from elsewhere in the resource (or refers to it with `#`). */
-export function checkContainedAreReferenced(json: Record<string, unknown>, scope: Scope, path: string, report: Report): void {
+export function checkContainedAreReferenced(
+  json: Record<string, unknown>,
+  scope: Scope,
+  path: string,
+  report: Report,
+): void {
   if (!Array.isArray(json.contained)) return;
   json.contained.forEach((c, i) => {
     if (!isObject(c) || typeof c.id !== 'string') return;
     if (scope.localRefs.has(`#${c.id}`) || refersToContainer(c)) return;
-    report.error('invariant', `${path}.contained[${i}]`, `Constraint failed: dom-3: 'If the resource is contained in another resource, it SHALL be referred to from elsewhere in the resource or SHALL refer to the containing resource' (nothing refers to '#${clip(c.id)}')`, 'dom-3');
+    report.error(
+      'invariant',
+      `${path}.contained[${i}]`,
+      `Constraint failed: dom-3: 'If the resource is contained in another resource, it SHALL be referred to from elsewhere in the resource or SHALL refer to the containing resource' (nothing refers to '#${clip(c.id)}')`,
+      'dom-3',
+    );
   });
 }
 

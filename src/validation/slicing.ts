@@ -33,7 +33,11 @@ export type SliceTester = (item: SliceItem, deps: SliceDeps) => boolean;
 const testers = new WeakMap<ElementNode, SliceTester>();
 
 /** The test for one slice; `typeRoot` finds the definition of a type the path goes into. */
-export function sliceTester(slice: ElementNode, slicing: Slicing, typeRoot: (type: string) => ElementNode | undefined): SliceTester {
+export function sliceTester(
+  slice: ElementNode,
+  slicing: Slicing,
+  typeRoot: (type: string) => ElementNode | undefined,
+): SliceTester {
   let tester = testers.get(slice);
   if (tester) return tester;
   const tests = slicing.discriminators.map((d) => compileTest(slice, d.type, d.path, typeRoot));
@@ -42,9 +46,15 @@ export function sliceTester(slice: ElementNode, slicing: Slicing, typeRoot: (typ
   return tester;
 }
 
-function compileTest(slice: ElementNode, type: DiscriminatorType, path: string, typeRoot: (type: string) => ElementNode | undefined): Test {
+function compileTest(
+  slice: ElementNode,
+  type: DiscriminatorType,
+  path: string,
+  typeRoot: (type: string) => ElementNode | undefined,
+): Test {
   const segments = splitPath(path);
-  if (segments.some((s) => s.startsWith('resolve('))) return { kind: 'never', reason: `discriminator path '${path}' needs resolve()` };
+  if (segments.some((s) => s.startsWith('resolve(')))
+    return { kind: 'never', reason: `discriminator path '${path}' needs resolve()` };
   const nodes = navigate(slice, segments, typeRoot);
   switch (type) {
     case 'value':
@@ -56,9 +66,11 @@ function compileTest(slice: ElementNode, type: DiscriminatorType, path: string, 
       }
       // An extension slice known only by its type profile: the profile's url is the url to match.
       if (expected.length === 0 && segments.length === 1 && segments[0] === 'url') {
-        for (const t of slice.types) for (const p of t.profiles) expected.push({ mode: 'fixed', value: { type: 'uri', value: p.split('|')[0] } });
+        for (const t of slice.types)
+          for (const p of t.profiles) expected.push({ mode: 'fixed', value: { type: 'uri', value: p.split('|')[0] } });
       }
-      if (expected.length === 0) return { kind: 'never', reason: `slice '${slice.sliceName}' has no fixed or pattern value at '${path}'` };
+      if (expected.length === 0)
+        return { kind: 'never', reason: `slice '${slice.sliceName}' has no fixed or pattern value at '${path}'` };
       return { kind: 'value', path: segments, expected };
     }
     case 'exists': {
@@ -72,7 +84,8 @@ function compileTest(slice: ElementNode, type: DiscriminatorType, path: string, 
     }
     case 'profile': {
       const profiles = [...new Set(nodes.flatMap((n) => n.types.flatMap((t) => t.profiles)))];
-      if (profiles.length === 0) return { kind: 'never', reason: `slice '${slice.sliceName}' names no profile at '${path}'` };
+      if (profiles.length === 0)
+        return { kind: 'never', reason: `slice '${slice.sliceName}' names no profile at '${path}'` };
       return { kind: 'profile', path: segments, profiles };
     }
     default:
@@ -101,7 +114,11 @@ function splitPath(path: string): string[] {
  * The element nodes at a path below a slice. Where an element on the way is itself sliced, its
  * slices are followed too: a re-slice (`code.coding:systolic`) is where the values often are.
  */
-function navigate(start: ElementNode, segments: string[], typeRoot: (type: string) => ElementNode | undefined): ElementNode[] {
+function navigate(
+  start: ElementNode,
+  segments: string[],
+  typeRoot: (type: string) => ElementNode | undefined,
+): ElementNode[] {
   let current = [start];
   for (const segment of segments) {
     const next: ElementNode[] = [];
@@ -109,7 +126,8 @@ function navigate(start: ElementNode, segments: string[], typeRoot: (type: strin
       const ext = /^extension\(['"](.+)['"]\)$/.exec(segment);
       if (ext) {
         const extension = childrenOf(node, typeRoot).find((c) => c.name === 'extension');
-        for (const s of extension?.slices ?? []) if (s.types.some((t) => t.profiles.some((p) => p.split('|')[0] === ext[1]))) next.push(s);
+        for (const s of extension?.slices ?? [])
+          if (s.types.some((t) => t.profiles.some((p) => p.split('|')[0] === ext[1]))) next.push(s);
         continue;
       }
       const ofType = /^ofType\((.+)\)$/.exec(segment);
@@ -187,7 +205,8 @@ function valuesAt(value: unknown, path: string[]): unknown[] {
         continue;
       }
       for (const key in obj) {
-        if (key.length > segment.length && key.startsWith(segment) && /[A-Z]/.test(key[segment.length])) next.push(...asArray(obj[key]));
+        if (key.length > segment.length && key.startsWith(segment) && /[A-Z]/.test(key[segment.length]))
+          next.push(...asArray(obj[key]));
       }
     }
     current = next;
@@ -216,7 +235,12 @@ export interface PlaceOptions {
  * Places each item of a sliced element in its slice, checking the slicing's rules (closed,
  * openAtEnd, ordered) and each slice's cardinality on the way.
  */
-export function placeInSlices<I extends { value: unknown; path: string }>(items: I[], node: ElementNode, type: TypeRef, options: PlaceOptions): Placed<I>[] {
+export function placeInSlices<I extends { value: unknown; path: string }>(
+  items: I[],
+  node: ElementNode,
+  type: TypeRef,
+  options: PlaceOptions,
+): Placed<I>[] {
   const { report } = options;
   const slicing = node.slicing as Slicing;
   const testers = node.slices.map((s) => sliceTester(s, slicing, options.typeRoot));
@@ -228,25 +252,55 @@ export function placeInSlices<I extends { value: unknown; path: string }>(items:
     const hit = testers.findIndex((test) => test({ value: item.value, type }, options.deps));
     if (hit < 0) {
       unmatchedSeen = true;
-      if (slicing.rules === 'closed') report.error('structure', item.path, `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`);
+      if (slicing.rules === 'closed')
+        report.error(
+          'structure',
+          item.path,
+          `does not match any slice of ${node.path} defined by ${node.profile.url}, and the slicing is closed`,
+        );
       placed.push({ item, at: node, itemType: type });
       continue;
     }
     const slice = node.slices[hit];
     counts[hit]++;
-    if (slicing.ordered && hit < last) report.error('structure', item.path, `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`);
-    if (slicing.rules === 'openAtEnd' && unmatchedSeen) report.error('structure', item.path, `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`);
+    if (slicing.ordered && hit < last)
+      report.error(
+        'structure',
+        item.path,
+        `is in slice '${slice.sliceName}', out of the order ${node.profile.url} requires`,
+      );
+    if (slicing.rules === 'openAtEnd' && unmatchedSeen)
+      report.error(
+        'structure',
+        item.path,
+        `is in slice '${slice.sliceName}' after an item in no slice; the slicing is open at the end only`,
+      );
     last = Math.max(last, hit);
     placed.push({ item, at: slice, itemType: slice.types.find((t) => t.code === type.code) ?? type });
   }
   const at = items[0]?.path.replace(/\[\d+\]$/, '') ?? node.path;
   node.slices.forEach((slice, i) => {
     if (counts[i] < slice.min) reportSliceMinimum(report, node, slice, counts[i], at);
-    if (counts[i] > slice.max) report.error('structure', at, `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`);
+    if (counts[i] > slice.max)
+      report.error(
+        'structure',
+        at,
+        `${node.path}:${slice.sliceName}: maximum allowed = ${slice.max}, but found ${counts[i]} (from ${node.profile.url})`,
+      );
   });
   return placed;
 }
 
-export function reportSliceMinimum(report: Report, node: ElementNode, slice: ElementNode, count: number, at: string): void {
-  report.error('required', at, `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${count} (from ${node.profile.url})`);
+export function reportSliceMinimum(
+  report: Report,
+  node: ElementNode,
+  slice: ElementNode,
+  count: number,
+  at: string,
+): void {
+  report.error(
+    'required',
+    at,
+    `${node.path}:${slice.sliceName}: minimum required = ${slice.min}, but only found ${count} (from ${node.profile.url})`,
+  );
 }

@@ -19,7 +19,11 @@ const MAX_ELEMENTS = 20_000;
 /** Keys of an ElementDefinition that a differential element does not carry over into the snapshot. */
 const IDENTITY = new Set(['id', 'path', 'base', 'sliceName']);
 
-export function generateSnapshot(profile: StructureDefinition, base: StructureDefinition, sources: SnapshotSources): ElementDefinition[] {
+export function generateSnapshot(
+  profile: StructureDefinition,
+  base: StructureDefinition,
+  sources: SnapshotSources,
+): ElementDefinition[] {
   const url = profile.url ?? '(no url)';
   const baseElements = base.snapshot?.element;
   if (!baseElements?.length) throw new ProfileError(url, `its base '${base.url}' has no snapshot`);
@@ -27,10 +31,12 @@ export function generateSnapshot(profile: StructureDefinition, base: StructureDe
   const rootPath = elements[0].path;
   for (const [i, raw] of (profile.differential?.element ?? []).entries()) {
     const diff = { ...raw, id: raw.id ?? derivedId(raw) };
-    if (diff.path.split('.')[0] !== rootPath) throw new ProfileError(url, `differential element ${i} ('${diff.path}') is not within ${rootPath}`);
+    if (diff.path.split('.')[0] !== rootPath)
+      throw new ProfileError(url, `differential element ${i} ('${diff.path}') is not within ${rootPath}`);
     const target = ensure(elements, diff.id, { url, sources, diff });
     merge(target, diff);
-    if (elements.length > MAX_ELEMENTS) throw new ProfileError(url, `its snapshot would have more than ${MAX_ELEMENTS} elements`);
+    if (elements.length > MAX_ELEMENTS)
+      throw new ProfileError(url, `its snapshot would have more than ${MAX_ELEMENTS} elements`);
   }
   return elements;
 }
@@ -66,11 +72,13 @@ function ensure(elements: ElementDefinition[], id: string, ctx: EnsureContext, d
   if (dot < 0) throw new ProfileError(ctx.url, `the element '${id}' is not in the base`);
   const parent = ensure(elements, id.slice(0, dot), ctx, depth + 1);
   const lookup = (): ElementDefinition | undefined =>
-    elements.find((e) => e.id === `${parent.id}.${last}`) ?? elements.find((e) => e.id === `${parent.id}.${choiceName(elements, parent, last)}`);
+    elements.find((e) => e.id === `${parent.id}.${last}`) ??
+    elements.find((e) => e.id === `${parent.id}.${choiceName(elements, parent, last)}`);
   const existing = lookup();
   if (existing) return existing;
   const index = elements.indexOf(parent);
-  if ((elements[index + 1]?.id ?? '').startsWith(`${parent.id}.`)) throw new ProfileError(ctx.url, `'${last}' is not an element of ${parent.path}`);
+  if ((elements[index + 1]?.id ?? '').startsWith(`${parent.id}.`))
+    throw new ProfileError(ctx.url, `'${last}' is not an element of ${parent.path}`);
   expandChildren(elements, parent, ctx);
   const child = lookup();
   if (!child) throw new ProfileError(ctx.url, `'${last}' is not an element of ${parent.path}`);
@@ -109,7 +117,12 @@ interface SliceToAdd {
   sliceName: string;
 }
 
-function addSlice(elements: ElementDefinition[], slice: SliceToAdd, ctx: EnsureContext, depth: number): ElementDefinition {
+function addSlice(
+  elements: ElementDefinition[],
+  slice: SliceToAdd,
+  ctx: EnsureContext,
+  depth: number,
+): ElementDefinition {
   const { id, slicedId, sliceName } = slice;
   const sliced = ensure(elements, slicedId, ctx, depth + 1);
   const index = elements.indexOf(sliced);
@@ -132,7 +145,8 @@ function addSlice(elements: ElementDefinition[], slice: SliceToAdd, ctx: EnsureC
 /** Brings a data-type element's children into the snapshot from the type's own definition. */
 function expandChildren(elements: ElementDefinition[], parent: ElementDefinition, ctx: EnsureContext): void {
   const types = parent.type ?? [];
-  if (types.length !== 1) throw new ProfileError(ctx.url, `cannot constrain the children of '${parent.id}', which has ${types.length} types`);
+  if (types.length !== 1)
+    throw new ProfileError(ctx.url, `cannot constrain the children of '${parent.id}', which has ${types.length} types`);
   const type = types[0].code;
   const definition = ctx.sources.typeDefinition(type);
   const own = definition?.snapshot?.element;

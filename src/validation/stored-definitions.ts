@@ -40,7 +40,10 @@ export function storedDefinitions(reader: DefinitionReader): StoredDefinitions {
         const rows = resources.filter((r) => (r.resource as StructureDefinition | null)?.resourceType === TYPE);
         if (rows.length === 0) continue;
         const newest = rows.reduce((a, b) => (newer(b, a) ? b : a));
-        const found: StoredDefinition = { definition: newest.resource as StructureDefinition, stamp: `${scope}/${newest.id}/${newest.versionId}/${newest.lastUpdated}` };
+        const found: StoredDefinition = {
+          definition: newest.resource as StructureDefinition,
+          stamp: `${scope}/${newest.id}/${newest.versionId}/${newest.lastUpdated}`,
+        };
         return found;
       }
       return undefined;

@@ -76,7 +76,11 @@ function budget(deadline: number): () => void {
 function checkOne(check: BindingCheck, base: TerminologySession, systems: DrawnOnMemo): BindingVerdict {
   const [url, version] = check.valueSet.split('|');
   const valueSet = base.resolver.valueSet(url, version) ?? (version ? base.resolver.valueSet(url) : undefined);
-  if (!valueSet) return { status: 'unchecked', message: `The value set '${check.valueSet}' is not known to this server, so the code could not be checked` };
+  if (!valueSet)
+    return {
+      status: 'unchecked',
+      message: `The value set '${check.valueSet}' is not known to this server, so the code could not be checked`,
+    };
   // A bare code takes the system of a value set drawn from one system (the engine can only infer
   // a system it holds); displays are not sent, so only membership is judged.
   const drawnOn = base.systemsDrawnOn(valueSet, systems);
@@ -106,10 +110,16 @@ function checkOne(check: BindingCheck, base: TerminologySession, systems: DrawnO
       systems,
     );
     if (cannot.length > 0) {
-      return { status: 'unchecked', message: `The code system ${cannot.map((s) => `'${s}'`).join(', ')} is not held by this server, so the code could not be checked against '${check.valueSet}'` };
+      return {
+        status: 'unchecked',
+        message: `The code system ${cannot.map((s) => `'${s}'`).join(', ')} is not held by this server, so the code could not be checked against '${check.valueSet}'`,
+      };
     }
     return { status: 'invalid', message: result.message ?? `The code is not in the value set '${check.valueSet}'` };
   } catch (err) {
-    return { status: 'unchecked', message: `The value set '${check.valueSet}' could not be evaluated: ${(err as Error).message}` };
+    return {
+      status: 'unchecked',
+      message: `The value set '${check.valueSet}' could not be evaluated: ${(err as Error).message}`,
+    };
   }
 }

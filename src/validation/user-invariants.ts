@@ -17,7 +17,8 @@ export async function checkUserInvariants(
   options: { pool?: Pick<FhirPathPool, 'evaluate'>; deadline: number },
 ): Promise<InvariantResult[]> {
   if (pending.length === 0) return [];
-  if (!options.pool) return pending.map(() => ({ ok: 'unknown', reason: 'invariants of stored profiles are not evaluated here' }));
+  if (!options.pool)
+    return pending.map(() => ({ ok: 'unknown', reason: 'invariants of stored profiles are not evaluated here' }));
   const jobs: FhirPathJob[] = pending.map((p) => ({
     expression: p.expression,
     focus: p.focus,
@@ -30,6 +31,8 @@ export async function checkUserInvariants(
     if (answer.ok) return answer.summary.length === 1 && answer.summary.first === false ? { ok: false } : { ok: true };
     if (answer.error === 'invalid') return { ok: 'unknown', reason: answer.message };
     const { key } = pending[i].constraint;
-    throw fhirError('ERR_OP_TOO_COSTLY', { what: `The invariant ${key} of a stored profile was stopped: ${answer.message}` });
+    throw fhirError('ERR_OP_TOO_COSTLY', {
+      what: `The invariant ${key} of a stored profile was stopped: ${answer.message}`,
+    });
   });
 }

@@ -63,14 +63,27 @@ export class ResourceValidator {
     const profiles = await this.requestedProfiles(session, options.profiles ?? []);
     const walk = new Walk(
       session,
-      { invariants: true, terminology: this.terminology !== undefined, references: true, extensions: true, profiles: !options.ignoreClaimedProfiles, deadline: options.deadline },
+      {
+        invariants: true,
+        terminology: this.terminology !== undefined,
+        references: true,
+        extensions: true,
+        profiles: !options.ignoreClaimedProfiles,
+        deadline: options.deadline,
+      },
       this.invariants,
     );
     walk.resource(resource, rootPath(resource), { profiles });
     await this.settle(walk, session);
-    const results = await checkUserInvariants(walk.userInvariants, { pool: this.userExpressions, deadline: options.deadline });
-    results.forEach((result, i) => walk.invariantResult(walk.userInvariants[i].constraint, walk.userInvariants[i].path, result));
-    if (this.terminology && walk.bindings.length > 0) await this.checkBindings(walk.bindings, walk.issues, options.deadline, options.project);
+    const results = await checkUserInvariants(walk.userInvariants, {
+      pool: this.userExpressions,
+      deadline: options.deadline,
+    });
+    results.forEach((result, i) =>
+      walk.invariantResult(walk.userInvariants[i].constraint, walk.userInvariants[i].path, result),
+    );
+    if (this.terminology && walk.bindings.length > 0)
+      await this.checkBindings(walk.bindings, walk.issues, options.deadline, options.project);
     return walk.issues;
   }
 
@@ -80,10 +93,14 @@ export class ResourceValidator {
    * base R4 definitions. No invariants, terminology, stored profiles or extension definitions.
    */
   checkStructure(resource: unknown): ValidationIssue[] {
-    const walk = new Walk(
-      this.library.sessionWithoutStore(),
-      { invariants: false, terminology: false, references: false, extensions: false, profiles: false, deadline: Number.MAX_SAFE_INTEGER },
-    );
+    const walk = new Walk(this.library.sessionWithoutStore(), {
+      invariants: false,
+      terminology: false,
+      references: false,
+      extensions: false,
+      profiles: false,
+      deadline: Number.MAX_SAFE_INTEGER,
+    });
     walk.resource(resource, rootPath(resource));
     return walk.issues;
   }
@@ -92,7 +109,8 @@ export class ResourceValidator {
     await session.load(urls.filter((u) => !this.library.isBundled(u)));
     return urls.map((url) => {
       const resolved = session.profile(url);
-      if (resolved instanceof ProfileError) throw fhirError('ERR_VALIDATION_PROFILE_INVALID', { url, reason: resolved.message });
+      if (resolved instanceof ProfileError)
+        throw fhirError('ERR_VALIDATION_PROFILE_INVALID', { url, reason: resolved.message });
       if (resolved === undefined || resolved === 'unloaded') throw fhirError('ERR_VALIDATION_PROFILE_UNKNOWN', { url });
       return resolved;
     });
@@ -109,14 +127,24 @@ export class ResourceValidator {
         const resolved = found === 'unloaded' ? undefined : found;
         if (item.kind === 'extension') walk.extension(resolved, item);
         else {
-          const claim = { url: item.url, json: item.value, where: `${item.cursor.path}.meta.profile`, type: String(item.value.resourceType) };
+          const claim = {
+            url: item.url,
+            json: item.value,
+            where: `${item.cursor.path}.meta.profile`,
+            type: String(item.value.resourceType),
+          };
           walk.claimed(resolved, claim, item.cursor);
         }
       }
     }
   }
 
-  private async checkBindings(bindings: PendingBinding[], issues: ValidationIssue[], deadline: number, project: string): Promise<void> {
+  private async checkBindings(
+    bindings: PendingBinding[],
+    issues: ValidationIssue[],
+    deadline: number,
+    project: string,
+  ): Promise<void> {
     const verdicts = await (this.terminology as TerminologyPort).check(bindings, { deadline, project });
     verdicts.forEach((verdict, i) => {
       const b = bindings[i];

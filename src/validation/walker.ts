@@ -7,10 +7,22 @@ import type { ProfileSession } from './library';
 import type { CompiledProfile, Constraint, ElementNode, TypeRef } from './model';
 import { clip } from './primitives';
 import { bundleIndex, RESOURCE_TYPES, type BundleIndex } from './references';
-import { checkContained, checkContainedAreReferenced, isObject, type ReferenceCheck, type Scope } from './resource-rules';
+import {
+  checkContained,
+  checkContainedAreReferenced,
+  isObject,
+  type ReferenceCheck,
+  type Scope,
+} from './resource-rules';
 import { placeInSlices, reportSliceMinimum, type PlaceOptions } from './slicing';
 import { containsPattern, deepEqual, show } from './values';
-import { checkConstraints, checkTypeRules, invariantIssue, type PendingBinding, type PendingInvariant } from './walk/constraints';
+import {
+  checkConstraints,
+  checkTypeRules,
+  invariantIssue,
+  type PendingBinding,
+  type PendingInvariant,
+} from './walk/constraints';
 import { Cursor } from './walk/cursor';
 import { primitiveProperty, type Item } from './walk/primitives';
 import { checkClaim, claimedProfiles, deferredExtension, typeDefinition, usable, type Claim } from './walk/profiles';
@@ -73,16 +85,25 @@ export class Walk implements Report {
     this.placing = {
       report: this,
       deps: { conforms: (value, url, type) => this.conforms(value, url, type) },
-      typeRoot: (code) => usable(this.session, code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root,
+      typeRoot: (code) =>
+        usable(this.session, code.includes('/') ? code : `http://hl7.org/fhir/StructureDefinition/${code}`)?.root,
     };
-    this.referencing = { report: this, targets: options.references, profileType: (url) => usable(this.session, url)?.type };
+    this.referencing = {
+      report: this,
+      targets: options.references,
+      profileType: (url) => usable(this.session, url)?.type,
+    };
   }
 
   /**
    * A resource: against its type's definition, then each profile it claims (`meta.profile`) and
    * each one asked for. `container` is the scope of the resource that contains this one.
    */
-  resource(json: unknown, path: string, extra: { profiles?: CompiledProfile[]; container?: Scope; bundle?: BundleIndex; depth?: number } = {}): void {
+  resource(
+    json: unknown,
+    path: string,
+    extra: { profiles?: CompiledProfile[]; container?: Scope; bundle?: BundleIndex; depth?: number } = {},
+  ): void {
     if (!isObject(json)) {
       this.error('structure', path, `must be a resource (a JSON object with a resourceType), not ${kindOf(json)}`);
       return;
@@ -105,7 +126,8 @@ export class Walk implements Report {
     this.complex(json, base.root, { code: type, profiles: [], targetProfiles: [] }, cursor);
     if (this.options.profiles) claimedProfiles(this, json, type, cursor);
     for (const profile of extra.profiles ?? []) this.againstProfile(json, profile, cursor);
-    if (!extra.container && this.options.references && this.options.invariants) checkContainedAreReferenced(json, scope, path, this);
+    if (!extra.container && this.options.references && this.options.invariants)
+      checkContainedAreReferenced(json, scope, path, this);
   }
 
   /** A profile named in `meta.profile`, once resolved (now or after loading). */
@@ -182,7 +204,12 @@ export class Walk implements Report {
     if (type.code !== 'Resource' && typeof value.resourceType === 'string' && value.resourceType !== type.code) {
       this.error('structure', path, `must be a ${type.code}, not a ${clip(value.resourceType)}`);
     }
-    this.resource(value, path, { profiles, container: contained ? scope : undefined, bundle: scope.bundle, depth: cursor.depth + 1 });
+    this.resource(value, path, {
+      profiles,
+      container: contained ? scope : undefined,
+      bundle: scope.bundle,
+      depth: cursor.depth + 1,
+    });
     if (contained && this.options.invariants) checkContained(value, path, this);
   }
 
@@ -196,14 +223,23 @@ export class Walk implements Report {
     for (const key in obj) {
       // A resource's type marker; below the root, only an element of that name (AccessPolicy.resource.resourceType).
       if (key === 'resourceType' && (isResourceRoot || !index.keys.has(key))) {
-        if (!isResourceRoot) this.error('structure', `${cursor.path}.resourceType`, `'resourceType' is not an element of ${provider.path}`);
+        if (!isResourceRoot)
+          this.error(
+            'structure',
+            `${cursor.path}.resourceType`,
+            `'resourceType' is not an element of ${provider.path}`,
+          );
         continue;
       }
       const extension = key.charCodeAt(0) === 95;
       const name = extension ? key.slice(1) : key;
       const slot = index.keys.get(name);
       if (!slot || (extension && !slot.primitive)) {
-        this.error('structure', `${cursor.path}.${key}`, `Unrecognized property: '${clip(key)}' is not an element of ${provider.path}`);
+        this.error(
+          'structure',
+          `${cursor.path}.${key}`,
+          `Unrecognized property: '${clip(key)}' is not an element of ${provider.path}`,
+        );
         continue;
       }
       if (slot.node.choice && !(extension && obj[name] !== undefined)) {
@@ -225,15 +261,26 @@ export class Walk implements Report {
   /** The children's counts against their definitions (and their slices' minimums). */
   private cardinalities(obj: Record<string, unknown>, index: ChildIndex, path: string): void {
     for (const child of index.required) {
-      if (countOf(obj, index.names.get(child) as string[]) === 0) this.error('required', `${path}.${child.name}`, `minimum required = ${child.min}, but only found 0 (${child.path})`);
+      if (countOf(obj, index.names.get(child) as string[]) === 0)
+        this.error(
+          'required',
+          `${path}.${child.name}`,
+          `minimum required = ${child.min}, but only found 0 (${child.path})`,
+        );
     }
     for (const child of index.slicesRequired) {
       if (countOf(obj, index.names.get(child) as string[]) > 0) continue;
-      for (const slice of child.slices) if (slice.min > 0) reportSliceMinimum(this, child, slice, 0, `${path}.${child.name}`);
+      for (const slice of child.slices)
+        if (slice.min > 0) reportSliceMinimum(this, child, slice, 0, `${path}.${child.name}`);
     }
     for (const child of index.bounded) {
       const count = countOf(obj, index.names.get(child) as string[]);
-      if (count > child.max) this.error('structure', `${path}.${child.name}`, `${child.path}: maximum allowed = ${child.max}, but found ${count}`);
+      if (count > child.max)
+        this.error(
+          'structure',
+          `${path}.${child.name}`,
+          `${child.path}: maximum allowed = ${child.max}, but found ${count}`,
+        );
     }
   }
 
@@ -247,10 +294,15 @@ export class Walk implements Report {
   }
 
   private complexProperty(value: unknown, node: ElementNode, type: TypeRef, cursor: Cursor): void {
-    const items = this.itemsOf(value, node, cursor.child(node.choice ? `${node.name}.ofType(${type.code})` : node.name));
+    const items = this.itemsOf(
+      value,
+      node,
+      cursor.child(node.choice ? `${node.name}.ofType(${type.code})` : node.name),
+    );
     if (!items) return;
     if (node.slices.length > 0 && node.slicing) {
-      for (const { item, at, itemType } of placeInSlices(items, node, type, this.placing)) this.complex(item.value, at, itemType, item.cursor);
+      for (const { item, at, itemType } of placeInSlices(items, node, type, this.placing))
+        this.complex(item.value, at, itemType, item.cursor);
     } else {
       for (const item of items) this.complex(item.value, node, type, item.cursor);
     }
@@ -263,7 +315,8 @@ export class Walk implements Report {
         this.error('structure', at.path, 'must be a JSON array');
         return [{ value, path: at.path, cursor: at }];
       }
-      if (value.length === 0) this.error('structure', at.path, 'must not be an empty array (leave the property out instead)');
+      if (value.length === 0)
+        this.error('structure', at.path, 'must not be an empty array (leave the property out instead)');
       const items: CursorItem[] = [];
       for (let i = 0; i < value.length; i++) {
         const item = at.index(i);
@@ -289,7 +342,13 @@ export class Walk implements Report {
     if (!resolved) return false;
     const side = new Walk(this.session, { ...this.options, terminology: false, profiles: false }, this.invariants);
     if (isObject(value) && typeof value.resourceType === 'string') side.resource(value, 'x', { profiles: [resolved] });
-    else side.complex(value, resolved.root, type, new Cursor('x', { resource: value, rootResource: value }, { root: {}, localRefs: new Set() }, 0));
+    else
+      side.complex(
+        value,
+        resolved.root,
+        type,
+        new Cursor('x', { resource: value, rootResource: value }, { root: {}, localRefs: new Set() }, 0),
+      );
     return !side.issues.some((i) => i.severity === 'error');
   }
 
@@ -316,5 +375,11 @@ function isEmpty(value: Record<string, unknown>): boolean {
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  return typeof value === 'string' ? 'a string' : typeof value === 'number' ? 'a number' : typeof value === 'boolean' ? 'a boolean' : 'an object';
+  return typeof value === 'string'
+    ? 'a string'
+    : typeof value === 'number'
+      ? 'a number'
+      : typeof value === 'boolean'
+        ? 'a boolean'
+        : 'an object';
 }

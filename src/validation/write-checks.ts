@@ -31,8 +31,14 @@ export class StructuralCheck implements ResourceSchema {
       .filter((i) => (i.severity === 'error' || i.severity === 'fatal') && !(options.partial && i.code === 'required'));
     if (errors.length === 0) return;
     const [first, ...rest] = errors;
-    const error = fhirError('ERR_RESOURCE_INVALID', { type, path: first.expression, reason: first.message }, { expression: [first.expression] });
-    const more: OperationOutcomeIssue[] = rest.slice(0, MAX_LISTED).map((i) => ({ severity: 'error', code: i.code, details: { text: i.message }, expression: [i.expression] }));
+    const error = fhirError(
+      'ERR_RESOURCE_INVALID',
+      { type, path: first.expression, reason: first.message },
+      { expression: [first.expression] },
+    );
+    const more: OperationOutcomeIssue[] = rest
+      .slice(0, MAX_LISTED)
+      .map((i) => ({ severity: 'error', code: i.code, details: { text: i.message }, expression: [i.expression] }));
     error.outcome.issue.push(...more);
     throw error;
   }
@@ -47,7 +53,9 @@ export function validatesOnWrite(setting: boolean, header: string | string[] | u
   const value = String(header).trim().toLowerCase();
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
-  throw fhirError('ERR_REQUEST_INVALID', { reason: `${VALIDATE_HEADER} must be true or false, not '${value.slice(0, 20)}'` });
+  throw fhirError('ERR_REQUEST_INVALID', {
+    reason: `${VALIDATE_HEADER} must be true or false, not '${value.slice(0, 20)}'`,
+  });
 }
 
 /**
@@ -55,7 +63,11 @@ export function validatesOnWrite(setting: boolean, header: string | string[] | u
  * there is no error; throws ERR_VALIDATION_FAILED (422) whose OperationOutcome is the one $validate
  * would answer. Warnings never refuse a write.
  */
-export async function validateBeforeWrite(validator: ResourceValidator, resource: Resource, options: { deadline: number; project: string }): Promise<void> {
+export async function validateBeforeWrite(
+  validator: ResourceValidator,
+  resource: Resource,
+  options: { deadline: number; project: string },
+): Promise<void> {
   const issues = await validator.validate(resource, { deadline: options.deadline, project: options.project });
   if (!hasErrors(issues)) return;
   const outcome = toOutcome(issues);

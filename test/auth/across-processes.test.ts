@@ -22,11 +22,22 @@ describe.skipIf(!hasPostgres)('auth across two servers over one PostgreSQL', () 
   let two: ServerApp;
   const marker = randomBytes(5).toString('hex');
 
-  const inject = (server: ServerApp, method: string, url: string, token?: string, payload?: unknown, headers: Record<string, string> = {}) =>
+  const inject = (
+    server: ServerApp,
+    method: string,
+    url: string,
+    token?: string,
+    payload?: unknown,
+    headers: Record<string, string> = {},
+  ) =>
     server.app.inject({
       method: method as 'GET',
       url,
-      headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+      headers: {
+        ...(payload !== undefined ? FHIR_JSON : {}),
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...headers,
+      },
       payload: payload as object,
     });
 
@@ -49,13 +60,27 @@ describe.skipIf(!hasPostgres)('auth across two servers over one PostgreSQL', () 
   function login(server: ServerApp, who: { email: string; password: string }, projectId?: string) {
     const verifier = randomBytes(32).toString('base64url');
     const challenge = createHash('sha256').update(verifier).digest('base64url');
-    return { verifier, res: inject(server, 'POST', '/auth/login', undefined, { email: who.email, password: who.password, projectId, codeChallenge: challenge, codeChallengeMethod: 'S256' }) };
+    return {
+      verifier,
+      res: inject(server, 'POST', '/auth/login', undefined, {
+        email: who.email,
+        password: who.password,
+        projectId,
+        codeChallenge: challenge,
+        codeChallengeMethod: 'S256',
+      }),
+    };
   }
 
   async function signIn(server: ServerApp, who: { email: string; password: string }, projectId?: string) {
     const { verifier, res } = login(server, who, projectId);
     const code = (await res).json().code as string;
-    const token = await server.app.inject({ method: 'POST', url: '/oauth2/token', headers: FORM, payload: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier }).toString() });
+    const token = await server.app.inject({
+      method: 'POST',
+      url: '/oauth2/token',
+      headers: FORM,
+      payload: new URLSearchParams({ grant_type: 'authorization_code', code, code_verifier: verifier }).toString(),
+    });
     expect(token.statusCode, token.body).toBe(200);
     return token.json() as { access_token: string; refresh_token: string };
   }
@@ -73,7 +98,12 @@ describe.skipIf(!hasPostgres)('auth across two servers over one PostgreSQL', () 
 
   test('60 concurrent wrong passwords over both servers: at most 10 are checked', async () => {
     const target = await person('lockout');
-    const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => login(i % 2 ? one : two, { email: target.email, password: `guess ${i}` }).res));
+    const answers = await Promise.all(
+      Array.from(
+        { length: 60 },
+        (_, i) => login(i % 2 ? one : two, { email: target.email, password: `guess ${i}` }).res,
+      ),
+    );
     const checked = answers.filter((res) => res.json().error === 'invalid_grant');
     expect(checked.length).toBeLessThanOrEqual(10);
     expect(answers.filter((res) => res.statusCode === 429)).toHaveLength(60 - checked.length);
@@ -83,28 +113,51 @@ describe.skipIf(!hasPostgres)('auth across two servers over one PostgreSQL', () 
     const owner = await person('owner');
     const ownerToken = (await signIn(one, owner)).access_token;
     const member = await person('member');
-    const practitioner = await inject(one, 'POST', '/fhir/R4/Practitioner', ownerToken, { resourceType: 'Practitioner' });
-    const membership = await inject(one, 'POST', '/fhir/R4/ProjectMembership', OPERATOR, {
-      resourceType: 'ProjectMembership',
-      project: { reference: `Project/${owner.project}` },
-      user: { reference: `User/${member.user}` },
-      profile: { reference: `Practitioner/${practitioner.json().id}` },
-    }, { 'x-project': owner.project });
+    const practitioner = await inject(one, 'POST', '/fhir/R4/Practitioner', ownerToken, {
+      resourceType: 'Practitioner',
+    });
+    const membership = await inject(
+      one,
+      'POST',
+      '/fhir/R4/ProjectMembership',
+      OPERATOR,
+      {
+        resourceType: 'ProjectMembership',
+        project: { reference: `Project/${owner.project}` },
+        user: { reference: `User/${member.user}` },
+        profile: { reference: `Practitioner/${practitioner.json().id}` },
+      },
+      { 'x-project': owner.project },
+    );
     expect(membership.statusCode, membership.body).toBe(201);
     const token = (await signIn(two, member, owner.project)).access_token;
     // Known to the second server (its answer kept) before the change.
     expect((await inject(two, 'GET', '/fhir/R4/Practitioner', token)).statusCode).toBe(200);
-    expect((await inject(one, 'DELETE', `/fhir/R4/ProjectMembership/${membership.json().id}`, ownerToken)).statusCode).toBeLessThan(300);
-    await vi.waitFor(async () => expect((await inject(two, 'GET', '/fhir/R4/Practitioner', token)).statusCode).toBe(401), { timeout: 10_000, interval: 20 });
+    expect(
+      (await inject(one, 'DELETE', `/fhir/R4/ProjectMembership/${membership.json().id}`, ownerToken)).statusCode,
+    ).toBeLessThan(300);
+    await vi.waitFor(
+      async () => expect((await inject(two, 'GET', '/fhir/R4/Practitioner', token)).statusCode).toBe(401),
+      { timeout: 10_000, interval: 20 },
+    );
   });
 
   test("a refresh token reused through one server: the sign-in's access token is refused by the other", async () => {
     const holder = await person('holder');
     const first = await signIn(one, holder);
     expect((await inject(two, 'GET', '/auth/me', first.access_token)).statusCode).toBe(200);
-    const refresh = (server: ServerApp) => server.app.inject({ method: 'POST', url: '/oauth2/token', headers: FORM, payload: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: first.refresh_token }).toString() });
+    const refresh = (server: ServerApp) =>
+      server.app.inject({
+        method: 'POST',
+        url: '/oauth2/token',
+        headers: FORM,
+        payload: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: first.refresh_token }).toString(),
+      });
     expect((await refresh(one)).statusCode).toBe(200);
     expect((await refresh(one)).json().error).toBe('invalid_grant');
-    await vi.waitFor(async () => expect((await inject(two, 'GET', '/auth/me', first.access_token)).statusCode).toBe(401), { timeout: 10_000, interval: 20 });
+    await vi.waitFor(
+      async () => expect((await inject(two, 'GET', '/auth/me', first.access_token)).statusCode).toBe(401),
+      { timeout: 10_000, interval: 20 },
+    );
   });
 });

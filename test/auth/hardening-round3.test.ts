@@ -42,15 +42,30 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     const patients = { mine: '', other: '' };
     const observations = { mine: '', other: '' };
 
-    const inject = (method: string, url: string, token?: string, payload?: unknown, headers: Record<string, string> = {}) =>
+    const inject = (
+      method: string,
+      url: string,
+      token?: string,
+      payload?: unknown,
+      headers: Record<string, string> = {},
+    ) =>
       server.app.inject({
         method: method as 'GET',
         url,
-        headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+        headers: {
+          ...(payload !== undefined ? FHIR_JSON : {}),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...headers,
+        },
         payload: payload as object,
       });
     const form = (url: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
-      server.app.inject({ method: 'POST', url, headers: { ...FORM, ...headers }, payload: new URLSearchParams(fields).toString() });
+      server.app.inject({
+        method: 'POST',
+        url,
+        headers: { ...FORM, ...headers },
+        payload: new URLSearchParams(fields).toString(),
+      });
     const asOperatorIn = (project: string) => ({ 'x-project': project });
 
     /** A person with a project of their own ($init), as the server's operators make one. */
@@ -72,14 +87,24 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     async function login(who: { email: string; password: string }, projectId?: string) {
       const { verifier, challenge } = pkcePair();
-      const res = await inject('POST', '/auth/login', undefined, { email: who.email, password: who.password, projectId, codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      const res = await inject('POST', '/auth/login', undefined, {
+        email: who.email,
+        password: who.password,
+        projectId,
+        codeChallenge: challenge,
+        codeChallengeMethod: 'S256',
+      });
       return { res, verifier };
     }
 
     async function signIn(who: { email: string; password: string }, projectId?: string) {
       const { res, verifier } = await login(who, projectId);
       expect(res.statusCode, res.body).toBe(200);
-      const token = await form('/oauth2/token', { grant_type: 'authorization_code', code: res.json().code, code_verifier: verifier });
+      const token = await form('/oauth2/token', {
+        grant_type: 'authorization_code',
+        code: res.json().code,
+        code_verifier: verifier,
+      });
       expect(token.statusCode, token.body).toBe(200);
       return token.json() as { access_token: string; refresh_token: string };
     }
@@ -90,7 +115,13 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         'POST',
         '/fhir/R4/ProjectMembership',
         OPERATOR,
-        { resourceType: 'ProjectMembership', project: { reference: `Project/${a}` }, user: { reference: `User/${who.user}` }, profile: { reference: `Practitioner/${practitioner}` }, ...fields },
+        {
+          resourceType: 'ProjectMembership',
+          project: { reference: `Project/${a}` },
+          user: { reference: `User/${who.user}` },
+          profile: { reference: `Practitioner/${practitioner}` },
+          ...fields,
+        },
         asOperatorIn(a),
       );
       expect(res.statusCode, res.body).toBe(201);
@@ -99,7 +130,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     async function policy(...types: (string | { resourceType: string; criteria: string })[]): Promise<string> {
       const resource = types.map((t) => (typeof t === 'string' ? { resourceType: t } : t));
-      const res = await inject('POST', '/fhir/R4/AccessPolicy', ownerToken, { resourceType: 'AccessPolicy', name: 'policy', resource });
+      const res = await inject('POST', '/fhir/R4/AccessPolicy', ownerToken, {
+        resourceType: 'AccessPolicy',
+        name: 'policy',
+        resource,
+      });
       expect(res.statusCode, res.body).toBe(201);
       return res.json().id as string;
     }
@@ -116,10 +151,29 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       a = owner.home;
       ownerToken = (await signIn(owner)).access_token;
       practitioner = await create({ resourceType: 'Practitioner', name: [{ family: 'Staff' }] } as Resource);
-      patients.mine = await create({ resourceType: 'Patient', name: [{ family: `Self${marker}` }], identifier: [{ system: 'urn:ssn', value: `111-${marker}` }] } as Resource);
-      patients.other = await create({ resourceType: 'Patient', name: [{ family: `Secret${marker}` }], identifier: [{ system: 'urn:ssn', value: `999-${marker}` }] } as Resource);
-      observations.mine = await create({ resourceType: 'Observation', status: 'final', code: { text: marker }, subject: { reference: `Patient/${patients.mine}` }, focus: [{ reference: `Patient/${patients.other}` }] } as Resource);
-      observations.other = await create({ resourceType: 'Observation', status: 'final', code: { text: marker }, subject: { reference: `Patient/${patients.other}` } } as Resource);
+      patients.mine = await create({
+        resourceType: 'Patient',
+        name: [{ family: `Self${marker}` }],
+        identifier: [{ system: 'urn:ssn', value: `111-${marker}` }],
+      } as Resource);
+      patients.other = await create({
+        resourceType: 'Patient',
+        name: [{ family: `Secret${marker}` }],
+        identifier: [{ system: 'urn:ssn', value: `999-${marker}` }],
+      } as Resource);
+      observations.mine = await create({
+        resourceType: 'Observation',
+        status: 'final',
+        code: { text: marker },
+        subject: { reference: `Patient/${patients.mine}` },
+        focus: [{ reference: `Patient/${patients.other}` }],
+      } as Resource);
+      observations.other = await create({
+        resourceType: 'Observation',
+        status: 'final',
+        code: { text: marker },
+        subject: { reference: `Patient/${patients.other}` },
+      } as Resource);
     });
     afterAll(async () => {
       await cleanup?.();
@@ -127,7 +181,9 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test('60 concurrent wrong passwords: at most 10 are checked, the rest wait (429)', async () => {
       const target = await person('lockout');
-      const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => login({ email: target.email, password: `guess number ${i}` })));
+      const answers = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => login({ email: target.email, password: `guess number ${i}` })),
+      );
       const checked = answers.filter(({ res }) => res.statusCode === 400 && res.json().error === 'invalid_grant');
       const waited = answers.filter(({ res }) => res.statusCode === 429 && res.json().error === 'slow_down');
       expect(checked.length).toBeLessThanOrEqual(10);
@@ -169,7 +225,10 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       // The first refresh token again (a thief, or the client after one): refused, and the family with it.
       const reuse = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: first.refresh_token });
       expect(reuse.json().error).toBe('invalid_grant');
-      const descendant = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: second.refresh_token });
+      const descendant = await form('/oauth2/token', {
+        grant_type: 'refresh_token',
+        refresh_token: second.refresh_token,
+      });
       expect(descendant.json().error).toBe('invalid_grant');
       expect((await inject('GET', '/auth/me', second.access_token)).statusCode).toBe(401);
       expect((await inject('GET', '/auth/me', first.access_token)).statusCode).toBe(401);
@@ -188,13 +247,24 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(other.body).not.toContain(marker);
       expect((await inject('GET', `/fhir/R4/Observation/${observations.other}`, token)).statusCode).toBe(404);
       expect((await inject('GET', `/fhir/R4/Patient?_summary=count`, token)).json().total).toBe(1);
-      expect((await inject('GET', `/fhir/R4/Observation?code:text=${marker}&_summary=count`, token)).json().total).toBe(1);
+      expect((await inject('GET', `/fhir/R4/Observation?code:text=${marker}&_summary=count`, token)).json().total).toBe(
+        1,
+      );
       // Its own Observation points at the other patient (focus): a chain does not reach past the compartment.
-      const chained = await inject('GET', `/fhir/R4/Observation?focus:Patient.name=Secret${marker}&_summary=count`, token);
+      const chained = await inject(
+        'GET',
+        `/fhir/R4/Observation?focus:Patient.name=Secret${marker}&_summary=count`,
+        token,
+      );
       expect(chained.statusCode, chained.body).toBe(200);
       expect(chained.json().total).toBe(0);
       expect((await inject('GET', `/fhir/R4/Practitioner/${practitioner}`, token)).statusCode).toBe(403);
-      const write = await inject('POST', '/fhir/R4/Observation', token, { resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: `Patient/${patients.other}` } });
+      const write = await inject('POST', '/fhir/R4/Observation', token, {
+        resourceType: 'Observation',
+        status: 'final',
+        code: { text: 'x' },
+        subject: { reference: `Patient/${patients.other}` },
+      });
       expect(write.statusCode).toBe(403);
     });
 
@@ -202,7 +272,8 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       let squatter: Person;
       let squatterToken = '';
       let client: { id: string; secret: string };
-      const credentials = (id: string, secret: string) => form('/oauth2/token', { grant_type: 'client_credentials', client_id: id, client_secret: secret });
+      const credentials = (id: string, secret: string) =>
+        form('/oauth2/token', { grant_type: 'client_credentials', client_id: id, client_secret: secret });
       beforeAll(async () => {
         squatter = await person('squatter');
         squatterToken = (await signIn(squatter)).access_token;
@@ -212,25 +283,51 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
 
       test("a ClientApplication with another project's client id is refused (409); the owner's client keeps working", async () => {
-        const squat = await inject('PUT', `/fhir/R4/ClientApplication/${client.id}`, squatterToken, { resourceType: 'ClientApplication', id: client.id, status: 'active', secret: 'squatted secret value' });
+        const squat = await inject('PUT', `/fhir/R4/ClientApplication/${client.id}`, squatterToken, {
+          resourceType: 'ClientApplication',
+          id: client.id,
+          status: 'active',
+          secret: 'squatted secret value',
+        });
         expect(squat.statusCode, squat.body).toBe(409);
         const inBundle = await inject('POST', '/fhir/R4', squatterToken, {
           resourceType: 'Bundle',
           type: 'transaction',
-          entry: [{ resource: { resourceType: 'ClientApplication', id: client.id, status: 'active' }, request: { method: 'PUT', url: `ClientApplication/${client.id}` } }],
+          entry: [
+            {
+              resource: { resourceType: 'ClientApplication', id: client.id, status: 'active' },
+              request: { method: 'PUT', url: `ClientApplication/${client.id}` },
+            },
+          ],
         });
         expect(inBundle.statusCode).toBe(409);
         expect((await credentials(client.id, client.secret)).statusCode).toBe(200);
         // Its own clients are the project's to change as before.
         const own = (await inject('GET', '/fhir/R4/ClientApplication', squatterToken)).json() as Bundle;
         const mine = own.entry?.[0]?.resource as Resource;
-        expect((await inject('PUT', `/fhir/R4/ClientApplication/${mine.id}`, squatterToken, { ...mine, name: 'renamed' })).statusCode).toBe(200);
+        expect(
+          (await inject('PUT', `/fhir/R4/ClientApplication/${mine.id}`, squatterToken, { ...mine, name: 'renamed' }))
+            .statusCode,
+        ).toBe(200);
       });
 
       test('a copy stored before ids were unique never stands in for the owner at sign-in', async () => {
         // Written under the repository, as data from before the rule would be.
-        const copy = { resourceType: 'ClientApplication', id: client.id, status: 'active', secret: 'squatted secret value', meta: { lastUpdated: new Date().toISOString() } } as Resource;
-        const stored = await server.core.repository.store.write({ project: squatter.home, type: 'ClientApplication', id: client.id, resource: copy, lastUpdated: copy.meta?.lastUpdated as string, index: server.core.extractor.extract(copy) });
+        const copy = {
+          resourceType: 'ClientApplication',
+          id: client.id,
+          status: 'active',
+          secret: 'squatted secret value',
+          meta: { lastUpdated: new Date().toISOString() },
+        } as Resource;
+        const stored = await server.core.repository.store.write({
+          project: squatter.home,
+          type: 'ClientApplication',
+          id: client.id,
+          resource: copy,
+          lastUpdated: copy.meta?.lastUpdated as string,
+          index: server.core.extractor.extract(copy),
+        });
         expect(stored.status).toBe('ok');
         expect((await credentials(client.id, client.secret)).statusCode).toBe(200);
         expect((await credentials(client.id, 'squatted secret value')).statusCode).toBe(401);
@@ -245,7 +342,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         });
         expect(attach.statusCode, attach.body).toBe(403);
         // A client of another project (the owner's project's second client).
-        const elsewhere = await create({ resourceType: 'ClientApplication', status: 'active', name: 'second' } as Resource);
+        const elsewhere = await create({
+          resourceType: 'ClientApplication',
+          status: 'active',
+          name: 'second',
+        } as Resource);
         const foreignClient = await inject('POST', '/fhir/R4/ProjectMembership', squatterToken, {
           resourceType: 'ProjectMembership',
           project: { reference: `Project/${squatter.home}` },
@@ -258,16 +359,24 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         expect(res.statusCode, res.body).toBe(200);
         expect(res.json().project.reference).toBe(`Project/${a}`);
         // Its own members' memberships are the project's to change as before.
-        const own = (await inject('GET', `/fhir/R4/ProjectMembership?user=User/${squatter.user}`, squatterToken)).json() as Bundle;
+        const own = (
+          await inject('GET', `/fhir/R4/ProjectMembership?user=User/${squatter.user}`, squatterToken)
+        ).json() as Bundle;
         const membership = own.entry?.[0]?.resource as Resource;
-        expect((await inject('PUT', `/fhir/R4/ProjectMembership/${membership.id}`, squatterToken, membership)).statusCode).toBe(200);
+        expect(
+          (await inject('PUT', `/fhir/R4/ProjectMembership/${membership.id}`, squatterToken, membership)).statusCode,
+        ).toBe(200);
       });
     });
 
     test("a client assertion's aud is checked against the server's own token URL, never the request's Host", async () => {
       const keys = await generateKeyPair('ES384');
       const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'ES384' };
-      const id = await create({ resourceType: 'ClientApplication', status: 'active', jwksUri: `data:application/json,${encodeURIComponent(JSON.stringify({ keys: [jwk] }))}` } as Resource);
+      const id = await create({
+        resourceType: 'ClientApplication',
+        status: 'active',
+        jwksUri: `data:application/json,${encodeURIComponent(JSON.stringify({ keys: [jwk] }))}`,
+      } as Resource);
       const exchange = async (aud: string, host?: string) => {
         const signed = await new SignJWT({})
           .setProtectedHeader({ alg: 'ES384', kid: 'k1' })
@@ -277,7 +386,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
           .setExpirationTime(Math.floor(Date.now() / 1000) + 120)
           .setJti(randomBytes(8).toString('hex'))
           .sign(keys.privateKey);
-        const fields = { grant_type: 'client_credentials', scope: 'system/Patient.rs', client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: signed };
+        const fields = {
+          grant_type: 'client_credentials',
+          scope: 'system/Patient.rs',
+          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+          client_assertion: signed,
+        };
         return form('/oauth2/token', fields, host ? { host } : {});
       };
       // An assertion made for another server's token endpoint, replayed here with that server's name as Host.
@@ -291,7 +405,10 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     });
 
     test("$import-package is the operators': a project administrator's token is refused (docs/terminology.md)", async () => {
-      const res = await inject('POST', '/fhir/R4/$import-package', ownerToken, { resourceType: 'Parameters', parameter: [{ name: 'package', valueBase64Binary: 'AAAA' }] });
+      const res = await inject('POST', '/fhir/R4/$import-package', ownerToken, {
+        resourceType: 'Parameters',
+        parameter: [{ name: 'package', valueBase64Binary: 'AAAA' }],
+      });
       expect(res.statusCode, res.body).toBe(403);
       expect(res.json().issue[0].code).toBe('forbidden');
     });
@@ -323,19 +440,30 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         await member(both, { accessPolicy: { reference: `AccessPolicy/${await policy('Observation', 'Patient')}` } });
         withPatients = (await signIn(both, a)).access_token;
         const some = await person('obs-some-patients');
-        await member(some, { accessPolicy: { reference: `AccessPolicy/${await policy('Observation', { resourceType: 'Patient', criteria: 'Patient?organization=Organization/x' })}` } });
+        await member(some, {
+          accessPolicy: {
+            reference: `AccessPolicy/${await policy('Observation', { resourceType: 'Patient', criteria: 'Patient?organization=Organization/x' })}`,
+          },
+        });
         someCriteria = (await signIn(some, a)).access_token;
       });
 
       test("a policy's criteria, which this server does not enforce, allow nothing of the type: not through a chain either", async () => {
         expect((await inject('GET', `/fhir/R4/Patient/${patients.other}`, someCriteria)).statusCode).toBe(403);
-        const chained = await inject('GET', `/fhir/R4/Observation?subject:Patient.name=Secret${marker}&_summary=count`, someCriteria);
+        const chained = await inject(
+          'GET',
+          `/fhir/R4/Observation?subject:Patient.name=Secret${marker}&_summary=count`,
+          someCriteria,
+        );
         expect(chained.statusCode, chained.body).toBe(403);
       });
 
       test.each([
         ['a chain through a forbidden type', `Observation?subject:Patient.name=Secret${marker}&_summary=count`],
-        ['a chain without a type, every target forbidden', `Observation?subject.identifier=urn:ssn|999-${marker}&_summary=count`],
+        [
+          'a chain without a type, every target forbidden',
+          `Observation?subject.identifier=urn:ssn|999-${marker}&_summary=count`,
+        ],
         ['a two-level chain', `Observation?subject:Patient.general-practitioner:Practitioner.name=x&_summary=count`],
         ['_has of a forbidden type', `Observation?_has:DiagnosticReport:result:status=final`],
         ['a chain inside _has', `Observation?_has:Observation:has-member:subject:Patient.name=Secret${marker}`],
@@ -347,11 +475,18 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
 
       test('a chain through a permitted type still answers', async () => {
-        const res = await inject('GET', `/fhir/R4/Observation?subject:Patient.name=Secret${marker}&_summary=count`, withPatients);
+        const res = await inject(
+          'GET',
+          `/fhir/R4/Observation?subject:Patient.name=Secret${marker}&_summary=count`,
+          withPatients,
+        );
         expect(res.statusCode, res.body).toBe(200);
         expect(res.json().total).toBe(1);
         // Observations alone answer as before.
-        expect((await inject('GET', `/fhir/R4/Observation?code:text=${marker}&_summary=count`, observationsOnly)).json().total).toBe(2);
+        expect(
+          (await inject('GET', `/fhir/R4/Observation?code:text=${marker}&_summary=count`, observationsOnly)).json()
+            .total,
+        ).toBe(2);
       });
     });
   });
@@ -362,10 +497,31 @@ onBothBackends(suite, { authTokens: [OPERATOR], port: PORT });
 describe("the token URLs a client assertion's aud may name", () => {
   const basePath = '/fhir/R4';
   test.each([
-    ['BASE_URL, whatever the listen address', { baseUrl: 'https://tx.example.org/fhir/R4', host: '0.0.0.0', port: 8080 }, ['https://tx.example.org/oauth2/token']],
-    ['a loopback address', { host: '127.0.0.1', port: 8080 }, ['http://localhost:8080/oauth2/token', 'http://127.0.0.1:8080/oauth2/token', 'http://[::1]:8080/oauth2/token']],
-    ['a named address', { host: 'fhir.internal', port: 80 }, ['http://fhir.internal/oauth2/token', 'http://fhir.internal:80/oauth2/token']],
-    ['a wildcard address', { host: '0.0.0.0', port: 8080, hostname: 'box1' }, ['http://localhost:8080/oauth2/token', 'http://127.0.0.1:8080/oauth2/token', 'http://[::1]:8080/oauth2/token', 'http://box1:8080/oauth2/token']],
+    [
+      'BASE_URL, whatever the listen address',
+      { baseUrl: 'https://tx.example.org/fhir/R4', host: '0.0.0.0', port: 8080 },
+      ['https://tx.example.org/oauth2/token'],
+    ],
+    [
+      'a loopback address',
+      { host: '127.0.0.1', port: 8080 },
+      ['http://localhost:8080/oauth2/token', 'http://127.0.0.1:8080/oauth2/token', 'http://[::1]:8080/oauth2/token'],
+    ],
+    [
+      'a named address',
+      { host: 'fhir.internal', port: 80 },
+      ['http://fhir.internal/oauth2/token', 'http://fhir.internal:80/oauth2/token'],
+    ],
+    [
+      'a wildcard address',
+      { host: '0.0.0.0', port: 8080, hostname: 'box1' },
+      [
+        'http://localhost:8080/oauth2/token',
+        'http://127.0.0.1:8080/oauth2/token',
+        'http://[::1]:8080/oauth2/token',
+        'http://box1:8080/oauth2/token',
+      ],
+    ],
   ])('%s', (_, options, expected) => {
     expect(tokenEndpoints({ basePath, ...options })).toEqual(expected);
   });

@@ -39,15 +39,29 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       server.app.inject({
         method: method as 'GET',
         url,
-        headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        headers: {
+          ...(payload !== undefined ? FHIR_JSON : {}),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        },
         payload: payload as object,
       });
-    const form = (fields: Record<string, string>) => server.app.inject({ method: 'POST', url: '/oauth2/token', headers: FORM, payload: new URLSearchParams(fields).toString() });
+    const form = (fields: Record<string, string>) =>
+      server.app.inject({
+        method: 'POST',
+        url: '/oauth2/token',
+        headers: FORM,
+        payload: new URLSearchParams(fields).toString(),
+      });
 
     /** startLogin() then processCode()'s token request, as MedplumClient sends them. */
     async function signIn(): Promise<Token> {
       const { verifier, challenge } = pkcePair();
-      const login = await inject('POST', '/auth/login', undefined, { email, password, codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      const login = await inject('POST', '/auth/login', undefined, {
+        email,
+        password,
+        codeChallenge: challenge,
+        codeChallengeMethod: 'S256',
+      });
       expect(login.statusCode, login.body).toBe(200);
       const token = await form({ grant_type: 'authorization_code', code: login.json().code, code_verifier: verifier });
       expect(token.statusCode, token.body).toBe(200);
@@ -85,7 +99,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(me.profile).toMatchObject({ resourceType: 'Practitioner', telecom: [{ system: 'email', value: email }] });
       expect(`Practitioner/${me.profile.id}`).toBe(token.profile?.reference);
       expect(me.project).toMatchObject({ resourceType: 'Project', id: project, name: 'Medplum client project' });
-      expect(me.membership).toMatchObject({ resourceType: 'ProjectMembership', user: { reference: `User/${user}` }, profile: token.profile, admin: true });
+      expect(me.membership).toMatchObject({
+        resourceType: 'ProjectMembership',
+        user: { reference: `User/${user}` },
+        profile: token.profile,
+        admin: true,
+      });
       expect(typeof me.membership.id).toBe('string');
       expect(me.user).toMatchObject({ resourceType: 'User', id: user, email });
       expect(me.config).toEqual({ resourceType: 'UserConfiguration' });
@@ -110,7 +129,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const owner = await signIn();
       const clients = (await inject('GET', '/fhir/R4/ClientApplication', owner.access_token)).json() as Bundle;
       const client = clients.entry?.[0]?.resource as Resource & { secret: string };
-      const issued = await form({ grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret });
+      const issued = await form({
+        grant_type: 'client_credentials',
+        client_id: client.id as string,
+        client_secret: client.secret,
+      });
       expect(issued.statusCode, issued.body).toBe(200);
       const token = (issued.json() as Token).access_token;
       const me = await inject('GET', '/auth/me', token);
@@ -123,7 +146,10 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     });
 
     test('without a token, /oauth2/logout is refused (401)', async () => {
-      expect((await server.app.inject({ method: 'POST', url: '/oauth2/logout', headers: FHIR_JSON, payload: {} })).statusCode).toBe(401);
+      expect(
+        (await server.app.inject({ method: 'POST', url: '/oauth2/logout', headers: FHIR_JSON, payload: {} }))
+          .statusCode,
+      ).toBe(401);
     });
   });
 }

@@ -30,18 +30,41 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     let jwksBody = '{"keys":[]}';
     let jwksUrl = '';
     const marker = `Zzyzx${randomBytes(6).toString('hex')}`;
-    const a = { project: '', token: '', refresh: '', patient: '', observation: '', email: `owner-a-${marker}@example.org`, password: 'correct horse battery' };
+    const a = {
+      project: '',
+      token: '',
+      refresh: '',
+      patient: '',
+      observation: '',
+      email: `owner-a-${marker}@example.org`,
+      password: 'correct horse battery',
+    };
     const b = { project: '', token: '', email: `owner-b-${marker}@example.org`, password: 'another good password' };
 
-    const inject = (method: string, url: string, token?: string, payload?: unknown, headers: Record<string, string> = {}) =>
+    const inject = (
+      method: string,
+      url: string,
+      token?: string,
+      payload?: unknown,
+      headers: Record<string, string> = {},
+    ) =>
       server.app.inject({
         method: method as 'GET',
         url,
-        headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+        headers: {
+          ...(payload !== undefined ? FHIR_JSON : {}),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...headers,
+        },
         payload: payload as object,
       });
     const form = (url: string, fields: Record<string, string>, headers: Record<string, string> = {}) =>
-      server.app.inject({ method: 'POST', url, headers: { ...FORM, ...headers }, payload: new URLSearchParams(fields).toString() });
+      server.app.inject({
+        method: 'POST',
+        url,
+        headers: { ...FORM, ...headers },
+        payload: new URLSearchParams(fields).toString(),
+      });
 
     async function init(name: string, email: string, password: string) {
       const res = await inject('POST', '/fhir/R4/Project/$init', OPERATOR, {
@@ -61,12 +84,27 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     async function signIn(email: string, password: string) {
       const { verifier, challenge } = pkcePair();
-      const login = await inject('POST', '/auth/login', undefined, { email, password, codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      const login = await inject('POST', '/auth/login', undefined, {
+        email,
+        password,
+        codeChallenge: challenge,
+        codeChallengeMethod: 'S256',
+      });
       expect(login.statusCode, login.body).toBe(200);
-      const token = await form('/oauth2/token', { grant_type: 'authorization_code', code: login.json().code, code_verifier: verifier });
+      const token = await form('/oauth2/token', {
+        grant_type: 'authorization_code',
+        code: login.json().code,
+        code_verifier: verifier,
+      });
       expect(token.statusCode, token.body).toBe(200);
       expect(token.headers['cache-control']).toBe('no-store');
-      return token.json() as { access_token: string; refresh_token: string; expires_in: number; token_type: string; project: { reference: string } };
+      return token.json() as {
+        access_token: string;
+        refresh_token: string;
+        expires_in: number;
+        token_type: string;
+        project: { reference: string };
+      };
     }
 
     beforeAll(async () => {
@@ -87,7 +125,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       a.refresh = tokenA.refresh_token;
       b.token = (await signIn(b.email, b.password)).access_token;
 
-      const patient = await inject('POST', '/fhir/R4/Patient', a.token, { resourceType: 'Patient', name: [{ family: marker }], identifier: [{ system: 'urn:test', value: marker }] });
+      const patient = await inject('POST', '/fhir/R4/Patient', a.token, {
+        resourceType: 'Patient',
+        name: [{ family: marker }],
+        identifier: [{ system: 'urn:test', value: marker }],
+      });
       expect(patient.statusCode, patient.body).toBe(201);
       a.patient = patient.json().id;
       const observation = await inject('POST', '/fhir/R4/Observation', a.token, {
@@ -106,9 +148,13 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test('the owner sees what they wrote: read, search, include, revinclude, _has, history', async () => {
       expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, a.token)).statusCode).toBe(200);
-      const search = (await inject('GET', `/fhir/R4/Observation?_include=Observation:subject&code:text=${marker}`, a.token)).json() as Bundle;
+      const search = (
+        await inject('GET', `/fhir/R4/Observation?_include=Observation:subject&code:text=${marker}`, a.token)
+      ).json() as Bundle;
       expect(search.entry?.map((e) => e.resource?.resourceType).sort()).toEqual(['Observation', 'Patient']);
-      const has = (await inject('GET', `/fhir/R4/Patient?_has:Observation:subject:status=final`, a.token)).json() as Bundle;
+      const has = (
+        await inject('GET', `/fhir/R4/Patient?_has:Observation:subject:status=final`, a.token)
+      ).json() as Bundle;
       expect(has.entry?.map((e) => e.resource?.id)).toEqual([a.patient]);
       expect((await inject('GET', `/fhir/R4/Patient/${a.patient}/_history`, a.token)).json().total).toBe(1);
       const me = await inject('GET', '/auth/me', a.token);
@@ -117,7 +163,7 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(project.statusCode).toBe(200);
     });
 
-    test("another project sees nothing of it: read, vread, search, _include, _revinclude, _has, history, operations", async () => {
+    test('another project sees nothing of it: read, vread, search, _include, _revinclude, _has, history, operations', async () => {
       const notFound = [
         `/fhir/R4/Patient/${a.patient}`,
         `/fhir/R4/Patient/${a.patient}/_history/1`,
@@ -150,10 +196,17 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         expect(entries, url).not.toContain(marker);
         expect(entries, url).not.toContain(a.patient);
       }
-      const validate = await inject('POST', `/fhir/R4/Patient/${a.patient}/$validate`, b.token, { resourceType: 'Parameters', parameter: [] });
+      const validate = await inject('POST', `/fhir/R4/Patient/${a.patient}/$validate`, b.token, {
+        resourceType: 'Parameters',
+        parameter: [],
+      });
       expect(validate.statusCode).toBe(404);
       // Writing over it creates B's own resource under that id; A's is untouched.
-      const put = await inject('PUT', `/fhir/R4/Patient/${a.patient}`, b.token, { resourceType: 'Patient', id: a.patient, active: false });
+      const put = await inject('PUT', `/fhir/R4/Patient/${a.patient}`, b.token, {
+        resourceType: 'Patient',
+        id: a.patient,
+        active: false,
+      });
       expect(put.statusCode).toBe(201);
       const mine = (await inject('GET', `/fhir/R4/Patient/${a.patient}`, a.token)).json();
       expect(mine.name[0].family).toBe(marker);
@@ -163,7 +216,9 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test("every route, called with another project's token, shows nothing of the project's data", async () => {
       // Not /oauth2/logout: it would end b's sign-in for the tests after (medplum-client.test.ts tests it).
-      const routes = routesOf(server.app).filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS' && r.url !== '/oauth2/logout');
+      const routes = routesOf(server.app).filter(
+        (r) => r.method !== 'HEAD' && r.method !== 'OPTIONS' && r.url !== '/oauth2/logout',
+      );
       // Every route family (an operation on every type is one route per level, its type a parameter).
       expect(routes.length).toBeGreaterThan(80);
       for (const route of routes) {
@@ -173,7 +228,10 @@ function suite(name: string, open: () => Promise<OpenServer>) {
           .replace(/:vid\b/, '1')
           .replace(/:compartment\b/, 'Patient')
           .replace(/\*$/, '');
-        const payload = route.method === 'GET' || route.method === 'DELETE' ? undefined : { resourceType: 'Parameters', parameter: [] };
+        const payload =
+          route.method === 'GET' || route.method === 'DELETE'
+            ? undefined
+            : { resourceType: 'Parameters', parameter: [] };
         const res = await inject(route.method, url, b.token, payload);
         expect(res.statusCode, `${route.method} ${url}: ${res.body.slice(0, 200)}`).toBeLessThan(500);
         expect(res.body, `${route.method} ${url}`).not.toContain(marker);
@@ -182,14 +240,22 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test('operators act in the default project, or in the one X-Project names', async () => {
       expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, OPERATOR)).statusCode).toBe(404);
-      expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, OPERATOR, undefined, { 'x-project': a.project })).statusCode).toBe(200);
+      expect(
+        (await inject('GET', `/fhir/R4/Patient/${a.patient}`, OPERATOR, undefined, { 'x-project': a.project }))
+          .statusCode,
+      ).toBe(200);
       const unknown = await inject('GET', '/fhir/R4/Patient', OPERATOR, undefined, { 'x-project': 'no-such-project' });
       expect(unknown.statusCode).toBe(400);
       expect(unknown.json().issue[0].details.text).toContain('no-such-project');
       // A member cannot name another project.
-      expect((await inject('GET', '/fhir/R4/Patient', b.token, undefined, { 'x-project': a.project })).statusCode).toBe(400);
+      expect((await inject('GET', '/fhir/R4/Patient', b.token, undefined, { 'x-project': a.project })).statusCode).toBe(
+        400,
+      );
       // Members cannot create projects.
-      const init = await inject('POST', '/fhir/R4/Project/$init', a.token, { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'x' }] });
+      const init = await inject('POST', '/fhir/R4/Project/$init', a.token, {
+        resourceType: 'Parameters',
+        parameter: [{ name: 'name', valueString: 'x' }],
+      });
       expect(init.statusCode).toBe(403);
     });
 
@@ -197,37 +263,78 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const before = (await inject('GET', '/fhir/R4/Project?_summary=count', OPERATOR)).json().total;
       for (const parameter of [
         [],
-        [{ name: 'name', valueString: 'x' }, { name: 'ownerPassword', valueString: 'long enough password' }],
-        [{ name: 'name', valueString: 'x' }, { name: 'owner', valueReference: { reference: 'Patient/1' } }],
-        [{ name: 'name', valueString: 'x' }, { name: 'ownerEmail', valueString: a.email }, { name: 'ownerPassword', valueString: 'long enough password' }],
-        [{ name: 'name', valueString: 'x' }, { name: 'ownerEmail', valueString: 'new@example.org' }, { name: 'ownerPassword', valueString: 'short' }],
+        [
+          { name: 'name', valueString: 'x' },
+          { name: 'ownerPassword', valueString: 'long enough password' },
+        ],
+        [
+          { name: 'name', valueString: 'x' },
+          { name: 'owner', valueReference: { reference: 'Patient/1' } },
+        ],
+        [
+          { name: 'name', valueString: 'x' },
+          { name: 'ownerEmail', valueString: a.email },
+          { name: 'ownerPassword', valueString: 'long enough password' },
+        ],
+        [
+          { name: 'name', valueString: 'x' },
+          { name: 'ownerEmail', valueString: 'new@example.org' },
+          { name: 'ownerPassword', valueString: 'short' },
+        ],
       ]) {
         const res = await inject('POST', '/fhir/R4/Project/$init', OPERATOR, { resourceType: 'Parameters', parameter });
         expect(res.statusCode, JSON.stringify(parameter)).toBe(400);
         expect(res.json().resourceType).toBe('OperationOutcome');
       }
-      const bundled = await inject('POST', '/fhir/R4', OPERATOR, { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Project', name: 'x' }, request: { method: 'POST', url: 'Project' } }] });
+      const bundled = await inject('POST', '/fhir/R4', OPERATOR, {
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [{ resource: { resourceType: 'Project', name: 'x' }, request: { method: 'POST', url: 'Project' } }],
+      });
       expect(bundled.statusCode).toBe(400);
       expect((await inject('GET', '/fhir/R4/Project?_summary=count', OPERATOR)).json().total).toBe(before);
       // Passwords are never in a resource.
       const users = await inject('GET', `/fhir/R4/User?email=${encodeURIComponent(a.email)}`, OPERATOR);
       expect(users.json().total).toBe(1);
       expect(users.body).not.toMatch(/scrypt|password/i);
-      const smuggled = await inject('POST', '/fhir/R4/User', OPERATOR, { resourceType: 'User', email: 'x@example.org', passwordHash: 'x' });
+      const smuggled = await inject('POST', '/fhir/R4/User', OPERATOR, {
+        resourceType: 'User',
+        email: 'x@example.org',
+        passwordHash: 'x',
+      });
       expect(smuggled.statusCode).toBe(400);
     });
 
     test('sign-in errors: wrong password, plain PKCE, a reused code, a wrong verifier; refresh tokens rotate', async () => {
       const { verifier, challenge } = pkcePair();
-      const wrong = await inject('POST', '/auth/login', undefined, { email: a.email, password: 'not it at all', codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      const wrong = await inject('POST', '/auth/login', undefined, {
+        email: a.email,
+        password: 'not it at all',
+        codeChallenge: challenge,
+        codeChallengeMethod: 'S256',
+      });
       expect(wrong.statusCode).toBe(400);
       expect(wrong.json().error).toBe('invalid_grant');
-      const plain = await inject('POST', '/auth/login', undefined, { email: a.email, password: a.password, codeChallenge: challenge, codeChallengeMethod: 'plain' });
+      const plain = await inject('POST', '/auth/login', undefined, {
+        email: a.email,
+        password: a.password,
+        codeChallenge: challenge,
+        codeChallengeMethod: 'plain',
+      });
       expect(plain.statusCode).toBe(400);
       expect(plain.json().error).toBe('invalid_request');
-      const login = await inject('POST', '/auth/login', undefined, { email: a.email, password: a.password, codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      const login = await inject('POST', '/auth/login', undefined, {
+        email: a.email,
+        password: a.password,
+        codeChallenge: challenge,
+        codeChallengeMethod: 'S256',
+      });
       const code = login.json().code as string;
-      const bad = await form('/oauth2/token', { grant_type: 'authorization_code', code, code_verifier: pkcePair().verifier });
+      const bad = await form('/oauth2/token', {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: pkcePair().verifier,
+      });
       expect(bad.json().error).toBe('invalid_grant');
       // The failed attempt used the code up: a code is good for one try.
       const reused = await form('/oauth2/token', { grant_type: 'authorization_code', code, code_verifier: verifier });
@@ -236,7 +343,9 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
       const refreshed = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: a.refresh });
       expect(refreshed.statusCode, refreshed.body).toBe(200);
-      expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, refreshed.json().access_token)).statusCode).toBe(200);
+      expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, refreshed.json().access_token)).statusCode).toBe(
+        200,
+      );
       const again = await form('/oauth2/token', { grant_type: 'refresh_token', refresh_token: a.refresh });
       expect(again.json().error).toBe('invalid_grant');
       // That reuse revoked the sign-in's every token (test/auth/hardening-round3.test.ts): sign in again.
@@ -251,7 +360,13 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     test('failed sign-ins are limited per account: after 10, even the right password waits', async () => {
       const { challenge } = pkcePair();
       const email = `limited-${marker}@example.org`;
-      const attempt = (password: string) => inject('POST', '/auth/login', undefined, { email, password, codeChallenge: challenge, codeChallengeMethod: 'S256' });
+      const attempt = (password: string) =>
+        inject('POST', '/auth/login', undefined, {
+          email,
+          password,
+          codeChallenge: challenge,
+          codeChallengeMethod: 'S256',
+        });
       for (let i = 0; i < 10; i++) expect((await attempt(`wrong password ${i}`)).json().error).toBe('invalid_grant');
       const limited = await attempt('wrong password 11');
       expect(limited.statusCode).toBe(429);
@@ -263,13 +378,25 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const client = clients.entry?.[0]?.resource as Resource & { secret: string };
       expect(client?.secret).toBeTruthy();
       const basic = Buffer.from(`${client.id}:${client.secret}`).toString('base64');
-      const viaBasic = await form('/oauth2/token', { grant_type: 'client_credentials' }, { authorization: `Basic ${basic}` });
+      const viaBasic = await form(
+        '/oauth2/token',
+        { grant_type: 'client_credentials' },
+        { authorization: `Basic ${basic}` },
+      );
       expect(viaBasic.statusCode, viaBasic.body).toBe(200);
       expect(viaBasic.json().refresh_token).toBeUndefined();
       expect((await inject('GET', `/fhir/R4/Patient/${a.patient}`, viaBasic.json().access_token)).statusCode).toBe(200);
-      const viaPost = await form('/oauth2/token', { grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret });
+      const viaPost = await form('/oauth2/token', {
+        grant_type: 'client_credentials',
+        client_id: client.id as string,
+        client_secret: client.secret,
+      });
       expect(viaPost.statusCode).toBe(200);
-      const wrong = await form('/oauth2/token', { grant_type: 'client_credentials', client_id: client.id as string, client_secret: 'wrong' });
+      const wrong = await form('/oauth2/token', {
+        grant_type: 'client_credentials',
+        client_id: client.id as string,
+        client_secret: 'wrong',
+      });
       expect(wrong.statusCode).toBe(401);
       expect(wrong.json().error).toBe('invalid_client');
       // Project B's admin cannot see A's clients.
@@ -280,7 +407,11 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const clients = (await inject('GET', '/fhir/R4/ClientApplication', a.token)).json() as Bundle;
       const client = clients.entry?.[0]?.resource as Resource & { secret: string; defaultScope?: string[] };
       expect(client.defaultScope).toEqual(['system/*.rs']);
-      const credentials = { grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret };
+      const credentials = {
+        grant_type: 'client_credentials',
+        client_id: client.id as string,
+        client_secret: client.secret,
+      };
       const issued = await form('/oauth2/token', credentials);
       expect(issued.statusCode, issued.body).toBe(200);
       expect(issued.json().scope).toBe('system/*.rs');
@@ -291,13 +422,21 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const created = await inject('POST', '/fhir/R4/Patient', token, patient);
       expect(created.statusCode, created.body).toBe(403);
       expect((created.json() as OperationOutcome).issue[0].code).toBe('forbidden');
-      expect((await inject('PUT', `/fhir/R4/Patient/${a.patient}`, token, { resourceType: 'Patient', id: a.patient })).statusCode).toBe(403);
+      expect(
+        (await inject('PUT', `/fhir/R4/Patient/${a.patient}`, token, { resourceType: 'Patient', id: a.patient }))
+          .statusCode,
+      ).toBe(403);
       expect((await inject('DELETE', `/fhir/R4/Observation/${a.observation}`, token)).statusCode).toBe(403);
       // Asking for more than the default gives nothing.
-      expect((await form('/oauth2/token', { ...credentials, scope: 'system/Patient.c' })).json().error).toBe('invalid_scope');
+      expect((await form('/oauth2/token', { ...credentials, scope: 'system/Patient.c' })).json().error).toBe(
+        'invalid_scope',
+      );
 
       // The administrator widens it (docs/security.md): the client's next token writes.
-      const widened = await inject('PUT', `/fhir/R4/ClientApplication/${client.id}`, a.token, { ...client, defaultScope: ['system/*.cruds'] });
+      const widened = await inject('PUT', `/fhir/R4/ClientApplication/${client.id}`, a.token, {
+        ...client,
+        defaultScope: ['system/*.cruds'],
+      });
       expect(widened.statusCode, widened.body).toBe(200);
       const writer = (await form('/oauth2/token', credentials)).json().access_token as string;
       expect((await inject('POST', '/fhir/R4/Patient', writer, patient)).statusCode).toBe(201);
@@ -310,11 +449,20 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const tokenUrl = 'http://localhost:8080/oauth2/token';
 
       async function client(jwksUri: string): Promise<string> {
-        const res = await inject('POST', '/fhir/R4/ClientApplication', a.token, { resourceType: 'ClientApplication', name: 'backend', status: 'active', jwksUri });
+        const res = await inject('POST', '/fhir/R4/ClientApplication', a.token, {
+          resourceType: 'ClientApplication',
+          name: 'backend',
+          status: 'active',
+          jwksUri,
+        });
         expect(res.statusCode, res.body).toBe(201);
         return res.json().id;
       }
-      function assertion(c: { id: string; key: CryptoKey; kid: string }, alg: string, claims: { aud?: string; exp?: number; jti?: string; kid?: string } = {}) {
+      function assertion(
+        c: { id: string; key: CryptoKey; kid: string },
+        alg: string,
+        claims: { aud?: string; exp?: number; jti?: string; kid?: string } = {},
+      ) {
         const now = Math.floor(Date.now() / 1000);
         return new SignJWT({})
           .setProtectedHeader({ alg, kid: claims.kid ?? c.kid, typ: 'JWT' })
@@ -326,12 +474,21 @@ function suite(name: string, open: () => Promise<OpenServer>) {
           .sign(c.key);
       }
       const exchange = (signed: string, scope = 'system/Patient.rs') =>
-        form('/oauth2/token', { grant_type: 'client_credentials', scope, client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: signed });
+        form('/oauth2/token', {
+          grant_type: 'client_credentials',
+          scope,
+          client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+          client_assertion: signed,
+        });
 
       beforeAll(async () => {
         const esKeys = await generateKeyPair('ES384');
         const esJwk: JWK = { ...(await exportJWK(esKeys.publicKey)), kid: 'es-1', alg: 'ES384' };
-        es = { id: await client(`data:application/json,${encodeURIComponent(JSON.stringify({ keys: [esJwk] }))}`), key: esKeys.privateKey, kid: 'es-1' };
+        es = {
+          id: await client(`data:application/json,${encodeURIComponent(JSON.stringify({ keys: [esJwk] }))}`),
+          key: esKeys.privateKey,
+          kid: 'es-1',
+        };
         const rsKeys = await generateKeyPair('RS384');
         const rsJwk: JWK = { ...(await exportJWK(rsKeys.publicKey)), kid: 'rs-1', alg: 'RS384' };
         jwksBody = JSON.stringify({ keys: [rsJwk] });
@@ -339,7 +496,10 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
 
       test('an ES384 client with inline keys and an RS384 client with a jwksUri each get a token', async () => {
-        for (const [c, alg] of [[es, 'ES384'], [rs, 'RS384']] as const) {
+        for (const [c, alg] of [
+          [es, 'ES384'],
+          [rs, 'RS384'],
+        ] as const) {
           const res = await exchange(await assertion(c, alg));
           expect(res.statusCode, res.body).toBe(200);
           expect(res.json()).toMatchObject({ token_type: 'Bearer', scope: 'system/Patient.rs', expires_in: 3600 });
@@ -353,16 +513,25 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         const write = await inject('POST', '/fhir/R4/Patient', token, { resourceType: 'Patient' });
         expect(write.statusCode).toBe(403);
         expect(write.json().issue[0].code).toBe('forbidden');
-        expect((await inject('PUT', `/fhir/R4/Patient/${a.patient}`, token, { resourceType: 'Patient', id: a.patient })).statusCode).toBe(403);
+        expect(
+          (await inject('PUT', `/fhir/R4/Patient/${a.patient}`, token, { resourceType: 'Patient', id: a.patient }))
+            .statusCode,
+        ).toBe(403);
         expect((await inject('GET', `/fhir/R4/Observation/${a.observation}`, token)).statusCode).toBe(403);
         expect((await inject('GET', '/fhir/R4/Observation', token)).statusCode).toBe(403);
         // An included Observation is left out rather than shown.
-        const included = (await inject('GET', `/fhir/R4/Patient?_id=${a.patient}&_revinclude=Observation:subject`, token)).json() as Bundle;
+        const included = (
+          await inject('GET', `/fhir/R4/Patient?_id=${a.patient}&_revinclude=Observation:subject`, token)
+        ).json() as Bundle;
         expect(included.entry?.map((e) => e.resource?.resourceType)).toEqual(['Patient']);
         // Nothing of this client's project's administration.
         expect((await inject('GET', '/fhir/R4/ClientApplication', token)).statusCode).toBe(403);
         // A transaction is checked entry by entry: nothing is written.
-        const bundle = await inject('POST', '/fhir/R4', token, { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }] });
+        const bundle = await inject('POST', '/fhir/R4', token, {
+          resourceType: 'Bundle',
+          type: 'transaction',
+          entry: [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }],
+        });
         expect(bundle.statusCode).toBe(403);
       });
 
@@ -406,28 +575,59 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       const statement = (await inject('GET', '/fhir/R4/metadata')).json() as CapabilityStatement;
       const security = statement.rest?.[0].security;
       expect(security?.service?.[0].coding?.[0].code).toBe('SMART-on-FHIR');
-      expect(security?.extension?.[0].url).toBe('http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris');
+      expect(security?.extension?.[0].url).toBe(
+        'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+      );
     });
 
     test('the browser flow: /oauth2/authorize signs in and redirects back with a code', async () => {
-      const created = await inject('POST', '/fhir/R4/ClientApplication', a.token, { resourceType: 'ClientApplication', name: 'app', status: 'active', redirectUri: 'https://app.example.org/callback' });
+      const created = await inject('POST', '/fhir/R4/ClientApplication', a.token, {
+        resourceType: 'ClientApplication',
+        name: 'app',
+        status: 'active',
+        redirectUri: 'https://app.example.org/callback',
+      });
       const clientId = created.json().id as string;
       const { verifier, challenge } = pkcePair();
-      const params = { response_type: 'code', client_id: clientId, redirect_uri: 'https://app.example.org/callback', scope: 'user/*.rs', state: 'xyz', code_challenge: challenge, code_challenge_method: 'S256' };
-      const page = await server.app.inject({ method: 'GET', url: `/oauth2/authorize?${new URLSearchParams(params)}`, headers: { accept: 'text/html' } });
+      const params = {
+        response_type: 'code',
+        client_id: clientId,
+        redirect_uri: 'https://app.example.org/callback',
+        scope: 'user/*.rs',
+        state: 'xyz',
+        code_challenge: challenge,
+        code_challenge_method: 'S256',
+      };
+      const page = await server.app.inject({
+        method: 'GET',
+        url: `/oauth2/authorize?${new URLSearchParams(params)}`,
+        headers: { accept: 'text/html' },
+      });
       expect(page.statusCode).toBe(200);
       expect(page.headers['content-type']).toContain('text/html');
       expect(page.body).toContain('name="password"');
-      const plain = await server.app.inject({ method: 'GET', url: `/oauth2/authorize?${new URLSearchParams({ ...params, code_challenge_method: 'plain' })}` });
+      const plain = await server.app.inject({
+        method: 'GET',
+        url: `/oauth2/authorize?${new URLSearchParams({ ...params, code_challenge_method: 'plain' })}`,
+      });
       expect(plain.statusCode).toBe(302);
       expect(plain.headers.location).toContain('error=invalid_request');
-      const foreign = await server.app.inject({ method: 'GET', url: `/oauth2/authorize?${new URLSearchParams({ ...params, redirect_uri: 'https://evil.example.org/' })}` });
+      const foreign = await server.app.inject({
+        method: 'GET',
+        url: `/oauth2/authorize?${new URLSearchParams({ ...params, redirect_uri: 'https://evil.example.org/' })}`,
+      });
       expect(foreign.statusCode).toBe(400);
       const signedIn = await form('/oauth2/authorize', { ...params, email: a.email, password: a.password });
       expect(signedIn.statusCode, signedIn.body).toBe(302);
       const back = new URL(signedIn.headers.location as string);
       expect(back.searchParams.get('state')).toBe('xyz');
-      const token = await form('/oauth2/token', { grant_type: 'authorization_code', code: back.searchParams.get('code') as string, code_verifier: verifier, client_id: clientId, redirect_uri: params.redirect_uri });
+      const token = await form('/oauth2/token', {
+        grant_type: 'authorization_code',
+        code: back.searchParams.get('code') as string,
+        code_verifier: verifier,
+        client_id: clientId,
+        redirect_uri: params.redirect_uri,
+      });
       expect(token.statusCode, token.body).toBe(200);
       expect(token.json().scope).toBe('user/*.rs');
       const user = token.json().access_token as string;

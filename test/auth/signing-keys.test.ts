@@ -51,17 +51,20 @@ describe('processes starting together over one database', () => {
     }
   });
 
-  test.skipIf(!hasPostgres)(hasPostgres ? 'PostgreSQL: they make one key between them and publish the same one' : POSTGRES_SKIP_REASON, async () => {
-    const schema = await freshSchema();
-    const stores = [new PostgresStore(schema.url), new PostgresStore(schema.url)];
-    try {
-      await stores[0].migrate();
-      const [a, b] = await startTogether([stores[0].ephemeral, stores[1].ephemeral]);
-      expect(a).toHaveLength(1);
-      expect(b).toEqual(a);
-    } finally {
-      for (const s of stores) await s.close();
-      await schema.drop();
-    }
-  });
+  test.skipIf(!hasPostgres)(
+    hasPostgres ? 'PostgreSQL: they make one key between them and publish the same one' : POSTGRES_SKIP_REASON,
+    async () => {
+      const schema = await freshSchema();
+      const stores = [new PostgresStore(schema.url), new PostgresStore(schema.url)];
+      try {
+        await stores[0].migrate();
+        const [a, b] = await startTogether([stores[0].ephemeral, stores[1].ephemeral]);
+        expect(a).toHaveLength(1);
+        expect(b).toEqual(a);
+      } finally {
+        for (const s of stores) await s.close();
+        await schema.drop();
+      }
+    },
+  );
 });

@@ -6,7 +6,9 @@ import { SqliteStore } from '../../src/storage/sqlite/sqlite-store';
 
 describe('SMART scopes', () => {
   test('v1 and v2 permissions, contexts, and the scopes that are not about resources', () => {
-    const set = parseScopes('openid offline_access system/Patient.rs user/*.read patient/Observation.cruds launch/patient');
+    const set = parseScopes(
+      'openid offline_access system/Patient.rs user/*.read patient/Observation.cruds launch/patient',
+    );
     expect(set.other).toEqual(['openid', 'offline_access', 'launch/patient']);
     expect([...contextsAllowing(set, 'Patient', 'r')].sort()).toEqual(['system', 'user']);
     expect([...contextsAllowing(set, 'Patient', 'c')]).toEqual([]);
@@ -16,7 +18,11 @@ describe('SMART scopes', () => {
     expect([...contextsAllowing(parseScopes('user/*.write'), 'Patient', 'r')]).toEqual([]);
   });
 
-  test.each([['system/Observation.rs?category=laboratory', /query/], ['system/Patient.sr', /order/], ['system/patient.read', /resource type/]])('%s is refused', (text, reason) => {
+  test.each([
+    ['system/Observation.rs?category=laboratory', /query/],
+    ['system/Patient.sr', /order/],
+    ['system/patient.read', /resource type/],
+  ])('%s is refused', (text, reason) => {
     expect(() => parseScopes(text)).toThrow(ScopeError);
     expect(() => parseScopes(text)).toThrow(reason);
   });
@@ -54,7 +60,9 @@ describe('signing keys and access tokens', () => {
     const foreign = new TokenService(keys, store.ephemeral, 'urn:elsewhere');
     expect(await foreign.verify(before)).toBeUndefined();
     const [h, p, s] = before.split('.');
-    const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(p, 'base64url').toString()), admin: true })).toString('base64url');
+    const forged = Buffer.from(
+      JSON.stringify({ ...JSON.parse(Buffer.from(p, 'base64url').toString()), admin: true }),
+    ).toString('base64url');
     expect(await other.verify(`${h}.${forged}.${s}`)).toBeUndefined();
     expect(await other.verify('a.b.c')).toBeUndefined();
   });

@@ -56,10 +56,16 @@ const HOSTILE: [string, string][] = [
   ['while(true){}', 'while (true) {}'],
   ['a promise that never settles', 'await new Promise(() => {});'],
   ['a 1 GB allocation', 'const big = new Uint8Array(1024 * 1024 * 1024); big.fill(1); return big.length;'],
-  ['1 GB of heap', 'const keep = []; for (let i = 0; i < 1024; i++) keep.push(new Array(128 * 1024).fill(i + 0.5)); return keep.length;'],
+  [
+    '1 GB of heap',
+    'const keep = []; for (let i = 0; i < 1024; i++) keep.push(new Array(128 * 1024).fill(i + 0.5)); return keep.length;',
+  ],
   ["require('fs')", "const fs = require('fs'); return fs.readFileSync('/etc/passwd', 'utf8');"],
   ['process.env', 'return process.env;'],
-  ["globalThis.constructor.constructor('return process')()", "const p = globalThis.constructor.constructor('return process')(); return p.env;"],
+  [
+    "globalThis.constructor.constructor('return process')()",
+    "const p = globalThis.constructor.constructor('return process')(); return p.env;",
+  ],
   ['await null, then loop forever', 'await null; while (true) {}'],
 ];
 
@@ -71,15 +77,32 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     let server: ServerApp;
     let cleanup: () => Promise<void>;
     const inject = (method: string, url: string, payload?: unknown, headers: Record<string, string> = {}) =>
-      server.app.inject({ method: method as 'GET', url: `/fhir/R4/${url}`, headers: { ...(payload !== undefined && typeof payload !== 'string' ? FHIR_JSON : {}), ...headers }, payload: payload as object });
+      server.app.inject({
+        method: method as 'GET',
+        url: `/fhir/R4/${url}`,
+        headers: { ...(payload !== undefined && typeof payload !== 'string' ? FHIR_JSON : {}), ...headers },
+        payload: payload as object,
+      });
     const put = async (resource: Resource, headers: Record<string, string> = {}) => {
       const res = await inject('PUT', `${resource.resourceType}/${resource.id}`, resource, headers);
       expect(res.statusCode, res.body).toBeLessThan(300);
       return res.json() as Resource;
     };
-    async function deployBot(id: string, code: string, options: { filename?: string; timeout?: number; headers?: Record<string, string>; extra?: object } = {}) {
-      await put({ resourceType: 'Bot', id, name: id, timeout: options.timeout, ...options.extra } as Resource, options.headers);
-      const res = await inject('POST', `Bot/${id}/$deploy`, { code, filename: options.filename ?? 'index.ts' }, { 'content-type': 'application/json', ...options.headers });
+    async function deployBot(
+      id: string,
+      code: string,
+      options: { filename?: string; timeout?: number; headers?: Record<string, string>; extra?: object } = {},
+    ) {
+      await put(
+        { resourceType: 'Bot', id, name: id, timeout: options.timeout, ...options.extra } as Resource,
+        options.headers,
+      );
+      const res = await inject(
+        'POST',
+        `Bot/${id}/$deploy`,
+        { code, filename: options.filename ?? 'index.ts' },
+        { 'content-type': 'application/json', ...options.headers },
+      );
       expect(res.statusCode, res.body).toBe(200);
       return res.json() as { executableCode?: { url?: string; contentType?: string } };
     }
@@ -117,18 +140,39 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       await deployBot('on-patient', HELLO_TS);
       const tag = randomUUID();
       const sub = await inject('POST', 'Subscription', {
-        resourceType: 'Subscription', status: 'requested', reason: 'run a bot', criteria: `Patient?identifier=urn:botsub|${tag}`,
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'run a bot',
+        criteria: `Patient?identifier=urn:botsub|${tag}`,
         channel: { type: 'rest-hook', endpoint: 'Bot/on-patient' },
       });
       expect(sub.statusCode, sub.body).toBe(201);
-      const refused = await inject('POST', 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'x', criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'Bot/not a bot' } });
+      const refused = await inject('POST', 'Subscription', {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'x',
+        criteria: 'Patient',
+        channel: { type: 'rest-hook', endpoint: 'Bot/not a bot' },
+      });
       expect(refused.statusCode).toBe(400);
-      for (const [given, value] of [['Ada', tag], ['Grace', tag], ['Nobody', 'other']]) {
-        const created = await inject('POST', 'Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:botsub', value }], name: [{ given: [given], family: 'Sub' }] });
+      for (const [given, value] of [
+        ['Ada', tag],
+        ['Grace', tag],
+        ['Nobody', 'other'],
+      ]) {
+        const created = await inject('POST', 'Patient', {
+          resourceType: 'Patient',
+          identifier: [{ system: 'urn:botsub', value }],
+          name: [{ given: [given], family: 'Sub' }],
+        });
         expect(created.statusCode, created.body).toBe(201);
       }
       // Each run writes its AuditEvent beside its answer: wait for the deliveries to be done, then count.
-      const deliveries = async () => server.core.repository.store.query<{ state: string; input: string }>("SELECT state, input FROM jobs WHERE kind = 'subscription-delivery'", []);
+      const deliveries = async () =>
+        server.core.repository.store.query<{ state: string; input: string }>(
+          "SELECT state, input FROM jobs WHERE kind = 'subscription-delivery'",
+          [],
+        );
       for (;;) {
         const mine = (await deliveries()).filter((j) => j.input.includes(`"${(sub.json() as Resource).id}"`));
         if (mine.length === 2 && mine.every((j) => j.state === 'done')) break;
@@ -183,18 +227,28 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         if (event.contentType === 'text/plain') return 'you said ' + event.input;
         return { input: event.input, contentType: event.contentType, secret: event.secrets.GREETING && event.secrets.GREETING.valueString, bot: event.bot.reference };
       }`;
-      await deployBot('echo', code, { filename: 'echo.js', extra: { identifier: [{ system: 'urn:bots', value: 'echo' }] } });
+      await deployBot('echo', code, {
+        filename: 'echo.js',
+        extra: { identifier: [{ system: 'urn:bots', value: 'echo' }] },
+      });
       const get = await inject('GET', 'Bot/echo/$execute?a=1&b=two');
       expect(get.statusCode, get.body).toBe(200);
       expect(get.json()).toMatchObject({ input: { a: '1', b: 'two' }, secret: 'hello from config', bot: 'Bot/echo' });
-      const byIdentifier = await inject('POST', 'Bot/$execute?identifier=urn:bots|echo', { x: 1 }, { 'content-type': 'application/json' });
+      const byIdentifier = await inject(
+        'POST',
+        'Bot/$execute?identifier=urn:bots|echo',
+        { x: 1 },
+        { 'content-type': 'application/json' },
+      );
       expect(byIdentifier.statusCode, byIdentifier.body).toBe(200);
       expect(byIdentifier.json()).toMatchObject({ input: { x: 1 }, contentType: 'application/json' });
       const text = await inject('POST', 'Bot/echo/$execute', 'hi', { 'content-type': 'text/plain' });
       expect(text.statusCode, text.body).toBe(200);
       expect(text.headers['content-type']).toContain('text/plain');
       expect(text.body).toBe('you said hi');
-      const hl7 = await inject('POST', 'Bot/echo/$execute', 'MSH|^~\\&|A', { 'content-type': 'x-application/hl7-v2+er7' });
+      const hl7 = await inject('POST', 'Bot/echo/$execute', 'MSH|^~\\&|A', {
+        'content-type': 'x-application/hl7-v2+er7',
+      });
       expect(hl7.statusCode, hl7.body).toBe(200);
       expect(hl7.headers['content-type']).toContain('x-application/hl7-v2+er7');
       expect(hl7.body).toBe('ACK|^~\\&|A');
@@ -207,7 +261,13 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test('a syntax error is 400 with its line, and changes nothing', async () => {
       await put({ resourceType: 'Bot', id: 'broken', name: 'broken' } as Resource);
-      const res = await inject('POST', 'Bot/broken/$deploy', { resourceType: 'Parameters', parameter: [{ name: 'code', valueString: 'export async function handler() {\n  return (1 +;\n}' }, { name: 'filename', valueString: 'broken.ts' }] });
+      const res = await inject('POST', 'Bot/broken/$deploy', {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'code', valueString: 'export async function handler() {\n  return (1 +;\n}' },
+          { name: 'filename', valueString: 'broken.ts' },
+        ],
+      });
       expect(res.statusCode).toBe(400);
       expect(res.json().issue[0].details.text).toMatch(/line 2/);
       const bot = (await inject('GET', 'Bot/broken')).json();
@@ -219,17 +279,28 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     });
 
     test('a Binary changed behind the bot is not run (its hash no longer matches)', async () => {
-      const bot = await deployBot('tamper', "export async function handler() { return 'deployed'; }", { filename: 'tamper.js' });
+      const bot = await deployBot('tamper', "export async function handler() { return 'deployed'; }", {
+        filename: 'tamper.js',
+      });
       expect((await inject('POST', 'Bot/tamper/$execute', { x: 1 })).body).toBe('deployed');
       const id = (bot.executableCode?.url as string).split('/')[1];
-      await put({ resourceType: 'Binary', id, contentType: 'application/javascript', data: Buffer.from("exports.handler = async () => 'swapped';").toString('base64') } as Resource);
+      await put({
+        resourceType: 'Binary',
+        id,
+        contentType: 'application/javascript',
+        data: Buffer.from("exports.handler = async () => 'swapped';").toString('base64'),
+      } as Resource);
       const res = await inject('POST', 'Bot/tamper/$execute', { x: 1 });
       expect(res.statusCode).toBe(400);
       expect(res.json().issue[0].details.text).toContain('no longer holds the code deployed');
     });
 
     test('a thrown error is 400 with the message and the log', async () => {
-      await deployBot('thrower', "export async function handler() { console.log('about to fail'); throw new Error('no such thing'); }", { filename: 'thrower.js' });
+      await deployBot(
+        'thrower',
+        "export async function handler() { console.log('about to fail'); throw new Error('no such thing'); }",
+        { filename: 'thrower.js' },
+      );
       const res = await inject('POST', 'Bot/thrower/$execute', { x: 1 });
       expect(res.statusCode).toBe(400);
       const issue = res.json().issue[0];
@@ -237,38 +308,51 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect(issue.diagnostics).toContain('about to fail');
     });
 
-    test.each(HOSTILE)('%s fails cleanly with 400 within timeout + 1 s while the server keeps answering', async (label, body) => {
-      const id = `hostile-${HOSTILE.findIndex(([l]) => l === label)}`;
-      await deployBot(id, `export async function handler(medplum, event) { ${body} }`, { filename: `${id}.js`, timeout: HOSTILE_TIMEOUT_S });
-      // A client asking for the CapabilityStatement about every 10 ms while the bot runs (paced, so
-      // that the loop itself does not starve the process it measures on a loaded machine).
-      let running = true;
-      const latencies: number[] = [];
-      const loop = (async () => {
-        while (running) {
-          const asked = Date.now();
-          const res = await inject('GET', 'metadata');
-          if (res.statusCode === 200) latencies.push(Date.now() - asked);
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
-      })();
-      const started = Date.now();
-      const res = await inject('POST', `Bot/${id}/$execute`, { x: 1 });
-      const elapsed = Date.now() - started;
-      running = false;
-      await loop;
-      expect(res.statusCode, res.body).toBe(400);
-      expect(res.json().resourceType).toBe('OperationOutcome');
-      expect(elapsed).toBeLessThan((HOSTILE_TIMEOUT_S + 1) * 1000);
-      expect(latencies.length).toBeGreaterThan(0);
-      latencies.sort((a, b) => a - b);
-      console.log(`${label}: ${latencies.length} GET /metadata answered meanwhile, p99 ${latencies[Math.floor(latencies.length * 0.99)]} ms`);
-      // The sandbox is still usable afterwards.
-      expect((await inject('POST', 'Bot/alive/$execute', { x: 1 })).body).toBe('alive');
-    });
+    test.each(HOSTILE)(
+      '%s fails cleanly with 400 within timeout + 1 s while the server keeps answering',
+      async (label, body) => {
+        const id = `hostile-${HOSTILE.findIndex(([l]) => l === label)}`;
+        await deployBot(id, `export async function handler(medplum, event) { ${body} }`, {
+          filename: `${id}.js`,
+          timeout: HOSTILE_TIMEOUT_S,
+        });
+        // A client asking for the CapabilityStatement about every 10 ms while the bot runs (paced, so
+        // that the loop itself does not starve the process it measures on a loaded machine).
+        let running = true;
+        const latencies: number[] = [];
+        const loop = (async () => {
+          while (running) {
+            const asked = Date.now();
+            const res = await inject('GET', 'metadata');
+            if (res.statusCode === 200) latencies.push(Date.now() - asked);
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        })();
+        const started = Date.now();
+        const res = await inject('POST', `Bot/${id}/$execute`, { x: 1 });
+        const elapsed = Date.now() - started;
+        running = false;
+        await loop;
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().resourceType).toBe('OperationOutcome');
+        expect(elapsed).toBeLessThan((HOSTILE_TIMEOUT_S + 1) * 1000);
+        expect(latencies.length).toBeGreaterThan(0);
+        latencies.sort((a, b) => a - b);
+        console.log(
+          `${label}: ${latencies.length} GET /metadata answered meanwhile, p99 ${latencies[Math.floor(latencies.length * 0.99)]} ms`,
+        );
+        // The sandbox is still usable afterwards.
+        expect((await inject('POST', 'Bot/alive/$execute', { x: 1 })).body).toBe('alive');
+      },
+    );
 
     test('executeBot runs a bot with an input resource for other parts of the server', async () => {
-      const answer = await executeBot(server.services, { reference: 'Bot/hello' }, { resourceType: 'Patient', name: [{ given: ['Sub'], family: 'Scription' }] }, internalContext());
+      const answer = await executeBot(
+        server.services,
+        { reference: 'Bot/hello' },
+        { resourceType: 'Patient', name: [{ given: ['Sub'], family: 'Scription' }] },
+        internalContext(),
+      );
       expect(answer).toMatchObject({ kind: 'json', value: 'true' });
       expect(answer.log).toContain('Hello Sub Scription');
     });
@@ -335,15 +419,20 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       });
     });
 
-    test("bots of project A cannot read project B through their client", async () => {
+    test('bots of project A cannot read project B through their client', async () => {
       const init = async (projectName: string) => {
-        const res = await inject('POST', 'Project/$init', { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: projectName }] });
+        const res = await inject('POST', 'Project/$init', {
+          resourceType: 'Parameters',
+          parameter: [{ name: 'name', valueString: projectName }],
+        });
         expect(res.statusCode, res.body).toBe(201);
         return res.json().id as string;
       };
       const a = await init('bots A');
       const b = await init('bots B');
-      await put({ resourceType: 'Patient', id: 'secret-b', name: [{ family: 'Secret' }] } as Patient, { 'x-project': b });
+      await put({ resourceType: 'Patient', id: 'secret-b', name: [{ family: 'Secret' }] } as Patient, {
+        'x-project': b,
+      });
       await put({ resourceType: 'Patient', id: 'mine-a', name: [{ family: 'Mine' }] } as Patient, { 'x-project': a });
       const spy = `export async function handler(medplum) {
         const found = (await medplum.searchResources('Patient', {})).map((p) => p.id);
@@ -380,9 +469,15 @@ describe('bot fetch', () => {
   });
 
   test('reaches this server as the bot, the allowed origins, and nothing else', async () => {
-    const inject = (method: string, url: string, payload?: object) => server.app.inject({ method: method as 'GET', url: `/fhir/R4/${url}`, headers: FHIR_JSON, payload });
-    expect((await inject('PUT', 'Patient/p1', { resourceType: 'Patient', id: 'p1', name: [{ family: 'Fetched' }] })).statusCode).toBeLessThan(300);
-    expect((await inject('PUT', 'Bot/fetcher', { resourceType: 'Bot', id: 'fetcher', name: 'fetcher' })).statusCode).toBeLessThan(300);
+    const inject = (method: string, url: string, payload?: object) =>
+      server.app.inject({ method: method as 'GET', url: `/fhir/R4/${url}`, headers: FHIR_JSON, payload });
+    expect(
+      (await inject('PUT', 'Patient/p1', { resourceType: 'Patient', id: 'p1', name: [{ family: 'Fetched' }] }))
+        .statusCode,
+    ).toBeLessThan(300);
+    expect(
+      (await inject('PUT', 'Bot/fetcher', { resourceType: 'Bot', id: 'fetcher', name: 'fetcher' })).statusCode,
+    ).toBeLessThan(300);
     const code = `export async function handler(medplum, event) {
       const own = await fetch(medplum.fhirUrl('Patient', 'p1'));
       const allowed = await fetch(event.input.origin + '/hello', { method: 'POST', body: 'x' });
@@ -390,8 +485,23 @@ describe('bot fetch', () => {
       try { await fetch('http://example.com/'); } catch (err) { refused = err.message; }
       return { own: [own.status, (await own.json()).name[0].family], allowed: [allowed.status, (await allowed.json()).path, allowed.headers.get('X-Seen-Method')], refused };
     }`;
-    expect((await inject('POST', 'Bot/fetcher/$deploy', { resourceType: 'Parameters', parameter: [{ name: 'code', valueString: code }, { name: 'filename', valueString: 'fetcher.js' }] })).statusCode).toBe(200);
-    const res = await server.app.inject({ method: 'POST', url: '/fhir/R4/Bot/fetcher/$execute', headers: { 'content-type': 'application/json' }, payload: { origin } });
+    expect(
+      (
+        await inject('POST', 'Bot/fetcher/$deploy', {
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'code', valueString: code },
+            { name: 'filename', valueString: 'fetcher.js' },
+          ],
+        })
+      ).statusCode,
+    ).toBe(200);
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Bot/fetcher/$execute',
+      headers: { 'content-type': 'application/json' },
+      payload: { origin },
+    });
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json();
     expect(answer.own).toEqual([200, 'Fetched']);

@@ -17,10 +17,21 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     let server: ServerApp;
     let cleanup: () => Promise<void>;
     const inject = (method: string, url: string, payload?: unknown, headers: Record<string, string> = {}) =>
-      server.app.inject({ method: method as 'GET', url: `/fhir/R4/${url}`, headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...headers }, payload: payload as object });
+      server.app.inject({
+        method: method as 'GET',
+        url: `/fhir/R4/${url}`,
+        headers: { ...(payload !== undefined ? FHIR_JSON : {}), ...headers },
+        payload: payload as object,
+      });
     const cronJobs = (bot: string) =>
-      server.core.repository.store.query<{ id: string; state: string; last_error: string | null }>("SELECT id, state, last_error FROM jobs WHERE kind = 'bot-cron' AND id LIKE ?", [`bot-cron:%:${bot}:%`]);
-    const audits = async (bot: string) => ((await inject('GET', `AuditEvent?entity=Bot/${bot}&_count=1000`)).json() as Bundle).entry?.map((e) => e.resource as AuditEvent) ?? [];
+      server.core.repository.store.query<{ id: string; state: string; last_error: string | null }>(
+        "SELECT id, state, last_error FROM jobs WHERE kind = 'bot-cron' AND id LIKE ?",
+        [`bot-cron:%:${bot}:%`],
+      );
+    const audits = async (bot: string) =>
+      ((await inject('GET', `AuditEvent?entity=Bot/${bot}&_count=1000`)).json() as Bundle).entry?.map(
+        (e) => e.resource as AuditEvent,
+      ) ?? [];
     /** Polls `check` until it holds (the test's own timeout is the bound). */
     const until = async (check: () => Promise<boolean>) => {
       while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 25));
@@ -28,7 +39,13 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     async function deploy(id: string, code: string, bot: object) {
       const put = await inject('PUT', `Bot/${id}`, { resourceType: 'Bot', id, name: id, ...bot });
       expect(put.statusCode, put.body).toBeLessThan(300);
-      const res = await inject('POST', `Bot/${id}/$deploy`, { resourceType: 'Parameters', parameter: [{ name: 'code', valueString: code }, { name: 'filename', valueString: `${id}.js` }] });
+      const res = await inject('POST', `Bot/${id}/$deploy`, {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'code', valueString: code },
+          { name: 'filename', valueString: `${id}.js` },
+        ],
+      });
       expect(res.statusCode, res.body).toBe(200);
     }
 
@@ -44,7 +61,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
         [{ cronTiming: { repeat: { period: 1, periodUnit: 'fortnight' } } }, "'fortnight' is not a unit of time"],
         [{ cronTiming: { repeat: { timeOfDay: ['09:00:00', '17:30:00'] } } }, 'differ in their minutes'],
       ] as const) {
-        const res = await inject('PUT', 'Bot/badly-timed', { resourceType: 'Bot', id: 'badly-timed', name: 'x', ...bot });
+        const res = await inject('PUT', 'Bot/badly-timed', {
+          resourceType: 'Bot',
+          id: 'badly-timed',
+          name: 'x',
+          ...bot,
+        });
         expect(res.statusCode, res.body).toBe(400);
         expect(res.json().resourceType).toBe('OperationOutcome');
         expect(res.json().issue[0].details.text).toContain(words);
@@ -52,7 +74,12 @@ function suite(name: string, open: () => Promise<OpenServer>) {
       expect((await inject('GET', 'Bot/badly-timed')).statusCode).toBe(404);
       expect(await cronJobs('badly-timed')).toEqual([]);
       // A Timing that is one clock schedule is taken.
-      const ok = await inject('PUT', 'Bot/weekly', { resourceType: 'Bot', id: 'weekly', name: 'weekly', cronTiming: { repeat: { dayOfWeek: ['mon'], timeOfDay: ['09:00:00'] } } });
+      const ok = await inject('PUT', 'Bot/weekly', {
+        resourceType: 'Bot',
+        id: 'weekly',
+        name: 'weekly',
+        cronTiming: { repeat: { dayOfWeek: ['mon'], timeOfDay: ['09:00:00'] } },
+      });
       expect(ok.statusCode, ok.body).toBe(201);
       const [queued] = await cronJobs('weekly');
       const at = Number(queued.id.split(':').at(-1));
@@ -62,7 +89,8 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     });
 
     test('a scheduled bot runs by itself, with the Bot as input, until its schedule is taken away', async () => {
-      const code = "export async function handler(medplum, event) { console.log('tick for ' + event.input.resourceType + '/' + event.input.id); return true; }";
+      const code =
+        "export async function handler(medplum, event) { console.log('tick for ' + event.input.resourceType + '/' + event.input.id); return true; }";
       await deploy('ticker', code, { cronString: EVERY_SECOND });
       await until(async () => (await audits('ticker')).filter((a) => a.outcome === '0').length >= 2);
       const runs = (await audits('ticker')).filter((a) => a.outcome === '0');
@@ -80,10 +108,18 @@ function suite(name: string, open: () => Promise<OpenServer>) {
     }, 60_000);
 
     test('a run that fails is recorded and the schedule goes on; a deleted Bot runs no more', async () => {
-      await deploy('failing', "export async function handler() { throw new Error('nothing to do'); }", { cronString: EVERY_SECOND });
+      await deploy('failing', "export async function handler() { throw new Error('nothing to do'); }", {
+        cronString: EVERY_SECOND,
+      });
       // Two failed runs: the first did not end the schedule.
-      await until(async () => (await cronJobs('failing')).filter((j) => j.state === 'dead' && j.last_error?.includes('nothing to do')).length >= 2);
-      expect((await audits('failing')).some((a) => a.outcome === '4' && a.outcomeDesc?.includes('nothing to do'))).toBe(true);
+      await until(
+        async () =>
+          (await cronJobs('failing')).filter((j) => j.state === 'dead' && j.last_error?.includes('nothing to do'))
+            .length >= 2,
+      );
+      expect((await audits('failing')).some((a) => a.outcome === '4' && a.outcomeDesc?.includes('nothing to do'))).toBe(
+        true,
+      );
       expect((await inject('DELETE', 'Bot/failing')).statusCode).toBeLessThan(300);
       await until(async () => (await cronJobs('failing')).every((j) => j.state === 'done' || j.state === 'dead'));
     }, 60_000);

@@ -61,7 +61,12 @@ describe('bots of two projects', () => {
     });
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
     origin = `http://127.0.0.1:${(holder.address() as AddressInfo).port}`;
-    server = await serverApp({ botFetchAllow: [origin], outboundAllowPrivate: true, botSlotsPerProject: 8, botQueuePerProject: 9 });
+    server = await serverApp({
+      botFetchAllow: [origin],
+      outboundAllowPrivate: true,
+      botSlotsPerProject: 8,
+      botQueuePerProject: 9,
+    });
   });
   afterAll(async () => {
     holding = false;
@@ -72,23 +77,42 @@ describe('bots of two projects', () => {
     await new Promise((resolve) => holder.close(resolve));
   });
 
-  const inject = (method: 'PUT' | 'POST', url: string, project: string, payload: object, headers: Record<string, string> = FHIR_JSON) =>
-    server.app.inject({ method, url: `/fhir/R4/${url}`, headers: { ...headers, 'x-project': project }, payload });
+  const inject = (
+    method: 'PUT' | 'POST',
+    url: string,
+    project: string,
+    payload: object,
+    headers: Record<string, string> = FHIR_JSON,
+  ) => server.app.inject({ method, url: `/fhir/R4/${url}`, headers: { ...headers, 'x-project': project }, payload });
   async function project(name: string): Promise<string> {
-    const res = await server.app.inject({ method: 'POST', url: '/fhir/R4/Project/$init', headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: name }] } });
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Project/$init',
+      headers: FHIR_JSON,
+      payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: name }] },
+    });
     expect(res.statusCode, res.body).toBe(201);
     return res.json().id as string;
   }
   async function deploy(projectId: string, id: string, body: string): Promise<void> {
-    expect((await inject('PUT', `Bot/${id}`, projectId, { resourceType: 'Bot', id, name: id, timeout: 60 })).statusCode).toBeLessThan(300);
+    expect(
+      (await inject('PUT', `Bot/${id}`, projectId, { resourceType: 'Bot', id, name: id, timeout: 60 })).statusCode,
+    ).toBeLessThan(300);
     const code = `export async function handler(medplum, event) { ${body} }`;
-    const res = await inject('POST', `Bot/${id}/$deploy`, projectId, { code, filename: `${id}.js` }, { 'content-type': 'application/json' });
+    const res = await inject(
+      'POST',
+      `Bot/${id}/$deploy`,
+      projectId,
+      { code, filename: `${id}.js` },
+      { 'content-type': 'application/json' },
+    );
     expect(res.statusCode, res.body).toBe(200);
   }
-  const until = (count: number) => new Promise<void>((resolve) => {
-    heldChanged = () => held.length >= count && resolve();
-    heldChanged();
-  });
+  const until = (count: number) =>
+    new Promise<void>((resolve) => {
+      heldChanged = () => held.length >= count && resolve();
+      heldChanged();
+    });
 
   test("project A's long bots past its share wait or are refused; project B's bot runs at once", async () => {
     const a = await project('fair A');
@@ -97,7 +121,9 @@ describe('bots of two projects', () => {
     await deploy(b, 'quick', "return 'b done';");
     // 17 of A's: 8 run (its share of 16 slots) and 9 wait (its queue); an 18th is refused.
     let aSettled = 0;
-    const aRuns = Array.from({ length: 17 }, () => inject('POST', 'Bot/long/$execute', a, { origin }).then((res) => (aSettled++, res)));
+    const aRuns = Array.from({ length: 17 }, () =>
+      inject('POST', 'Bot/long/$execute', a, { origin }).then((res) => (aSettled++, res)),
+    );
     await until(8);
     const quick = await inject('POST', 'Bot/quick/$execute', b, { x: 1 });
     expect(quick.statusCode, quick.body).toBe(200);

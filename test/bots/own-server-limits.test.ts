@@ -18,7 +18,9 @@ const BODIES: Record<string, () => string> = {
 
 /** For each body, what fetch and the client get back: [status, the issue's text]. */
 const BOT = `export async function handler(medplum) {
-  const bodies = { ${Object.entries(BODIES).map(([name, build]) => `${name}: ${build.toString()}`).join(', ')} };
+  const bodies = { ${Object.entries(BODIES)
+    .map(([name, build]) => `${name}: ${build.toString()}`)
+    .join(', ')} };
   const viaFetch = async (body) => {
     const res = await fetch(medplum.fhirUrl('Patient'), { method: 'POST', headers: { 'content-type': 'application/fhir+json' }, body });
     return [res.status, (await res.json()).issue?.[0]?.details?.text];
@@ -51,9 +53,22 @@ describe("a bot's calls to its own server", () => {
   }
 
   test('meet the HTTP limits: the same 4xx and outcome as over HTTP, and the server keeps answering', async () => {
-    const inject = (method: 'PUT' | 'POST', url: string, payload: object, headers: Record<string, string> = FHIR_JSON) => server.app.inject({ method, url: `/fhir/R4/${url}`, headers, payload });
-    expect((await inject('PUT', 'Bot/limits', { resourceType: 'Bot', id: 'limits', name: 'limits', timeout: 60 })).statusCode).toBeLessThan(300);
-    const deployed = await inject('POST', 'Bot/limits/$deploy', { code: BOT, filename: 'limits.js' }, { 'content-type': 'application/json' });
+    const inject = (
+      method: 'PUT' | 'POST',
+      url: string,
+      payload: object,
+      headers: Record<string, string> = FHIR_JSON,
+    ) => server.app.inject({ method, url: `/fhir/R4/${url}`, headers, payload });
+    expect(
+      (await inject('PUT', 'Bot/limits', { resourceType: 'Bot', id: 'limits', name: 'limits', timeout: 60 }))
+        .statusCode,
+    ).toBeLessThan(300);
+    const deployed = await inject(
+      'POST',
+      'Bot/limits/$deploy',
+      { code: BOT, filename: 'limits.js' },
+      { 'content-type': 'application/json' },
+    );
     expect(deployed.statusCode, deployed.body).toBe(200);
     const res = await inject('POST', 'Bot/limits/$execute', { x: 1 });
     expect(res.statusCode, res.body).toBe(200);

@@ -10,17 +10,24 @@ const noClient = async () => ({ status: 500, message: 'no client in this test' }
 
 describe('BotRunner', () => {
   const runner = new BotRunner();
-  const run = (code: string, event: string, client: ClientHandler = noClient) => runner.run({ code, event, limits: LIMITS, client, project: 'p' });
+  const run = (code: string, event: string, client: ClientHandler = noClient) =>
+    runner.run({ code, event, limits: LIMITS, client, project: 'p' });
   afterAll(() => runner.close());
 
   test('a sandbox that dies fails what it was running, and the next execution starts a new one', async () => {
-    expect(await run(bot('return event.n + 1;'), '{"n":1}')).toMatchObject({ ok: true, result: { kind: 'json', value: '2' } });
+    expect(await run(bot('return event.n + 1;'), '{"n":1}')).toMatchObject({
+      ok: true,
+      result: { kind: 'json', value: '2' },
+    });
     const first = runner.pid as number;
     expect(first).toBeGreaterThan(0);
     const hanging = run(bot('await new Promise(() => {});'), '{}');
     process.kill(first, 'SIGKILL');
     expect(await hanging).toMatchObject({ ok: false, error: expect.stringContaining('sandbox stopped') });
-    expect(await run(bot('return "again";'), '{}')).toMatchObject({ ok: true, result: { kind: 'text', value: 'again' } });
+    expect(await run(bot('return "again";'), '{}')).toMatchObject({
+      ok: true,
+      result: { kind: 'text', value: 'again' },
+    });
     expect(runner.pid).not.toBe(first);
   });
 
@@ -35,9 +42,14 @@ describe('BotRunner', () => {
 
   test('the client answers reach the bot; an error status throws in the bot', async () => {
     const outcome = await run(
-      bot("const a = await medplum.readResource('Patient', 'p1'); try { await medplum.readResource('Patient', 'gone'); } catch (e) { return [a.id, e.status, e.message]; }"),
+      bot(
+        "const a = await medplum.readResource('Patient', 'p1'); try { await medplum.readResource('Patient', 'gone'); } catch (e) { return [a.id, e.status, e.message]; }",
+      ),
       '{}',
-      async (request: ClientRequest) => (request.path === 'Patient/p1' ? { status: 200, body: { resourceType: 'Patient', id: 'p1' } } : { status: 404, message: 'not found' }),
+      async (request: ClientRequest) =>
+        request.path === 'Patient/p1'
+          ? { status: 200, body: { resourceType: 'Patient', id: 'p1' } }
+          : { status: 404, message: 'not found' },
     );
     expect(outcome).toMatchObject({ ok: true, result: { kind: 'json', value: '["p1",404,"not found"]' } });
   });

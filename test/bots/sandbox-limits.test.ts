@@ -20,23 +20,59 @@ function rssMb(pid: number): number {
 const BIG_MEMORY_MODULE = '[0,97,115,109,1,0,0,0,5,5,1,0,128,128,1,7,5,1,1,109,2,0]';
 
 const ESCAPES: [string, string, RegExp][] = [
-  ['a WebAssembly.Memory grown to 1 GB', 'const m = new WebAssembly.Memory({ initial: 1, maximum: 65536 }); m.grow(16383); new Uint8Array(m.buffer).fill(1); return m.buffer.byteLength;', /WebAssembly is not defined/],
-  ['WebAssembly.instantiate of a module with a 1 GB memory', `const { instance } = await WebAssembly.instantiate(new Uint8Array(${BIG_MEMORY_MODULE})); new Uint8Array(instance.exports.m.buffer).fill(1); return 1;`, /WebAssembly is not defined/],
-  ['a resizable ArrayBuffer resized to 1 GB', 'const b = new ArrayBuffer(1, { maxByteLength: 2 ** 31 }); b.resize(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;', /resize is not a function/],
-  ['a growable SharedArrayBuffer grown to 1 GB', 'const b = new SharedArrayBuffer(1, { maxByteLength: 2 ** 31 }); b.grow(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;', /grow is not a function/],
-  ['a 1 GB ArrayBuffer', 'const b = new ArrayBuffer(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;', /allocation failed|out of memory/i],
-  ['a 1 GB SharedArrayBuffer', 'const b = new SharedArrayBuffer(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;', /allocation failed|out of memory/i],
-  ['typed arrays of 256 MB each, four times', 'const keep = []; for (let i = 0; i < 4; i++) keep.push(new Float64Array(2 ** 25).fill(i)); return keep.length;', /allocation failed|out of memory/i],
+  [
+    'a WebAssembly.Memory grown to 1 GB',
+    'const m = new WebAssembly.Memory({ initial: 1, maximum: 65536 }); m.grow(16383); new Uint8Array(m.buffer).fill(1); return m.buffer.byteLength;',
+    /WebAssembly is not defined/,
+  ],
+  [
+    'WebAssembly.instantiate of a module with a 1 GB memory',
+    `const { instance } = await WebAssembly.instantiate(new Uint8Array(${BIG_MEMORY_MODULE})); new Uint8Array(instance.exports.m.buffer).fill(1); return 1;`,
+    /WebAssembly is not defined/,
+  ],
+  [
+    'a resizable ArrayBuffer resized to 1 GB',
+    'const b = new ArrayBuffer(1, { maxByteLength: 2 ** 31 }); b.resize(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;',
+    /resize is not a function/,
+  ],
+  [
+    'a growable SharedArrayBuffer grown to 1 GB',
+    'const b = new SharedArrayBuffer(1, { maxByteLength: 2 ** 31 }); b.grow(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;',
+    /grow is not a function/,
+  ],
+  [
+    'a 1 GB ArrayBuffer',
+    'const b = new ArrayBuffer(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;',
+    /allocation failed|out of memory/i,
+  ],
+  [
+    'a 1 GB SharedArrayBuffer',
+    'const b = new SharedArrayBuffer(2 ** 30); new Uint8Array(b).fill(1); return b.byteLength;',
+    /allocation failed|out of memory/i,
+  ],
+  [
+    'typed arrays of 256 MB each, four times',
+    'const keep = []; for (let i = 0; i < 4; i++) keep.push(new Float64Array(2 ** 25).fill(i)); return keep.length;',
+    /allocation failed|out of memory/i,
+  ],
 ];
 
 /** The sandbox may hold its isolates' heaps (128 MB each) and some; never the gigabyte a bot asked for. */
 const BOUND_MB = 600;
 
 async function deployAndRun(server: ServerApp, id: string, body: string, timeout = 10) {
-  const inject = (method: 'PUT' | 'POST', url: string, payload: object, headers: Record<string, string> = FHIR_JSON) => server.app.inject({ method, url: `/fhir/R4/${url}`, headers, payload });
-  expect((await inject('PUT', `Bot/${id}`, { resourceType: 'Bot', id, name: id, timeout })).statusCode).toBeLessThan(300);
+  const inject = (method: 'PUT' | 'POST', url: string, payload: object, headers: Record<string, string> = FHIR_JSON) =>
+    server.app.inject({ method, url: `/fhir/R4/${url}`, headers, payload });
+  expect((await inject('PUT', `Bot/${id}`, { resourceType: 'Bot', id, name: id, timeout })).statusCode).toBeLessThan(
+    300,
+  );
   const code = `export async function handler(medplum, event) { ${body} }`;
-  const deployed = await inject('POST', `Bot/${id}/$deploy`, { code, filename: `${id}.js` }, { 'content-type': 'application/json' });
+  const deployed = await inject(
+    'POST',
+    `Bot/${id}/$deploy`,
+    { code, filename: `${id}.js` },
+    { 'content-type': 'application/json' },
+  );
   expect(deployed.statusCode, deployed.body).toBe(200);
   return inject('POST', `Bot/${id}/$execute`, { x: 1 });
 }
@@ -76,7 +112,8 @@ describe('the sandbox ceiling', () => {
   });
 
   test('a sandbox holding more than its ceiling is replaced, and what it ran fails with the reason', async () => {
-    const hog = 'const keep = []; for (let i = 0; i < 150; i++) keep.push(new Array(128 * 1024).fill(i + 0.5)); globalThis.keep = keep; await new Promise(() => {});';
+    const hog =
+      'const keep = []; for (let i = 0; i < 150; i++) keep.push(new Array(128 * 1024).fill(i + 0.5)); globalThis.keep = keep; await new Promise(() => {});';
     const res = await deployAndRun(server, 'hog', hog, 30);
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json().issue[0].details.text).toContain('more than its ceiling of 200 MB');

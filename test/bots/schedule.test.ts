@@ -26,21 +26,45 @@ describe('bot schedules', () => {
   });
 
   test('cronString: five fields in UTC, or six with seconds first', () => {
-    expect(times({ cronString: '*/15 * * * *' })).toEqual(['2026-11-24T10:30:00.000Z', '2026-11-24T10:45:00.000Z', '2026-11-24T11:00:00.000Z']);
+    expect(times({ cronString: '*/15 * * * *' })).toEqual([
+      '2026-11-24T10:30:00.000Z',
+      '2026-11-24T10:45:00.000Z',
+      '2026-11-24T11:00:00.000Z',
+    ]);
     expect(times({ cronString: '0 9 * * mon' }, 2)).toEqual(['2026-11-30T09:00:00.000Z', '2026-12-07T09:00:00.000Z']);
-    expect(times({ cronString: '*/10 * * * * *', }, 2)).toEqual(['2026-11-24T10:17:40.000Z', '2026-11-24T10:17:50.000Z']);
+    expect(times({ cronString: '*/10 * * * * *' }, 2)).toEqual([
+      '2026-11-24T10:17:40.000Z',
+      '2026-11-24T10:17:50.000Z',
+    ]);
   });
 
   test('cronTiming: times of day on days of the week, and periods', () => {
-    expect(times({ cronTiming: { repeat: { dayOfWeek: ['tue', 'thu'], timeOfDay: ['08:30:00', '16:30:00'] } } })).toEqual([
-      '2026-11-24T16:30:00.000Z', '2026-11-26T08:30:00.000Z', '2026-11-26T16:30:00.000Z',
+    expect(
+      times({ cronTiming: { repeat: { dayOfWeek: ['tue', 'thu'], timeOfDay: ['08:30:00', '16:30:00'] } } }),
+    ).toEqual(['2026-11-24T16:30:00.000Z', '2026-11-26T08:30:00.000Z', '2026-11-26T16:30:00.000Z']);
+    expect(times({ cronTiming: { repeat: { timeOfDay: ['07:00:00'] } } }, 2)).toEqual([
+      '2026-11-25T07:00:00.000Z',
+      '2026-11-26T07:00:00.000Z',
     ]);
-    expect(times({ cronTiming: { repeat: { timeOfDay: ['07:00:00'] } } }, 2)).toEqual(['2026-11-25T07:00:00.000Z', '2026-11-26T07:00:00.000Z']);
-    expect(times({ cronTiming: { repeat: { period: 5, periodUnit: 'min' } } }, 2)).toEqual(['2026-11-24T10:20:00.000Z', '2026-11-24T10:25:00.000Z']);
-    expect(times({ cronTiming: { repeat: { period: 1, periodUnit: 'h' } } }, 2)).toEqual(['2026-11-24T11:00:00.000Z', '2026-11-24T12:00:00.000Z']);
-    expect(times({ cronTiming: { repeat: { frequency: 4, period: 1, periodUnit: 'd' } } }, 2)).toEqual(['2026-11-24T12:00:00.000Z', '2026-11-24T18:00:00.000Z']);
-    expect(times({ cronTiming: { repeat: { period: 30, periodUnit: 's' } } }, 2)).toEqual(['2026-11-24T10:18:00.000Z', '2026-11-24T10:18:30.000Z']);
-    expect(times({ cronTiming: { repeat: { period: 1, periodUnit: 'wk', dayOfWeek: ['fri'] } } }, 1)).toEqual(['2026-11-27T00:00:00.000Z']);
+    expect(times({ cronTiming: { repeat: { period: 5, periodUnit: 'min' } } }, 2)).toEqual([
+      '2026-11-24T10:20:00.000Z',
+      '2026-11-24T10:25:00.000Z',
+    ]);
+    expect(times({ cronTiming: { repeat: { period: 1, periodUnit: 'h' } } }, 2)).toEqual([
+      '2026-11-24T11:00:00.000Z',
+      '2026-11-24T12:00:00.000Z',
+    ]);
+    expect(times({ cronTiming: { repeat: { frequency: 4, period: 1, periodUnit: 'd' } } }, 2)).toEqual([
+      '2026-11-24T12:00:00.000Z',
+      '2026-11-24T18:00:00.000Z',
+    ]);
+    expect(times({ cronTiming: { repeat: { period: 30, periodUnit: 's' } } }, 2)).toEqual([
+      '2026-11-24T10:18:00.000Z',
+      '2026-11-24T10:18:30.000Z',
+    ]);
+    expect(times({ cronTiming: { repeat: { period: 1, periodUnit: 'wk', dayOfWeek: ['fri'] } } }, 1)).toEqual([
+      '2026-11-27T00:00:00.000Z',
+    ]);
     expect(times({ cronTiming: { repeat: { period: 1, periodUnit: 'mo' } } }, 1)).toEqual(['2026-12-01T00:00:00.000Z']);
   });
 
@@ -56,9 +80,17 @@ describe('bot schedules', () => {
     expect(refused({ cronString: '* * *' })).toContain('Bot.cronString');
     expect(refused({ cronString: '0 0 30 2 *' })).toContain('never runs');
     expect(refused({ cronTiming: {} })).toContain('it has no repeat');
-    expect(refused({ cronTiming: { repeat: { frequency: 7, period: 1, periodUnit: 'd' } } })).toContain('not a whole interval');
-    expect(refused({ cronTiming: { repeat: { period: 3, periodUnit: 'd', dayOfWeek: ['mon'] } } })).toContain('dayOfWeek together');
-    expect(refused({ cronTiming: { repeat: { period: 2, periodUnit: 'd', timeOfDay: ['09:00:00'] } } })).toContain('times of day repeat every day');
-    expect(refused({ cronTiming: { repeat: { dayOfWeek: ['someday' as 'mon'], timeOfDay: ['09:00:00'] } } })).toContain('names no day');
+    expect(refused({ cronTiming: { repeat: { frequency: 7, period: 1, periodUnit: 'd' } } })).toContain(
+      'not a whole interval',
+    );
+    expect(refused({ cronTiming: { repeat: { period: 3, periodUnit: 'd', dayOfWeek: ['mon'] } } })).toContain(
+      'dayOfWeek together',
+    );
+    expect(refused({ cronTiming: { repeat: { period: 2, periodUnit: 'd', timeOfDay: ['09:00:00'] } } })).toContain(
+      'times of day repeat every day',
+    );
+    expect(refused({ cronTiming: { repeat: { dayOfWeek: ['someday' as 'mon'], timeOfDay: ['09:00:00'] } } })).toContain(
+      'names no day',
+    );
   });
 });

@@ -65,13 +65,17 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
     // The header says who the token is (asked of /auth/me), not only that one is set.
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in as operator (project default)');
+    await expect
+      .poll(() => page.textContent('#session-state'), PATIENT)
+      .toBe('Signed in as operator (project default)');
     await page.fill('#token', 'not-a-token-of-this-server');
     await page.click('#session button[type=submit]');
     await expect.poll(() => page.textContent('#session-state'), PATIENT).toMatch(/^Token not accepted/);
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in as operator (project default)');
+    await expect
+      .poll(() => page.textContent('#session-state'), PATIENT)
+      .toBe('Signed in as operator (project default)');
     expect(errors.filter((e) => !e.includes('401'))).toEqual([]);
     errors.length = 0;
   });
@@ -81,7 +85,14 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
       method: 'POST',
       url: '/fhir/R4/Project/$init',
       headers: { ...FHIR_JSON, authorization: `Bearer ${TOKEN}` },
-      payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'Console' }, { name: 'ownerEmail', valueString: 'console@example.org' }, { name: 'ownerPassword', valueString: 'console password' }] },
+      payload: {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'name', valueString: 'Console' },
+          { name: 'ownerEmail', valueString: 'console@example.org' },
+          { name: 'ownerPassword', valueString: 'console password' },
+        ],
+      },
     });
     expect(init.statusCode, init.body).toBe(201);
     await page.click('#login');
@@ -91,15 +102,23 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await expect.poll(() => page.textContent('#signin-problem'), PATIENT).toContain('not right');
     await page.fill('#signin input[name=password]', 'console password');
     await page.click('#signin button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toMatch(/^Signed in as .*console@example\.org.*project Console, administrator\)$/);
+    await expect
+      .poll(() => page.textContent('#session-state'), PATIENT)
+      .toMatch(/^Signed in as .*console@example\.org.*project Console, administrator\)$/);
     const token = (await page.evaluate("sessionStorage.getItem('fhir-console-token')")) as string;
-    const me = await server.app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } });
+    const me = await server.app.inject({
+      method: 'GET',
+      url: '/auth/me',
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(me.json().admin).toBe(true);
     await page.screenshot({ path: join(ARTIFACTS, 'console-signed-in.png') });
     // Back to the operator's token for the rest (the console@ project is empty).
     await page.fill('#token', TOKEN);
     await page.click('#session button[type=submit]');
-    await expect.poll(() => page.textContent('#session-state'), PATIENT).toBe('Signed in as operator (project default)');
+    await expect
+      .poll(() => page.textContent('#session-state'), PATIENT)
+      .toBe('Signed in as operator (project default)');
     expect(errors).toEqual([]);
   });
 
@@ -121,7 +140,12 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.fill('#validate input[name=url]', '');
     expect(await page.getAttribute('#validate input[name=url]', 'placeholder')).toMatch(/^e\.g\. /);
     await page.click('#validate button[type=submit]');
-    expect(await page.$eval('#validate input[name=url]', (el) => (el as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing)).toBe(true);
+    expect(
+      await page.$eval(
+        '#validate input[name=url]',
+        (el) => (el as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing,
+      ),
+    ).toBe(true);
     expect(await page.textContent('#validate-result')).toBe('');
     await page.fill('#validate input[name=url]', GENDER);
     await page.fill('#validate input[name=system]', 'http://hl7.org/fhir/administrative-gender');
@@ -156,7 +180,11 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
   });
 
   test("the Admin tab shows the token, the project's clients and members, and its jobs with their state", async () => {
-    const kickOff = await server.app.inject({ method: 'GET', url: '/fhir/R4/$export?_type=Patient', headers: { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' } });
+    const kickOff = await server.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/$export?_type=Patient',
+      headers: { authorization: `Bearer ${TOKEN}`, prefer: 'respond-async' },
+    });
     expect(kickOff.statusCode, kickOff.body).toBe(202);
     const id = (kickOff.headers['content-location'] as string).split('/').pop() as string;
     for (let job = await server.jobs.get(id); job?.state !== 'done'; job = await server.jobs.get(id)) {
@@ -177,7 +205,10 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
     await page.click('.tab[data-tab=admin]');
     await page.fill('#service-form input[name=name]', 'console service');
     // A private key is refused before anything is sent.
-    await page.fill('#service-form textarea[name=keys]', JSON.stringify({ ...privateKey.export({ format: 'jwk' }), kid: 'k' }));
+    await page.fill(
+      '#service-form textarea[name=keys]',
+      JSON.stringify({ ...privateKey.export({ format: 'jwk' }), kid: 'k' }),
+    );
     await page.fill('#service-form input[name=scopes]', 'system/Patient.rs');
     await page.click('#service-form button[type=submit]');
     await expect.poll(() => page.textContent('#service-result'), PATIENT).toContain('private key');
@@ -201,11 +232,19 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
       method: 'POST',
       url: '/oauth2/token',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({ grant_type: 'client_credentials', client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: assertion }).toString(),
+      payload: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+        client_assertion: assertion,
+      }).toString(),
     });
     expect(token.statusCode, token.body).toBe(200);
     expect(token.json().scope).toBe('system/Patient.rs');
-    const read = await server.app.inject({ method: 'GET', url: '/fhir/R4/Patient/console-p1', headers: { authorization: `Bearer ${token.json().access_token}` } });
+    const read = await server.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/Patient/console-p1',
+      headers: { authorization: `Bearer ${token.json().access_token}` },
+    });
     expect(read.statusCode, read.body).toBe(200);
     expect(errors).toEqual([]);
   });
@@ -222,7 +261,9 @@ describe.skipIf(!hasBrowser)('the web console in chromium', () => {
 /** A blank page on its own origin (http://127.0.0.1:<port>), standing for another application. */
 async function otherOrigin(): Promise<{ origin: string; server: Server }> {
   const server = createServer((_request, response) => {
-    response.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>another application</title><link rel="icon" href="data:,">');
+    response
+      .writeHead(200, { 'content-type': 'text/html' })
+      .end('<!doctype html><title>another application</title><link rel="icon" href="data:,">');
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
@@ -242,9 +283,15 @@ describe.skipIf(!hasBrowser)('a page on another origin, in chromium', () => {
         return browser.page.evaluate(
           async ({ url, token }) => {
             try {
-              const res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'application/fhir+json' } });
+              const res = await fetch(url, {
+                headers: { authorization: `Bearer ${token}`, accept: 'application/fhir+json' },
+              });
               const body = (await res.json()) as { parameter: { name: string; valueBoolean?: boolean }[] };
-              return { status: res.status, requestId: res.headers.get('x-request-id'), result: body.parameter.find((p) => p.name === 'result')?.valueBoolean };
+              return {
+                status: res.status,
+                requestId: res.headers.get('x-request-id'),
+                result: body.parameter.find((p) => p.name === 'result')?.valueBoolean,
+              };
             } catch (err) {
               return { error: String(err) };
             }

@@ -31,23 +31,39 @@ function countsOf(list: Resource[]): Record<string, number> {
 
 /** Every resource in the compartment of one of `ids`, and those patients. */
 function recordsOf(ids: string[]): Resource[] {
-  return resources.filter((r) => (r.resourceType === 'Patient' ? ids.includes(r.id as string) : ids.some((id) => inPatientCompartment(r, id))));
+  return resources.filter((r) =>
+    r.resourceType === 'Patient' ? ids.includes(r.id as string) : ids.some((id) => inPatientCompartment(r, id)),
+  );
 }
 
 function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: () => Promise<void> }>) {
   describe(`Bulk Data $export (${name})`, () => {
     let server: ServerApp;
     let cleanup: () => Promise<void>;
-    const inject = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, options: { token?: string | null; headers?: Record<string, string>; payload?: object } = {}) =>
+    const inject = (
+      method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+      url: string,
+      options: { token?: string | null; headers?: Record<string, string>; payload?: object } = {},
+    ) =>
       server.app.inject({
         method,
         url: url.replace(/^https?:\/\/[^/]+/, ''),
-        headers: { ...(options.token === null ? {} : { authorization: `Bearer ${options.token ?? OPERATOR}` }), ...(options.payload ? FHIR_JSON : {}), ...options.headers },
+        headers: {
+          ...(options.token === null ? {} : { authorization: `Bearer ${options.token ?? OPERATOR}` }),
+          ...(options.payload ? FHIR_JSON : {}),
+          ...options.headers,
+        },
         payload: options.payload,
       });
 
-    async function kickOff(url: string, options: { payload?: object; headers?: Record<string, string> } = {}): Promise<string> {
-      const res = await inject(options.payload ? 'POST' : 'GET', url, { payload: options.payload, headers: { ...ASYNC, ...options.headers } });
+    async function kickOff(
+      url: string,
+      options: { payload?: object; headers?: Record<string, string> } = {},
+    ): Promise<string> {
+      const res = await inject(options.payload ? 'POST' : 'GET', url, {
+        payload: options.payload,
+        headers: { ...ASYNC, ...options.headers },
+      });
       expect(res.statusCode, res.body).toBe(202);
       const location = res.headers['content-location'] as string;
       expect(location).toMatch(/^http:\/\/[^/]+\/fhir\/R4\/bulk\/status\/[\w-]+$/);
@@ -86,7 +102,8 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       return byType;
     }
 
-    const countsIn = (byType: Record<string, Resource[]>) => Object.fromEntries(Object.entries(byType).map(([type, list]) => [type, list.length]));
+    const countsIn = (byType: Record<string, Resource[]>) =>
+      Object.fromEntries(Object.entries(byType).map(([type, list]) => [type, list.length]));
 
     beforeAll(async () => {
       ({ server, cleanup } = await open());
@@ -98,9 +115,18 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const statement = (await inject('GET', '/fhir/R4/metadata')).json() as CapabilityStatement;
       expect(statement.instantiates).toContain('http://hl7.org/fhir/uv/bulkdata/CapabilityStatement/bulk-data');
       const rest = statement.rest?.[0];
-      expect(rest?.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export' });
-      expect(rest?.resource?.find((r) => r.type === 'Patient')?.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export' });
-      expect(rest?.resource?.find((r) => r.type === 'Group')?.operation).toContainEqual({ name: 'export', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export' });
+      expect(rest?.operation).toContainEqual({
+        name: 'export',
+        definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export',
+      });
+      expect(rest?.resource?.find((r) => r.type === 'Patient')?.operation).toContainEqual({
+        name: 'export',
+        definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export',
+      });
+      expect(rest?.resource?.find((r) => r.type === 'Group')?.operation).toContainEqual({
+        name: 'export',
+        definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export',
+      });
     });
 
     test('a system export has, per type, exactly the resources loaded', async () => {
@@ -116,13 +142,20 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     });
 
     test.each(['system', 'Patient', 'Group'])('the kit checks at %s level', async (level) => {
-      const url = level === 'system' ? '/fhir/R4/$export' : level === 'Patient' ? '/fhir/R4/Patient/$export' : `/fhir/R4/Group/${group.id}/$export`;
+      const url =
+        level === 'system'
+          ? '/fhir/R4/$export'
+          : level === 'Patient'
+            ? '/fhir/R4/Patient/$export'
+            : `/fhir/R4/Group/${group.id}/$export`;
       expect((await inject('GET', url, { token: null, headers: ASYNC })).statusCode).toBe(401);
       const sync = await inject('GET', url);
       expect(sync.statusCode).toBe(400);
       expect((sync.json() as OperationOutcome).issue[0].details?.text).toContain('respond-async');
       for (const format of ['application/fhir+ndjson', 'application/ndjson', 'ndjson']) {
-        const manifest = await finished(await kickOff(`${url}?_outputFormat=${encodeURIComponent(format)}&_type=Patient`));
+        const manifest = await finished(
+          await kickOff(`${url}?_outputFormat=${encodeURIComponent(format)}&_type=Patient`),
+        );
         expect(manifest.output.map((o) => o.type)).toEqual(['Patient']);
       }
       expect((await inject('GET', `${url}?_outputFormat=text/csv`, { headers: ASYNC })).statusCode).toBe(400);
@@ -152,7 +185,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       }
       return [...keys].sort();
     }
-    const keysOf = (byType: Record<string, Resource[]>) => Object.values(byType).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+    const keysOf = (byType: Record<string, Resource[]>) =>
+      Object.values(byType)
+        .flat()
+        .map((r) => `${r.resourceType}/${r.id}`)
+        .sort();
     /** The counts of the compartment's own types (every other type exported must be a supporting one). */
     const compartmentPart = (byType: Record<string, Resource[]>, expected: Record<string, number>) => {
       const counts = countsIn(byType);
@@ -160,7 +197,7 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       return Object.fromEntries(Object.entries(counts).filter(([type]) => type in expected));
     };
 
-    test('Patient export: every patient with its compartment and what it refers to; Group export: the union of its members\' $everything', async () => {
+    test("Patient export: every patient with its compartment and what it refers to; Group export: the union of its members' $everything", async () => {
       const all = await download(await finished(await kickOff('/fhir/R4/Patient/$export')));
       const records = countsOf(recordsOf(patients.map((p) => p.id as string)));
       expect(compartmentPart(all, records)).toEqual(records);
@@ -168,7 +205,13 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(keysOf(all)).toEqual(await everythingOf(patients.map((p) => p.id as string)));
       const members = (group.member ?? []).map((m) => (m.entity.reference as string).slice('Patient/'.length));
       expect(members.length).toBeGreaterThan(0);
-      const ofGroup = await download(await finished(await kickOff(`/fhir/R4/Group/${group.id}/$export`, { payload: { resourceType: 'Parameters', parameter: [{ name: '_outputFormat', valueString: 'ndjson' }] } })));
+      const ofGroup = await download(
+        await finished(
+          await kickOff(`/fhir/R4/Group/${group.id}/$export`, {
+            payload: { resourceType: 'Parameters', parameter: [{ name: '_outputFormat', valueString: 'ndjson' }] },
+          }),
+        ),
+      );
       const ofMembers = countsOf(recordsOf(members));
       expect(compartmentPart(ofGroup, ofMembers)).toEqual(ofMembers);
       expect(keysOf(ofGroup)).toEqual(await everythingOf(members));
@@ -177,9 +220,13 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     test("_typeFilter: a type's resources matching any of its queries; the others whole; one that cannot be applied is 400", async () => {
       const filter = encodeURIComponent('Patient?gender=male');
       const other = encodeURIComponent('Patient?gender=female&birthdate=lt1900');
-      const manifest = await finished(await kickOff(`/fhir/R4/$export?_type=Patient,Group&_typeFilter=${filter}&_typeFilter=${other}`));
+      const manifest = await finished(
+        await kickOff(`/fhir/R4/$export?_type=Patient,Group&_typeFilter=${filter}&_typeFilter=${other}`),
+      );
       const byType = await download(manifest);
-      const expected = patients.filter((p) => p.gender === 'male' || (p.gender === 'female' && (p.birthDate ?? '9999') < '1900'));
+      const expected = patients.filter(
+        (p) => p.gender === 'male' || (p.gender === 'female' && (p.birthDate ?? '9999') < '1900'),
+      );
       expect(byType.Patient.map((p) => p.id).sort()).toEqual(expected.map((p) => p.id).sort());
       expect(byType.Patient.length).toBeLessThan(patients.length);
       expect(byType.Group).toHaveLength(1);
@@ -190,20 +237,33 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     });
 
     test('an unsupported parameter is 400, or with handling=lenient listed in the error file', async () => {
-      expect((await inject('GET', '/fhir/R4/$export?includeAssociatedData=LatestProvenanceResources', { headers: ASYNC })).statusCode).toBe(400);
-      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Group&includeAssociatedData=LatestProvenanceResources', { headers: { prefer: 'respond-async, handling=lenient' } }));
+      expect(
+        (await inject('GET', '/fhir/R4/$export?includeAssociatedData=LatestProvenanceResources', { headers: ASYNC }))
+          .statusCode,
+      ).toBe(400);
+      const manifest = await finished(
+        await kickOff('/fhir/R4/$export?_type=Group&includeAssociatedData=LatestProvenanceResources', {
+          headers: { prefer: 'respond-async, handling=lenient' },
+        }),
+      );
       expect(manifest.error).toHaveLength(1);
       const errors = await inject('GET', manifest.error[0].url);
-      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain('includeAssociatedData');
+      expect((JSON.parse(errors.body.trim()) as OperationOutcome).issue[0].details?.text).toContain(
+        'includeAssociatedData',
+      );
     });
 
     test('_elements: the named root elements (bare for every type, Type.name for one) and the mandatory ones, marked SUBSETTED', async () => {
-      const manifest = await finished(await kickOff('/fhir/R4/$export?_type=Patient,Observation&_elements=Patient.gender,subject,value[x]'));
+      const manifest = await finished(
+        await kickOff('/fhir/R4/$export?_type=Patient,Observation&_elements=Patient.gender,subject,value[x]'),
+      );
       const byType = await download(manifest);
       const subsetted = (r: Resource) => r.meta?.tag?.some((t) => t.code === 'SUBSETTED') === true;
       expect(byType.Patient).toHaveLength(patients.length);
       for (const p of byType.Patient) {
-        expect(Object.keys(p).sort()).toEqual(['gender', 'id', 'meta', 'resourceType'].filter((k) => k !== 'gender' || (p as Patient).gender !== undefined));
+        expect(Object.keys(p).sort()).toEqual(
+          ['gender', 'id', 'meta', 'resourceType'].filter((k) => k !== 'gender' || (p as Patient).gender !== undefined),
+        );
         expect(subsetted(p)).toBe(true);
       }
       const observations = resources.filter((r) => r.resourceType === 'Observation');
@@ -225,7 +285,9 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     test('only the project and client that kicked an export off may see it', async () => {
       const location = await kickOff('/fhir/R4/$export?_type=Group');
       const manifest = await finished(location);
-      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-other' }] } });
+      const init = await inject('POST', '/fhir/R4/Project/$init', {
+        payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-other' }] },
+      });
       expect(init.statusCode, init.body).toBe(201);
       const other = { 'x-project': (init.json() as Resource).id as string };
       expect((await inject('GET', location, { headers: other })).statusCode).toBe(404);
@@ -235,19 +297,37 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     });
 
     test("a Backend Services client exports its own project's data, within its scopes", async () => {
-      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-client' }] } });
+      const init = await inject('POST', '/fhir/R4/Project/$init', {
+        payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-client' }] },
+      });
       const project = { 'x-project': (init.json() as Resource).id as string };
       const own: Patient = { resourceType: 'Patient', id: 'own-patient', name: [{ family: 'OwnProject' }] };
-      expect((await inject('PUT', '/fhir/R4/Patient/own-patient', { payload: own, headers: project })).statusCode).toBe(201);
-      expect((await inject('POST', '/fhir/R4/Observation', { payload: { resourceType: 'Observation', status: 'final', code: { text: 'x' } }, headers: project })).statusCode).toBe(201);
-      const clients = (await inject('GET', '/fhir/R4/ClientApplication', { headers: project })).json() as { entry: { resource: Resource & { secret: string } }[] };
+      expect((await inject('PUT', '/fhir/R4/Patient/own-patient', { payload: own, headers: project })).statusCode).toBe(
+        201,
+      );
+      expect(
+        (
+          await inject('POST', '/fhir/R4/Observation', {
+            payload: { resourceType: 'Observation', status: 'final', code: { text: 'x' } },
+            headers: project,
+          })
+        ).statusCode,
+      ).toBe(201);
+      const clients = (await inject('GET', '/fhir/R4/ClientApplication', { headers: project })).json() as {
+        entry: { resource: Resource & { secret: string } }[];
+      };
       const client = clients.entry[0].resource;
       const token = async (scope: string) => {
         const res = await server.app.inject({
           method: 'POST',
           url: '/oauth2/token',
           headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          payload: new URLSearchParams({ grant_type: 'client_credentials', client_id: client.id as string, client_secret: client.secret, scope }).toString(),
+          payload: new URLSearchParams({
+            grant_type: 'client_credentials',
+            client_id: client.id as string,
+            client_secret: client.secret,
+            scope,
+          }).toString(),
         });
         expect(res.statusCode, res.body).toBe(200);
         return res.json().access_token as string;
@@ -262,7 +342,9 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(JSON.parse(file.body.trim())).toMatchObject({ id: 'own-patient' });
       // The operator (another principal, even in that project) does not see the client's export.
       expect((await inject('GET', location, { headers: project })).statusCode).toBe(404);
-      expect((await inject('GET', '/fhir/R4/$export?_type=Observation', { token: patientsOnly, headers: ASYNC })).statusCode).toBe(403);
+      expect(
+        (await inject('GET', '/fhir/R4/$export?_type=Observation', { token: patientsOnly, headers: ASYNC })).statusCode,
+      ).toBe(403);
       const everything = await token('system/*.rs');
       const all = await inject('GET', '/fhir/R4/$export', { token: everything, headers: ASYNC });
       expect(all.statusCode).toBe(202);
@@ -289,7 +371,9 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     test('a burst of kick-offs into room for some: exactly that many are accepted', async () => {
       await server.jobs.stop();
       onTestFinished(() => server.jobs.start(1));
-      const burst = await Promise.all(Array.from({ length: 12 }, () => inject('GET', '/fhir/R4/$export?_type=Group', { headers: ASYNC })));
+      const burst = await Promise.all(
+        Array.from({ length: 12 }, () => inject('GET', '/fhir/R4/$export?_type=Group', { headers: ASYNC })),
+      );
       const accepted = burst.filter((r) => r.statusCode === 202).map((r) => r.headers['content-location'] as string);
       expect(accepted.length).toBe(2);
       expect(burst.filter((r) => r.statusCode === 429).length).toBe(10);
@@ -307,11 +391,21 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
       expect((refused.json() as OperationOutcome).issue[0].code).toBe('throttled');
       // Another project is not held up by this one's exports.
-      const init = await inject('POST', '/fhir/R4/Project/$init', { payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-limit-other' }] } });
+      const init = await inject('POST', '/fhir/R4/Project/$init', {
+        payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: 'bulk-limit-other' }] },
+      });
       expect(init.statusCode, init.body).toBe(201);
-      expect((await inject('GET', '/fhir/R4/$export', { headers: { ...ASYNC, 'x-project': (init.json() as Resource).id as string } })).statusCode).toBe(202);
+      expect(
+        (
+          await inject('GET', '/fhir/R4/$export', {
+            headers: { ...ASYNC, 'x-project': (init.json() as Resource).id as string },
+          })
+        ).statusCode,
+      ).toBe(202);
       // A burst (the defect: 30 in a second were all accepted) is refused the same way.
-      const burst = await Promise.all(Array.from({ length: 10 }, () => inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC })));
+      const burst = await Promise.all(
+        Array.from({ length: 10 }, () => inject('GET', '/fhir/R4/$export?_type=Patient', { headers: ASYNC })),
+      );
       expect(burst.map((r) => r.statusCode)).toEqual(Array.from({ length: 10 }, () => 429));
       // DELETE of one makes room.
       expect((await inject('DELETE', first)).statusCode).toBe(202);
@@ -322,12 +416,13 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       await finished(third);
     });
 
-    test("DELETE of a finished export deletes its files: the parts stored are gone, the status and file URLs 404", async () => {
+    test('DELETE of a finished export deletes its files: the parts stored are gone, the status and file URLs 404', async () => {
       const location = await kickOff('/fhir/R4/$export?_type=Patient,Observation');
       const manifest = await finished(location);
       const id = location.slice(location.lastIndexOf('/') + 1);
       const files = manifest.output.map((o) => o.url.slice(o.url.lastIndexOf('/') + 1));
-      const partsOf = async () => (await Promise.all(files.map((file) => server.store.bulk.parts(id, file, 0, 1_000_000)))).flat().length;
+      const partsOf = async () =>
+        (await Promise.all(files.map((file) => server.store.bulk.parts(id, file, 0, 1_000_000)))).flat().length;
       expect(await partsOf()).toBeGreaterThan(0);
       expect((await inject('DELETE', location)).statusCode).toBe(202);
       expect(await partsOf()).toBe(0);
@@ -377,15 +472,24 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const changed = { ...patients[0], name: [{ family: 'Changed-After-Kick-Off' }] };
       expect((await inject('PUT', `/fhir/R4/Patient/${changed.id}`, { payload: changed })).statusCode).toBe(200);
       const observations = resources.filter((r) => r.resourceType === 'Observation').slice(0, 20);
-      for (const o of observations) expect((await inject('DELETE', `/fhir/R4/Observation/${o.id}`)).statusCode).toBe(204);
-      expect((await inject('POST', '/fhir/R4/Patient', { payload: { resourceType: 'Patient', name: [{ family: 'Newcomer' }] } })).statusCode).toBe(201);
+      for (const o of observations)
+        expect((await inject('DELETE', `/fhir/R4/Observation/${o.id}`)).statusCode).toBe(204);
+      expect(
+        (
+          await inject('POST', '/fhir/R4/Patient', {
+            payload: { resourceType: 'Patient', name: [{ family: 'Newcomer' }] },
+          })
+        ).statusCode,
+      ).toBe(201);
       server.jobs.start(1);
       const byType = await download(await finished(location));
       expect(countsIn(byType)).toEqual({ Patient: patients.length, Observation: countsOf(resources).Observation });
       expect(JSON.stringify(byType.Patient)).not.toContain('Changed-After-Kick-Off');
       expect(JSON.stringify(byType.Patient)).not.toContain('Newcomer');
       // A later export with _since lists the deletions.
-      const since = await finished(await kickOff(`/fhir/R4/$export?_type=Observation,Patient&_since=${encodeURIComponent(mark)}`));
+      const since = await finished(
+        await kickOff(`/fhir/R4/$export?_type=Observation,Patient&_since=${encodeURIComponent(mark)}`),
+      );
       expect(since.deleted[0]?.count).toBe(observations.length);
       expect(since.output.map((o) => [o.type, o.count])).toEqual([['Patient', 2]]);
     });

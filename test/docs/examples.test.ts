@@ -14,7 +14,13 @@ import { serverApp } from '../helpers/server-app';
  * A block that cannot run here says why on its first line, `# not run by the docs test: <reason>`.
  */
 
-const PAGES = ['README.md', ...readdirSync(join(PROJECT_ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const PAGES = [
+  'README.md',
+  ...readdirSync(join(PROJECT_ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
 /** Where the examples say the server is; replaced by the test server's origin. */
 const DOCUMENTED_ORIGIN = 'http://127.0.0.1:8080';
 /** The operator token the examples that need AUTH_TOKENS use; such blocks run against a server started with it. */
@@ -32,7 +38,12 @@ function shBlocks(page: string): Block[] {
   const text = readFileSync(join(PROJECT_ROOT, page), 'utf8');
   return [...text.matchAll(/^```sh\n([\s\S]*?)^```/gm)].map((m) => {
     const body = m[1];
-    return { page, line: text.slice(0, m.index).split('\n').length, text: body, skip: SKIP_MARK.exec(body.split('\n')[0])?.[1] };
+    return {
+      page,
+      line: text.slice(0, m.index).split('\n').length,
+      text: body,
+      skip: SKIP_MARK.exec(body.split('\n')[0])?.[1],
+    };
   });
 }
 
@@ -54,22 +65,27 @@ const EXPECTED = /\s#\s*->\s*(\d{3}(?:\s*(?:or|\|)\s*\d{3})*)/;
  */
 function script(block: string, origin: string): { text: string; examples: Example[] } {
   const examples: Example[] = [];
-  const lines = block.replaceAll(DOCUMENTED_ORIGIN, origin).split('\n').map((line) => {
-    if (line.trimStart().startsWith('#')) return line;
-    const first = examples.length;
-    const rewritten = line.replace(CURL_START, (_m, before: string) => {
-      examples.push({ command: line.trim(), expected: [], checked: true });
-      return `${before}__curl ${examples.length - 1}`;
+  const lines = block
+    .replaceAll(DOCUMENTED_ORIGIN, origin)
+    .split('\n')
+    .map((line) => {
+      if (line.trimStart().startsWith('#')) return line;
+      const first = examples.length;
+      const rewritten = line.replace(CURL_START, (_m, before: string) => {
+        examples.push({ command: line.trim(), expected: [], checked: true });
+        return `${before}__curl ${examples.length - 1}`;
+      });
+      const named = EXPECTED.exec(line)?.[1]
+        .split(/\s*(?:or|\|)\s*/)
+        .map(Number);
+      // A comment names the statuses of the curls the line starts, or ends the command of the last one.
+      const targets = examples.length > first ? examples.slice(first) : examples.slice(-1);
+      for (const example of targets) {
+        if (named) example.expected = named;
+        if (/\s(-w|--write-out)\s/.test(line)) example.checked = false;
+      }
+      return rewritten;
     });
-    const named = EXPECTED.exec(line)?.[1].split(/\s*(?:or|\|)\s*/).map(Number);
-    // A comment names the statuses of the curls the line starts, or ends the command of the last one.
-    const targets = examples.length > first ? examples.slice(first) : examples.slice(-1);
-    for (const example of targets) {
-      if (named) example.expected = named;
-      if (/\s(-w|--write-out)\s/.test(line)) example.checked = false;
-    }
-    return rewritten;
-  });
   const wrapper = [
     'set -e',
     '__curl() { local n=$1; shift; case " $* " in',
@@ -136,7 +152,8 @@ describe('the examples of the README and docs/ do what they say', () => {
           const got = statuses.filter((s) => s.example === i).map((s) => s.status);
           expect(got.length, `${where}: ${example.command} was not run`).toBeGreaterThan(0);
           for (const status of got) {
-            if (example.expected.length > 0) expect(example.expected, `${where}: ${example.command} answered ${status}`).toContain(status);
+            if (example.expected.length > 0)
+              expect(example.expected, `${where}: ${example.command} answered ${status}`).toContain(status);
             else expect(status, `${where}: ${example.command}`).toBeLessThan(400);
           }
         });

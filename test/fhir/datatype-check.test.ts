@@ -5,14 +5,41 @@ const at = 'Parameters.parameter[0].value';
 
 describe('checking a value against its R4 data type', () => {
   test.each([
-    ['Coding', { system: 'http://hl7.org/fhir/administrative-gender', code: 'female', display: 'Female', userSelected: true }],
+    [
+      'Coding',
+      { system: 'http://hl7.org/fhir/administrative-gender', code: 'female', display: 'Female', userSelected: true },
+    ],
     ['CodeableConcept', { coding: [{ system: 'http://x', code: 'a' }, { code: 'b' }], text: 'A or B' }],
     ['Quantity', { value: 12.5, comparator: '<', unit: 'kg', system: 'http://unitsofmeasure.org', code: 'kg' }],
-    ['Reference', { reference: 'Patient/1', type: 'Patient', identifier: { system: 'urn:oid:1.2.3', value: 'x' }, display: 'Pat' }],
-    ['Identifier', { use: 'official', type: { text: 'MRN' }, system: 'http://x', value: '123', period: { start: '2020-01-01' } }],
-    ['Timing', { repeat: { boundsPeriod: { start: '2020-01-01' }, frequency: 2, period: 1, periodUnit: 'd', dayOfWeek: ['mon', 'tue'] } }],
+    [
+      'Reference',
+      { reference: 'Patient/1', type: 'Patient', identifier: { system: 'urn:oid:1.2.3', value: 'x' }, display: 'Pat' },
+    ],
+    [
+      'Identifier',
+      { use: 'official', type: { text: 'MRN' }, system: 'http://x', value: '123', period: { start: '2020-01-01' } },
+    ],
+    [
+      'Timing',
+      {
+        repeat: {
+          boundsPeriod: { start: '2020-01-01' },
+          frequency: 2,
+          period: 1,
+          periodUnit: 'd',
+          dayOfWeek: ['mon', 'tue'],
+        },
+      },
+    ],
     ['HumanName', { given: ['A', null], _given: [null, { extension: [{ url: 'http://x', valueString: 'y' }] }] }],
-    ['Coding', { _code: { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] } }],
+    [
+      'Coding',
+      {
+        _code: {
+          extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }],
+        },
+      },
+    ],
   ])('a valid %s passes', (type, value) => {
     expect(checkDatatype(type, value, `${at}${type}`)).toBeUndefined();
   });
@@ -30,12 +57,27 @@ describe('checking a value against its R4 data type', () => {
     ['CodeableConcept', { coding: { code: 'a' } }, 'CodeableConcept.coding', 'repeats: give a list'],
     ['CodeableConcept', { coding: [] }, 'CodeableConcept.coding', 'is an empty list'],
     ['CodeableConcept', { coding: [null] }, 'CodeableConcept.coding[0]', 'null is not a Coding (an object)'],
-    ['CodeableConcept', { coding: [{ code: 'a' }, { system: 3 }] }, 'CodeableConcept.coding[1].system', '3 is not a valid uri'],
+    [
+      'CodeableConcept',
+      { coding: [{ code: 'a' }, { system: 3 }] },
+      'CodeableConcept.coding[1].system',
+      '3 is not a valid uri',
+    ],
     ['Quantity', { value: '12' }, 'Quantity.value', '"12" is not a valid decimal'],
-    ['Reference', { identifier: { value: 'x', period: { start: '2020-13-01' } } }, 'Reference.identifier.period.start', '"2020-13-01" is not a valid dateTime'],
+    [
+      'Reference',
+      { identifier: { value: 'x', period: { start: '2020-13-01' } } },
+      'Reference.identifier.period.start',
+      '"2020-13-01" is not a valid dateTime',
+    ],
     ['Identifier', { value: 'a\u0001b' }, 'Identifier.value', '"a\\u0001b" is not a valid string'],
     ['Coding', { code: 'a', extension: [{ valueString: 'no url' }] }, 'Coding.extension[0].url', 'is required'],
-    ['Coding', { code: 'a', extension: [{ url: 'http://x', valueFoo: 1 }] }, 'Coding.extension[0].valueFoo', 'is not an element of this type'],
+    [
+      'Coding',
+      { code: 'a', extension: [{ url: 'http://x', valueFoo: 1 }] },
+      'Coding.extension[0].valueFoo',
+      'is not an element of this type',
+    ],
     ['ContactPoint', { rank: 0 }, 'ContactPoint.rank', '0 is not a valid positiveInt'],
   ])('%s %j: %s %s', (type, value, where, reason) => {
     const path = `${at}${type}`;

@@ -26,7 +26,9 @@ function deriveShapes(): Record<string, Record<string, string>> {
   const queue = [...PARAMETER_VALUE_TYPES, 'Extension'];
   const typeOf = (element: ElementDefinition, code: string): string => {
     if (!code.startsWith('http://hl7.org/fhirpath/System.')) return code;
-    const fhirType = element.type?.[0].extension?.find((x) => x.url.endsWith('structuredefinition-fhir-type'))?.valueUrl;
+    const fhirType = element.type?.[0].extension?.find((x) =>
+      x.url.endsWith('structuredefinition-fhir-type'),
+    )?.valueUrl;
     return fhirType ?? 'string';
   };
   while (queue.length > 0) {
@@ -34,7 +36,9 @@ function deriveShapes(): Record<string, Record<string, string>> {
     if (shapes[name] || !definitions.has(name)) continue;
     const elements = definitions.get(name)?.snapshot?.element ?? [];
     // Every element with children (the type itself, and nested ones such as Timing.repeat) is a shape.
-    const parents = new Set(elements.map((e) => e.path.slice(0, e.path.lastIndexOf('.'))).filter((p) => p.includes('.') || p === name));
+    const parents = new Set(
+      elements.map((e) => e.path.slice(0, e.path.lastIndexOf('.'))).filter((p) => p.includes('.') || p === name),
+    );
     for (const parent of [...parents].sort()) {
       const shapeName = parent;
       const shape: Record<string, string> = {};
@@ -75,11 +79,33 @@ describe('the data type shape table', () => {
     if (process.env.UPDATE_DATATYPE_SHAPES === '1') writeFileSync(TABLE_FILE, render(derived));
     expect(DATATYPE_SHAPES).toEqual(derived);
     // Spot checks written from the R4 specification, independently of the generator.
-    expect(DATATYPE_SHAPES.Coding).toEqual({ id: 'string', extension: 'Extension*', system: 'uri', version: 'string', code: 'code', display: 'string', userSelected: 'boolean' });
+    expect(DATATYPE_SHAPES.Coding).toEqual({
+      id: 'string',
+      extension: 'Extension*',
+      system: 'uri',
+      version: 'string',
+      code: 'code',
+      display: 'string',
+      userSelected: 'boolean',
+    });
     expect(DATATYPE_SHAPES.CodeableConcept).toMatchObject({ coding: 'Coding*', text: 'string' });
     expect(DATATYPE_SHAPES.Extension).toMatchObject({ url: 'uri!' });
-    expect(DATATYPE_SHAPES.Reference).toMatchObject({ reference: 'string', type: 'uri', identifier: 'Identifier', display: 'string' });
-    expect(DATATYPE_SHAPES.Quantity).toMatchObject({ value: 'decimal', comparator: 'code', unit: 'string', system: 'uri', code: 'code' });
-    expect(DATATYPE_SHAPES['Timing.repeat']).toMatchObject({ 'bounds[x]': 'Duration|Range|Period', dayOfWeek: 'code*' });
+    expect(DATATYPE_SHAPES.Reference).toMatchObject({
+      reference: 'string',
+      type: 'uri',
+      identifier: 'Identifier',
+      display: 'string',
+    });
+    expect(DATATYPE_SHAPES.Quantity).toMatchObject({
+      value: 'decimal',
+      comparator: 'code',
+      unit: 'string',
+      system: 'uri',
+      code: 'code',
+    });
+    expect(DATATYPE_SHAPES['Timing.repeat']).toMatchObject({
+      'bounds[x]': 'Duration|Range|Period',
+      dayOfWeek: 'code*',
+    });
   });
 });

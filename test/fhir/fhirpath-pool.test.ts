@@ -14,7 +14,11 @@ describe('FhirPathPool', () => {
     await pool?.close();
   });
 
-  const patient = { resourceType: 'Patient', gender: 'female', name: Array.from({ length: 2000 }, (_, i) => ({ family: `F${i}`, given: [`G${i}`] })) };
+  const patient = {
+    resourceType: 'Patient',
+    gender: 'female',
+    name: Array.from({ length: 2000 }, (_, i) => ({ family: `F${i}`, given: [`G${i}`] })),
+  };
 
   test('answers each job of a batch in order; a syntax error is invalid', async () => {
     pool = new FhirPathPool({ workers: 1, timeoutMs: 60_000, memoryMb: 128 });
@@ -32,14 +36,24 @@ describe('FhirPathPool', () => {
 
   test('an expression that needs more than the heap is stopped, and the next batch gets a fresh worker', async () => {
     pool = new FhirPathPool({ workers: 1, timeoutMs: 600_000, memoryMb: 32 });
-    const [answer] = await pool.evaluate([{ expression: 'name.select(%current.name.given).select(%current.name).count()', focus: patient, vars: { current: patient } }]);
+    const [answer] = await pool.evaluate([
+      {
+        expression: 'name.select(%current.name.given).select(%current.name).count()',
+        focus: patient,
+        vars: { current: patient },
+      },
+    ]);
     expect(answer).toMatchObject({ ok: false, error: 'budget', message: 'it ran out of memory (32 MB)' });
-    expect(await pool.evaluate([{ expression: 'name.exists()', focus: patient }])).toMatchObject([{ ok: true, summary: { first: true } }]);
+    expect(await pool.evaluate([{ expression: 'name.exists()', focus: patient }])).toMatchObject([
+      { ok: true, summary: { first: true } },
+    ]);
   });
 
   test('close() answers the batch in flight and stops every worker', async () => {
     pool = new FhirPathPool({ workers: 2, timeoutMs: 600_000, memoryMb: 512 });
-    const running = pool.evaluate([{ expression: 'name.select(%current.name.given).count()', focus: patient, vars: { current: patient } }]);
+    const running = pool.evaluate([
+      { expression: 'name.select(%current.name.given).count()', focus: patient, vars: { current: patient } },
+    ]);
     await until(() => pool?.stats.batches === 1, 'the batch is with a worker');
     await pool.close();
     expect(await running).toEqual([{ ok: false, error: 'unavailable', message: 'the server is stopping' }]);

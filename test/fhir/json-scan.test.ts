@@ -31,14 +31,21 @@ describe('the depth scan of a JSON body', () => {
         { depthSize: 'small' },
         fc.string({ unit: fc.oneof(fc.string({ maxLength: 1 }), tricky) }),
         fc.array(tie('node'), { maxLength: 3 }),
-        fc.dictionary(fc.string({ unit: fc.oneof(fc.string({ maxLength: 1 }), tricky), maxLength: 4 }), tie('node'), { maxKeys: 3 }),
+        fc.dictionary(fc.string({ unit: fc.oneof(fc.string({ maxLength: 1 }), tricky), maxLength: 4 }), tie('node'), {
+          maxKeys: 3,
+        }),
       ),
     })).node;
     fc.assert(
-      fc.property(value, fc.integer({ min: 1, max: 6 }), fc.array(fc.nat({ max: 200 }), { maxLength: 4 }), (v, limit, cuts) => {
-        const text = JSON.stringify(v);
-        expect(scan(text, limit, cuts), text).toBe(depthOf(v) <= limit);
-      }),
+      fc.property(
+        value,
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.nat({ max: 200 }), { maxLength: 4 }),
+        (v, limit, cuts) => {
+          const text = JSON.stringify(v);
+          expect(scan(text, limit, cuts), text).toBe(depthOf(v) <= limit);
+        },
+      ),
       { numRuns: 2000 },
     );
   });

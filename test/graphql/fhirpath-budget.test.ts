@@ -18,19 +18,29 @@ describe('GraphQL fhirpath arguments under a time limit', () => {
   });
   afterAll(() => server?.close());
 
-  const graphql = (query: string) => server.app.inject({ method: 'POST', url: '/fhir/R4/$graphql', headers: { 'content-type': 'application/json' }, payload: { query } });
+  const graphql = (query: string) =>
+    server.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/$graphql',
+      headers: { 'content-type': 'application/json' },
+      payload: { query },
+    });
 
   test('a costly fhirpath argument is stopped with too-costly, and /metadata is answered meanwhile', async () => {
     let querying = true;
-    const query = graphql('{ PatientList(fhirpath: "name.select(%context.name.given).count() > 0") { id } }').finally(() => (querying = false));
+    const query = graphql('{ PatientList(fhirpath: "name.select(%context.name.given).count() > 0") { id } }').finally(
+      () => (querying = false),
+    );
     const answered: number[] = [];
     while (querying) {
-      answered.push((await server.app.inject({ method: 'GET', url: '/fhir/R4/metadata', headers: FHIR_JSON })).statusCode);
+      answered.push(
+        (await server.app.inject({ method: 'GET', url: '/fhir/R4/metadata', headers: FHIR_JSON })).statusCode,
+      );
       // Injected requests settle without I/O: pace the probes so that the query's I/O gets its turns.
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const res = await query;
-    expect(res.body).toContain("was stopped: it did not finish within 500 ms");
+    expect(res.body).toContain('was stopped: it did not finish within 500 ms');
     expect(answered.length).toBeGreaterThanOrEqual(5);
     expect(answered.every((s) => s === 200)).toBe(true);
   });

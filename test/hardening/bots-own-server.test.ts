@@ -32,9 +32,25 @@ describe("a bot's deep body to its own server", () => {
   });
 
   test('is 400 each time, and the event loop is never held for a second', async () => {
-    const inject = (method: 'PUT' | 'POST', url: string, payload: object, headers: Record<string, string> = FHIR_JSON) => server.app.inject({ method, url: `/fhir/R4/${url}`, headers, payload });
-    expect((await inject('PUT', 'Bot/deep', { resourceType: 'Bot', id: 'deep', name: 'deep', timeout: 120 })).statusCode).toBeLessThan(300);
-    expect((await inject('POST', 'Bot/deep/$deploy', { code: BOT, filename: 'deep.js' }, { 'content-type': 'application/json' })).statusCode).toBe(200);
+    const inject = (
+      method: 'PUT' | 'POST',
+      url: string,
+      payload: object,
+      headers: Record<string, string> = FHIR_JSON,
+    ) => server.app.inject({ method, url: `/fhir/R4/${url}`, headers, payload });
+    expect(
+      (await inject('PUT', 'Bot/deep', { resourceType: 'Bot', id: 'deep', name: 'deep', timeout: 120 })).statusCode,
+    ).toBeLessThan(300);
+    expect(
+      (
+        await inject(
+          'POST',
+          'Bot/deep/$deploy',
+          { code: BOT, filename: 'deep.js' },
+          { 'content-type': 'application/json' },
+        )
+      ).statusCode,
+    ).toBe(200);
     const delay = monitorEventLoopDelay({ resolution: 10 });
     delay.enable();
     const res = await inject('POST', 'Bot/deep/$execute', { x: 1 });

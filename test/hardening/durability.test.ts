@@ -5,10 +5,24 @@ import { join } from 'node:path';
 import type { Basic, Bundle, OperationOutcome } from 'fhir/r4';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, testOnBothBackends, type TestSchema } from '../helpers/postgres';
+import {
+  freshSchema,
+  hasPostgres,
+  POSTGRES_SKIP_REASON,
+  TEST_DATABASE_URL,
+  testOnBothBackends,
+  type TestSchema,
+} from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
-import { basic, everyAcknowledgedWriteIsThere, JSON_HEADERS, stopServer, writeStream, type Acknowledged } from './write-stream';
+import {
+  basic,
+  everyAcknowledgedWriteIsThere,
+  JSON_HEADERS,
+  stopServer,
+  writeStream,
+  type Acknowledged,
+} from './write-stream';
 
 /**
  * Nothing acknowledged is ever lost: not to SIGKILL in the middle of a stream of writes, not to
@@ -28,8 +42,13 @@ async function indexMatchesVersions(base: string, acknowledged: Acknowledged[]):
   const ids = [...new Set(acknowledged.map((w) => w.id))];
   for (const id of ids) {
     const current = (await (await fetch(`${base}/Basic/${id}`)).json()) as Basic;
-    const found = (await (await fetch(`${base}/Basic?_id=${id}&code:text=${encodeURIComponent(current.code.text as string)}`)).json()) as Bundle;
-    expect(found.entry?.map((e) => e.resource?.id), `${id} by its current text`).toEqual([id]);
+    const found = (await (
+      await fetch(`${base}/Basic?_id=${id}&code:text=${encodeURIComponent(current.code.text as string)}`)
+    ).json()) as Bundle;
+    expect(
+      found.entry?.map((e) => e.resource?.id),
+      `${id} by its current text`,
+    ).toEqual([id]);
   }
   const counted = (await (await fetch(`${base}/Basic?code:text=writer&_summary=count`)).json()) as Bundle;
   const everything = (await (await fetch(`${base}/Basic?_summary=count`)).json()) as Bundle;
@@ -74,7 +93,11 @@ describe('graceful shutdown', () => {
     try {
       await waitForServer(server);
       const inFlight = Array.from({ length: 30 }, (_, i) =>
-        fetch(`${server.base}/Basic/t${i}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(basic(`t${i}`, `term ${i}`)) }).then((r) => r.status),
+        fetch(`${server.base}/Basic/t${i}`, {
+          method: 'PUT',
+          headers: JSON_HEADERS,
+          body: JSON.stringify(basic(`t${i}`, `term ${i}`)),
+        }).then((r) => r.status),
       );
       // Once the first write is answered the others are in the server's hands: stop it then.
       await Promise.race(inFlight);
@@ -114,7 +137,12 @@ function racingWriters(name: string, open: () => Promise<{ app: FastifyInstance;
     afterAll(() => close());
 
     const put = (id: string, marker: string, ifMatch?: string) =>
-      app.inject({ method: 'PUT', url: `/fhir/R4/Basic/${id}`, headers: { ...FHIR_JSON, ...(ifMatch ? { 'if-match': ifMatch } : {}) }, payload: basic(id, marker) });
+      app.inject({
+        method: 'PUT',
+        url: `/fhir/R4/Basic/${id}`,
+        headers: { ...FHIR_JSON, ...(ifMatch ? { 'if-match': ifMatch } : {}) },
+        payload: basic(id, marker),
+      });
 
     test('50 parallel updates with the same If-Match: exactly one wins, 49 get 412', async () => {
       expect((await put('race', 'v1')).statusCode).toBe(201);
@@ -130,14 +158,28 @@ function racingWriters(name: string, open: () => Promise<{ app: FastifyInstance;
     });
 
     test('50 clients each adding their mark with read, then If-Match, retrying on 412: no update is lost, no version skipped', async () => {
-      expect((await app.inject({ method: 'PUT', url: '/fhir/R4/Basic/tally', headers: FHIR_JSON, payload: basic('tally', 'marks:') })).statusCode).toBe(201);
+      expect(
+        (
+          await app.inject({
+            method: 'PUT',
+            url: '/fhir/R4/Basic/tally',
+            headers: FHIR_JSON,
+            payload: basic('tally', 'marks:'),
+          })
+        ).statusCode,
+      ).toBe(201);
       await Promise.all(
         Array.from({ length: 50 }, async (_, i) => {
           for (;;) {
             const read = await app.inject({ method: 'GET', url: '/fhir/R4/Basic/tally' });
             const current = read.json() as Basic;
             const next = { ...current, code: { text: `${current.code.text}[${i}]` } };
-            const res = await app.inject({ method: 'PUT', url: '/fhir/R4/Basic/tally', headers: { ...FHIR_JSON, 'if-match': read.headers.etag as string }, payload: next });
+            const res = await app.inject({
+              method: 'PUT',
+              url: '/fhir/R4/Basic/tally',
+              headers: { ...FHIR_JSON, 'if-match': read.headers.etag as string },
+              payload: next,
+            });
             if (res.statusCode === 200) return;
             expect(res.statusCode).toBe(412);
           }
@@ -158,7 +200,13 @@ if (hasPostgres) {
   racingWriters('PostgreSQL', async () => {
     const schema = await freshSchema();
     const { app, close } = await serverApp({ databaseUrl: schema.url });
-    return { app, close: async () => { await close(); await schema.drop(); } };
+    return {
+      app,
+      close: async () => {
+        await close();
+        await schema.drop();
+      },
+    };
   });
 }
 
@@ -216,7 +264,8 @@ describe('PostgreSQL going away and coming back', () => {
   });
 
   test('503 OperationOutcome while it is away, served again after, without a restart', async () => {
-    const write = (marker: string) => app.inject({ method: 'PUT', url: '/fhir/R4/Basic/outage', headers: FHIR_JSON, payload: basic('outage', marker) });
+    const write = (marker: string) =>
+      app.inject({ method: 'PUT', url: '/fhir/R4/Basic/outage', headers: FHIR_JSON, payload: basic('outage', marker) });
     expect((await write('before')).statusCode).toBe(201);
     await outage.down();
     for (const request of [write('during'), app.inject({ method: 'GET', url: '/fhir/R4/Basic/outage' })]) {
@@ -226,7 +275,10 @@ describe('PostgreSQL going away and coming back', () => {
       const outcome = res.json() as OperationOutcome;
       expect(outcome.issue[0].code).toBe('transient');
     }
-    const validate = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/$validate-code?url=http://hl7.org/fhir/ValueSet/administrative-gender&system=http://hl7.org/fhir/administrative-gender&code=female' });
+    const validate = await app.inject({
+      method: 'GET',
+      url: '/fhir/R4/ValueSet/$validate-code?url=http://hl7.org/fhir/ValueSet/administrative-gender&system=http://hl7.org/fhir/administrative-gender&code=female',
+    });
     expect(validate.statusCode).toBe(503);
     await outage.up();
     const read = await app.inject({ method: 'GET', url: '/fhir/R4/Basic/outage' });

@@ -15,14 +15,20 @@ const outcome = (body: string) => JSON.parse(body) as OperationOutcome;
  * the body has been sent in full, which is what a refusal of a body still arriving looks like;
  * fetch reports EPIPE then instead of the answer.
  */
-function postEarly(port: number, path: string, body: string): Promise<{ status: number; body: string; answeredAt: number }> {
+function postEarly(
+  port: number,
+  path: string,
+  body: string,
+): Promise<{ status: number; body: string; answeredAt: number }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     let received = '';
     // When the answer's first bytes arrived (the socket closes later: the client is still writing).
     let answeredAt = 0;
     socket.on('connect', () => {
-      socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/fhir+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`);
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/fhir+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+      );
       socket.write(body);
     });
     socket.on('data', (chunk) => {
@@ -49,8 +55,14 @@ describe('a 10 MB deeply nested body', () => {
       const body = '['.repeat(10_000_000);
       const started = Date.now();
       const [nested, metadata] = await Promise.all([
-        postEarly(port, '/fhir/R4/ValueSet/$validate-code', body).then((answer) => ({ ...answer, ms: answer.answeredAt - started })),
-        fetch(`${server.base}/metadata`).then(async (r) => ({ status: r.status, type: ((await r.json()) as { resourceType: string }).resourceType })),
+        postEarly(port, '/fhir/R4/ValueSet/$validate-code', body).then((answer) => ({
+          ...answer,
+          ms: answer.answeredAt - started,
+        })),
+        fetch(`${server.base}/metadata`).then(async (r) => ({
+          status: r.status,
+          type: ((await r.json()) as { resourceType: string }).resourceType,
+        })),
       ]);
       expect(nested.status).toBe(400);
       expect(outcome(nested.body).issue[0].details?.text).toBe('The request body is nested more than 64 levels deep');
@@ -75,17 +87,30 @@ describe('paging an expansion', () => {
   afterAll(() => close());
   const gender = 'url=http://hl7.org/fhir/ValueSet/administrative-gender';
 
-  test.each(['count=-1', 'offset=-1', 'count=-2147483648&offset=0', 'offset=-3&count=2'])('a negative %s is 400 naming it', async (paging) => {
-    const res = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$expand?${gender}&${paging}` });
-    expect(res.statusCode, res.body).toBe(400);
-    const name = /(count|offset)=-/.exec(paging)?.[1];
-    expect(outcome(res.body).issue[0].details?.text).toMatch(new RegExp(`^Parameter '${name}' value '-\\d+' is not a valid integer of 0 or more$`));
-  });
+  test.each(['count=-1', 'offset=-1', 'count=-2147483648&offset=0', 'offset=-3&count=2'])(
+    'a negative %s is 400 naming it',
+    async (paging) => {
+      const res = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$expand?${gender}&${paging}` });
+      expect(res.statusCode, res.body).toBe(400);
+      const name = /(count|offset)=-/.exec(paging)?.[1];
+      expect(outcome(res.body).issue[0].details?.text).toMatch(
+        new RegExp(`^Parameter '${name}' value '-\\d+' is not a valid integer of 0 or more$`),
+      );
+    },
+  );
 
   test('in a POST as well; 0 and positive values page as before', async () => {
     const post = await app.inject({
-      method: 'POST', url: '/fhir/R4/ValueSet/$expand', headers: FHIR_JSON,
-      payload: { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' }, { name: 'offset', valueInteger: -1 }] },
+      method: 'POST',
+      url: '/fhir/R4/ValueSet/$expand',
+      headers: FHIR_JSON,
+      payload: {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' },
+          { name: 'offset', valueInteger: -1 },
+        ],
+      },
     });
     expect(post.statusCode).toBe(400);
     const page = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$expand?${gender}&offset=1&count=2` });
@@ -101,7 +126,13 @@ function nulSuite(name: string, open: () => Promise<{ app: FastifyInstance; clos
   describe(`a NUL character (${name})`, () => {
     let app: FastifyInstance;
     let close: () => Promise<void>;
-    const vs = { resourceType: 'ValueSet', id: 'nul-vs', url: 'http://example.org/nul', version: '1', status: 'active' } as const;
+    const vs = {
+      resourceType: 'ValueSet',
+      id: 'nul-vs',
+      url: 'http://example.org/nul',
+      version: '1',
+      status: 'active',
+    } as const;
     beforeAll(async () => {
       ({ app, close } = await open());
       await putResource(app, vs);
@@ -128,18 +159,50 @@ function nulSuite(name: string, open: () => Promise<{ app: FastifyInstance; clos
     });
 
     test('in a POSTed operation parameter or a resource body is 400, and nothing changes', async () => {
-      const params = { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: 'http://example.org/nul\u0000' }, { name: 'code', valueCode: 'x' }] };
-      expectRefused(await app.inject({ method: 'POST', url: '/fhir/R4/ValueSet/$validate-code', headers: FHIR_JSON, payload: JSON.stringify(params) }));
+      const params = {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'url', valueUri: 'http://example.org/nul\u0000' },
+          { name: 'code', valueCode: 'x' },
+        ],
+      };
+      expectRefused(
+        await app.inject({
+          method: 'POST',
+          url: '/fhir/R4/ValueSet/$validate-code',
+          headers: FHIR_JSON,
+          payload: JSON.stringify(params),
+        }),
+      );
       const changed = { ...vs, url: 'http://example.org/nul\u0000x' };
-      expectRefused(await app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/nul-vs', headers: FHIR_JSON, payload: JSON.stringify(changed) }));
-      expectRefused(await app.inject({ method: 'POST', url: '/fhir/R4/ValueSet', headers: FHIR_JSON, payload: JSON.stringify({ ...changed, id: undefined }) }));
+      expectRefused(
+        await app.inject({
+          method: 'PUT',
+          url: '/fhir/R4/ValueSet/nul-vs',
+          headers: FHIR_JSON,
+          payload: JSON.stringify(changed),
+        }),
+      );
+      expectRefused(
+        await app.inject({
+          method: 'POST',
+          url: '/fhir/R4/ValueSet',
+          headers: FHIR_JSON,
+          payload: JSON.stringify({ ...changed, id: undefined }),
+        }),
+      );
       const read = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/nul-vs' });
       expect(read.statusCode).toBe(200);
       expect(read.json()).toMatchObject({ url: 'http://example.org/nul', meta: { versionId: '1' } });
     });
 
     test('written as an escaped backslash followed by u0000 is text, not a NUL, and is stored', async () => {
-      const text = { ...vs, id: 'not-nul', url: 'http://example.org/not-nul', description: 'a literal \\u0000 in prose' };
+      const text = {
+        ...vs,
+        id: 'not-nul',
+        url: 'http://example.org/not-nul',
+        description: 'a literal \\u0000 in prose',
+      };
       await putResource(app, text);
       const read = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/not-nul' });
       expect(read.json().description).toBe('a literal \\u0000 in prose');

@@ -17,7 +17,10 @@ describe('type-level Patient/$everything over many patients (SQLite)', () => {
   let server: ServerApp;
   beforeAll(async () => {
     server = await serverApp();
-    await storeAll(server, Array.from({ length: PATIENTS }, (_, i): Patient => ({ resourceType: 'Patient', id: `p${i}` })));
+    await storeAll(
+      server,
+      Array.from({ length: PATIENTS }, (_, i): Patient => ({ resourceType: 'Patient', id: `p${i}` })),
+    );
   }, 120_000);
   afterAll(() => server?.close());
 
@@ -36,11 +39,18 @@ describe('type-level Patient/$everything over many patients (SQLite)', () => {
       }
     })();
     const start = performance.now();
-    const res = await server.app.inject({ method: 'POST', url: '/fhir/R4/Patient/$everything', headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Parameters', parameter: [] } });
+    const res = await server.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Patient/$everything',
+      headers: { 'content-type': 'application/fhir+json' },
+      payload: { resourceType: 'Parameters', parameter: [] },
+    });
     const ms = performance.now() - start;
     done = true;
     await loop;
-    process.stdout.write(`type-level $everything over ${PATIENTS} patients: ${res.statusCode} in ${ms.toFixed(0)} ms; a read answered ${latencies.length} times beside it, max ${Math.max(...latencies).toFixed(0)} ms\n`);
+    process.stdout.write(
+      `type-level $everything over ${PATIENTS} patients: ${res.statusCode} in ${ms.toFixed(0)} ms; a read answered ${latencies.length} times beside it, max ${Math.max(...latencies).toFixed(0)} ms\n`,
+    );
     expect(res.statusCode, res.body.slice(0, 300)).toBeLessThan(500);
     expect(latencies.length).toBeGreaterThan(1);
     expect(Math.max(...latencies)).toBeLessThan(STALL_MS);

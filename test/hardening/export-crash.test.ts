@@ -27,7 +27,11 @@ function basics(from: number, count: number): Bundle {
   };
 }
 
-async function send(base: string, path: string, init: { method: string; body?: unknown; headers?: Record<string, string> }): Promise<Response> {
+async function send(
+  base: string,
+  path: string,
+  init: { method: string; body?: unknown; headers?: Record<string, string> },
+): Promise<Response> {
   return fetch(`${base}${path}`, {
     method: init.method,
     headers: { ...AUTH, ...(init.body ? { 'content-type': 'application/fhir+json' } : {}), ...init.headers },
@@ -67,7 +71,10 @@ async function crashDuringExport(env: Record<string, string>): Promise<void> {
       const res = await send(first.base, '', { method: 'POST', body: basics(from, 1500) });
       expect(res.status, await res.clone().text()).toBe(200);
     }
-    const kickOff = await send(first.base, '/$export?_type=Basic', { method: 'GET', headers: { prefer: 'respond-async' } });
+    const kickOff = await send(first.base, '/$export?_type=Basic', {
+      method: 'GET',
+      headers: { prefer: 'respond-async' },
+    });
     expect(kickOff.status, await kickOff.clone().text()).toBe(202);
     const location = kickOff.headers.get('content-location') as string;
     // Writes after the kick-off: none of them may show in the export.
@@ -75,8 +82,13 @@ async function crashDuringExport(env: Record<string, string>): Promise<void> {
       resourceType: 'Bundle',
       type: 'transaction',
       entry: [
-        ...Array.from({ length: 100 }, (_, i) => ({ resource: { resourceType: 'Basic', id: `b${i}`, code: { text: 'after kick-off' } }, request: { method: 'PUT' as const, url: `Basic/b${i}` } })),
-        ...Array.from({ length: 100 }, (_, i) => ({ request: { method: 'DELETE' as const, url: `Basic/b${100 + i}` } })),
+        ...Array.from({ length: 100 }, (_, i) => ({
+          resource: { resourceType: 'Basic', id: `b${i}`, code: { text: 'after kick-off' } },
+          request: { method: 'PUT' as const, url: `Basic/b${i}` },
+        })),
+        ...Array.from({ length: 100 }, (_, i) => ({
+          request: { method: 'DELETE' as const, url: `Basic/b${100 + i}` },
+        })),
       ],
     };
     expect((await send(first.base, '', { method: 'POST', body: changes })).status).toBe(200);

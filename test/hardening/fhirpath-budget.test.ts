@@ -30,7 +30,15 @@ const profile = {
   type: 'Patient',
   baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient',
   derivation: 'constraint',
-  differential: { element: [{ id: 'Patient', path: 'Patient', constraint: [{ key: 'cost-1', severity: 'error', human: 'costly', expression: crossProduct('resource') }] }] },
+  differential: {
+    element: [
+      {
+        id: 'Patient',
+        path: 'Patient',
+        constraint: [{ key: 'cost-1', severity: 'error', human: 'costly', expression: crossProduct('resource') }],
+      },
+    ],
+  },
 };
 
 const costlySubscription = {
@@ -43,7 +51,13 @@ const costlySubscription = {
 };
 
 function validateBody() {
-  return JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'resource', resource: largePatient() }, { name: 'profile', valueUri: PROFILE_URL }] });
+  return JSON.stringify({
+    resourceType: 'Parameters',
+    parameter: [
+      { name: 'resource', resource: largePatient() },
+      { name: 'profile', valueUri: PROFILE_URL },
+    ],
+  });
 }
 
 async function send(base: string, method: string, path: string, body: string): Promise<{ status: number; ms: number }> {
@@ -86,7 +100,10 @@ describe('user-supplied FHIRPath at its most costly', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   const start = async (name: string, env: Record<string, string>): Promise<ServerProcess> => {
-    const server = startServer({ DATA_DIR: join(dir, name), DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS), LOG_LEVEL: 'warn', ...env }, await freePort());
+    const server = startServer(
+      { DATA_DIR: join(dir, name), DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS), LOG_LEVEL: 'warn', ...env },
+      await freePort(),
+    );
     await waitForServer(server, 120_000);
     return server;
   };
@@ -94,11 +111,19 @@ describe('user-supplied FHIRPath at its most costly', () => {
   test('costly invariants and criteria answer within their bound while /metadata keeps p99 under 200 ms', async () => {
     const server = await start('probe', { FHIRPATH_TIMEOUT_MS: '2000' });
     try {
-      expect((await send(server.base, 'PUT', `StructureDefinition/${profile.id}`, JSON.stringify(profile))).status).toBe(201);
+      expect(
+        (await send(server.base, 'PUT', `StructureDefinition/${profile.id}`, JSON.stringify(profile))).status,
+      ).toBe(201);
       expect((await send(server.base, 'POST', 'Subscription', JSON.stringify(costlySubscription))).status).toBe(201);
       // Warm: the R4 definitions and the profile compiled, the workers started. What is measured is the costly input.
       const small = { resourceType: 'Patient', name: [{ family: 'Small', given: ['One'] }] };
-      const warm = JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'resource', resource: small }, { name: 'profile', valueUri: PROFILE_URL }] });
+      const warm = JSON.stringify({
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'resource', resource: small },
+          { name: 'profile', valueUri: PROFILE_URL },
+        ],
+      });
       expect((await send(server.base, 'POST', 'Patient/$validate', warm)).status).toBe(200);
       expect((await send(server.base, 'POST', 'Patient', JSON.stringify(small))).status).toBe(201);
       let hostile = true;
@@ -108,7 +133,9 @@ describe('user-supplied FHIRPath at its most costly', () => {
       answers.push(await send(server.base, 'POST', 'Patient', JSON.stringify(largePatient())));
       hostile = false;
       const times = await probes;
-      console.log(`FHIRPath budget: answers ${answers.map((a) => `${a.status} in ${Math.round(a.ms)} ms`).join(', ')}; ${times.length} probes, p50 ${percentile(times, 50).toFixed(1)} ms, p99 ${percentile(times, 99).toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms`);
+      console.log(
+        `FHIRPath budget: answers ${answers.map((a) => `${a.status} in ${Math.round(a.ms)} ms`).join(', ')}; ${times.length} probes, p50 ${percentile(times, 50).toFixed(1)} ms, p99 ${percentile(times, 99).toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms`,
+      );
       expect(answers.map((a) => a.status)).toEqual([422, 422, 422, 201]);
       // Each within its 2 s limit, plus a new worker's start after a stopped one, and generous room on a busy machine.
       for (const a of answers) expect(a.ms).toBeLessThan(20_000);
@@ -121,13 +148,22 @@ describe('user-supplied FHIRPath at its most costly', () => {
 
   test.each([
     ['$validate against a profile with a costly invariant', 'Patient/$validate', () => validateBody(), true],
-    ['a write that a costly Subscription criterion is evaluated against', 'Patient', () => JSON.stringify(largePatient()), false],
+    [
+      'a write that a costly Subscription criterion is evaluated against',
+      'Patient',
+      () => JSON.stringify(largePatient()),
+      false,
+    ],
   ])(`SIGTERM during %s ends the process within DRAIN_TIMEOUT_MS + 2 s`, async (_name, path, body, withProfile) => {
     // A limit far beyond the drain time: only the shutdown can end the evaluation.
     const server = await start(`sigterm-${withProfile ? 'validate' : 'write'}`, { FHIRPATH_TIMEOUT_MS: '600000' });
     try {
-      if (withProfile) expect((await send(server.base, 'PUT', `StructureDefinition/${profile.id}`, JSON.stringify(profile))).status).toBe(201);
-      else expect((await send(server.base, 'POST', 'Subscription', JSON.stringify(costlySubscription))).status).toBe(201);
+      if (withProfile)
+        expect(
+          (await send(server.base, 'PUT', `StructureDefinition/${profile.id}`, JSON.stringify(profile))).status,
+        ).toBe(201);
+      else
+        expect((await send(server.base, 'POST', 'Subscription', JSON.stringify(costlySubscription))).status).toBe(201);
       const pid = server.child.pid as number;
       const before = cpuSeconds(pid);
       const hostile = send(server.base, 'POST', path, body()).catch(() => undefined);

@@ -38,7 +38,10 @@ function expectFhirAnswer(res: LightMyRequestResponse): void {
   expect(res.statusCode, where).toBeLessThan(500);
   if (res.statusCode === 304 || res.statusCode === 204) return;
   expect(String(res.headers['content-type']), where).toContain('application/fhir+json');
-  const body = res.json() as { resourceType?: string; issue?: { severity?: string; code?: string; details?: { text?: string } }[] };
+  const body = res.json() as {
+    resourceType?: string;
+    issue?: { severity?: string; code?: string; details?: { text?: string } }[];
+  };
   expect(typeof body.resourceType, where).toBe('string');
   if (res.statusCode >= 400) {
     expect(body.resourceType, where).toBe('OperationOutcome');
@@ -55,7 +58,10 @@ function expectFhirAnswer(res: LightMyRequestResponse): void {
  * bundled content: the batches may well have deleted or replaced what the test stored).
  */
 async function stillServing(): Promise<void> {
-  const res = await app.inject({ method: 'GET', url: `${BASE}/CodeSystem/$lookup?system=http://hl7.org/fhir/administrative-gender&code=female` });
+  const res = await app.inject({
+    method: 'GET',
+    url: `${BASE}/CodeSystem/$lookup?system=http://hl7.org/fhir/administrative-gender&code=female`,
+  });
   expect(res.statusCode, res.body).toBe(200);
   expect(res.json().parameter.find((p: { name: string }) => p.name === 'display').valueString).toBe('Female');
 }
@@ -72,22 +78,71 @@ const OPERATION_PATHS = [
   '/ValueSet/administrative-gender/$expand',
   '/CodeSystem/animals/$validate-code',
 ];
-const RESOURCE_PATHS = ['/Patient', '/ValueSet', '/CodeSystem/animals', '/Observation/x1', '/ValueSet/vs-1/_history/1', '/OperationDefinition'];
-const PARAM_NAMES = ['url', 'code', 'system', 'coding', 'codeableConcept', 'valueSet', 'count', 'offset', 'filter', 'display', 'tx-resource', 'property', 'validation', 'codeA', 'x', ''];
-const VALUE_KEYS = ['valueString', 'valueCode', 'valueUri', 'valueBoolean', 'valueInteger', 'valueDecimal', 'valueCoding', 'valueCodeableConcept', 'valueCanonical', 'valueDateTime', 'resource', 'part', 'valueFoo'];
+const RESOURCE_PATHS = [
+  '/Patient',
+  '/ValueSet',
+  '/CodeSystem/animals',
+  '/Observation/x1',
+  '/ValueSet/vs-1/_history/1',
+  '/OperationDefinition',
+];
+const PARAM_NAMES = [
+  'url',
+  'code',
+  'system',
+  'coding',
+  'codeableConcept',
+  'valueSet',
+  'count',
+  'offset',
+  'filter',
+  'display',
+  'tx-resource',
+  'property',
+  'validation',
+  'codeA',
+  'x',
+  '',
+];
+const VALUE_KEYS = [
+  'valueString',
+  'valueCode',
+  'valueUri',
+  'valueBoolean',
+  'valueInteger',
+  'valueDecimal',
+  'valueCoding',
+  'valueCodeableConcept',
+  'valueCanonical',
+  'valueDateTime',
+  'resource',
+  'part',
+  'valueFoo',
+];
 
 const anyPath = fc.constantFrom(...OPERATION_PATHS, ...RESOURCE_PATHS).map((p) => `${BASE}${p}`);
 const jsonValue = fc.jsonValue({ maxDepth: 6 });
-const parameterEntry = fc.record(
-  { name: fc.oneof(fc.constantFrom(...PARAM_NAMES), fc.string()), key: fc.constantFrom(...VALUE_KEYS), value: jsonValue },
-  { requiredKeys: ['key', 'value'] },
-).map(({ name, key, value }) => (name === undefined ? { [key]: value } : { name, [key]: value }));
+const parameterEntry = fc
+  .record(
+    {
+      name: fc.oneof(fc.constantFrom(...PARAM_NAMES), fc.string()),
+      key: fc.constantFrom(...VALUE_KEYS),
+      value: jsonValue,
+    },
+    { requiredKeys: ['key', 'value'] },
+  )
+  .map(({ name, key, value }) => (name === undefined ? { [key]: value } : { name, [key]: value }));
 
 describe('fuzzing every route', () => {
   test('arbitrary JSON bodies', async () => {
     await fc.assert(
       fc.asyncProperty(anyPath, fc.constantFrom('POST', 'PUT'), jsonValue, async (url, method, body) => {
-        const res = await app.inject({ method, url, headers: { 'content-type': 'application/fhir+json' }, payload: JSON.stringify(body) });
+        const res = await app.inject({
+          method,
+          url,
+          headers: { 'content-type': 'application/fhir+json' },
+          payload: JSON.stringify(body),
+        });
         expectFhirAnswer(res);
       }),
       { numRuns: RUNS },
@@ -97,29 +152,53 @@ describe('fuzzing every route', () => {
 
   test('Parameters with generated entries: every value[x] of every wrong type, unknown names, nameless entries', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...OPERATION_PATHS), fc.array(parameterEntry, { maxLength: 12 }), async (path, parameter) => {
-        const res = await app.inject({ method: 'POST', url: `${BASE}${path}`, headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Parameters', parameter } });
-        expectFhirAnswer(res);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...OPERATION_PATHS),
+        fc.array(parameterEntry, { maxLength: 12 }),
+        async (path, parameter) => {
+          const res = await app.inject({
+            method: 'POST',
+            url: `${BASE}${path}`,
+            headers: { 'content-type': 'application/fhir+json' },
+            payload: { resourceType: 'Parameters', parameter },
+          });
+          expectFhirAnswer(res);
+        },
+      ),
       { numRuns: RUNS },
     );
     await stillServing();
   });
 
   test('resources of a wrong or made-up type, and mutated valid ones', async () => {
-    const mutated = fc.record({
-      resourceType: fc.oneof(fc.constantFrom('Patient', 'ValueSet', 'CodeSystem', 'Parameters', 'Bot', ''), fc.string()),
-      id: fc.oneof(fc.constant('vs-1'), fc.string()),
-      status: fc.oneof(fc.constantFrom('active', 'draft'), jsonValue),
-      compose: jsonValue,
-      concept: jsonValue,
-    }, { requiredKeys: [] });
+    const mutated = fc.record(
+      {
+        resourceType: fc.oneof(
+          fc.constantFrom('Patient', 'ValueSet', 'CodeSystem', 'Parameters', 'Bot', ''),
+          fc.string(),
+        ),
+        id: fc.oneof(fc.constant('vs-1'), fc.string()),
+        status: fc.oneof(fc.constantFrom('active', 'draft'), jsonValue),
+        compose: jsonValue,
+        concept: jsonValue,
+      },
+      { requiredKeys: [] },
+    );
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom('/ValueSet/vs-1', '/CodeSystem/cs-1', '/Patient', '/Patient/p-1'), mutated, async (path, body) => {
-        const method = /\/[a-z]+-1$/.test(path) ? 'PUT' : 'POST';
-        const res = await app.inject({ method, url: `${BASE}${path}`, headers: { 'content-type': 'application/fhir+json' }, payload: body });
-        expectFhirAnswer(res);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom('/ValueSet/vs-1', '/CodeSystem/cs-1', '/Patient', '/Patient/p-1'),
+        mutated,
+        async (path, body) => {
+          const method = /\/[a-z]+-1$/.test(path) ? 'PUT' : 'POST';
+          const res = await app.inject({
+            method,
+            url: `${BASE}${path}`,
+            headers: { 'content-type': 'application/fhir+json' },
+            payload: body,
+          });
+          expectFhirAnswer(res);
+        },
+      ),
       { numRuns: RUNS },
     );
     await stillServing();
@@ -130,19 +209,44 @@ describe('fuzzing every route', () => {
       fc.integer({ min: 1, max: 300 }).map((depth) => {
         let value: unknown = 'x';
         for (let i = 0; i < depth; i++) value = i % 2 ? [value] : { a: value };
-        return JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'valueSet', resource: { resourceType: 'ValueSet', compose: value } }] });
+        return JSON.stringify({
+          resourceType: 'Parameters',
+          parameter: [{ name: 'valueSet', resource: { resourceType: 'ValueSet', compose: value } }],
+        });
       }),
       fc.integer({ min: 1, max: 3000 }).map((n) =>
-        JSON.stringify({ resourceType: 'Parameters', parameter: Array.from({ length: n }, (_, i) => ({ name: 'property', valueString: `p${i}` })) }),
+        JSON.stringify({
+          resourceType: 'Parameters',
+          parameter: Array.from({ length: n }, (_, i) => ({ name: 'property', valueString: `p${i}` })),
+        }),
       ),
-      fc.integer({ min: 1, max: 200_000 }).map((n) => JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'code', valueCode: 'c'.repeat(n) }] })),
+      fc
+        .integer({ min: 1, max: 200_000 })
+        .map((n) =>
+          JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'code', valueCode: 'c'.repeat(n) }] }),
+        ),
       fc.integer({ min: 1, max: 500 }).map((n) =>
-        JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'codeableConcept', valueCodeableConcept: { coding: Array.from({ length: n }, (_, i) => ({ system: 'http://x', code: `c${i}` })) } }] }),
+        JSON.stringify({
+          resourceType: 'Parameters',
+          parameter: [
+            {
+              name: 'codeableConcept',
+              valueCodeableConcept: {
+                coding: Array.from({ length: n }, (_, i) => ({ system: 'http://x', code: `c${i}` })),
+              },
+            },
+          ],
+        }),
       ),
     );
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...OPERATION_PATHS), shapes, async (path, payload) => {
-        const res = await app.inject({ method: 'POST', url: `${BASE}${path}`, headers: { 'content-type': 'application/fhir+json' }, payload });
+        const res = await app.inject({
+          method: 'POST',
+          url: `${BASE}${path}`,
+          headers: { 'content-type': 'application/fhir+json' },
+          payload,
+        });
         expectFhirAnswer(res);
       }),
       { numRuns: Math.max(20, Math.floor(RUNS / 5)) },
@@ -153,7 +257,12 @@ describe('fuzzing every route', () => {
   test('bytes that are not UTF-8, or not JSON, under a JSON content type', async () => {
     await fc.assert(
       fc.asyncProperty(anyPath, fc.uint8Array({ maxLength: 300 }), async (url, bytes) => {
-        const res = await app.inject({ method: 'POST', url, headers: { 'content-type': 'application/fhir+json' }, payload: Buffer.from(bytes) });
+        const res = await app.inject({
+          method: 'POST',
+          url,
+          headers: { 'content-type': 'application/fhir+json' },
+          payload: Buffer.from(bytes),
+        });
         expectFhirAnswer(res);
       }),
       { numRuns: RUNS },
@@ -162,29 +271,57 @@ describe('fuzzing every route', () => {
   });
 
   test('wrong, odd and missing headers', async () => {
-    const header = fc.oneof(fc.constant(undefined), fc.constantFrom('application/fhir+json', 'application/json; charset=utf-8', 'text/xml', 'application/x-www-form-urlencoded', '*/*', ''), fc.string({ maxLength: 60 }));
+    const header = fc.oneof(
+      fc.constant(undefined),
+      fc.constantFrom(
+        'application/fhir+json',
+        'application/json; charset=utf-8',
+        'text/xml',
+        'application/x-www-form-urlencoded',
+        '*/*',
+        '',
+      ),
+      fc.string({ maxLength: 60 }),
+    );
     await fc.assert(
-      fc.asyncProperty(anyPath, fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'), header, header, header, async (url, method, contentType, accept, prefer) => {
-        const headers: Record<string, string> = {};
-        const printable = (v: string | undefined) => v !== undefined && /^[\x20-\x7e]*$/.test(v);
-        if (printable(contentType)) headers['content-type'] = contentType as string;
-        if (printable(accept)) headers.accept = accept as string;
-        if (printable(prefer)) headers.prefer = prefer as string;
-        const payload = method === 'GET' || method === 'DELETE' || method === 'OPTIONS' ? undefined : '{"resourceType":"Parameters"}';
-        const res = await app.inject({ method: method as 'GET', url, headers, payload });
-        expectFhirAnswer(res);
-      }),
+      fc.asyncProperty(
+        anyPath,
+        fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'),
+        header,
+        header,
+        header,
+        async (url, method, contentType, accept, prefer) => {
+          const headers: Record<string, string> = {};
+          const printable = (v: string | undefined) => v !== undefined && /^[\x20-\x7e]*$/.test(v);
+          if (printable(contentType)) headers['content-type'] = contentType as string;
+          if (printable(accept)) headers.accept = accept as string;
+          if (printable(prefer)) headers.prefer = prefer as string;
+          const payload =
+            method === 'GET' || method === 'DELETE' || method === 'OPTIONS'
+              ? undefined
+              : '{"resourceType":"Parameters"}';
+          const res = await app.inject({ method: method as 'GET', url, headers, payload });
+          expectFhirAnswer(res);
+        },
+      ),
       { numRuns: RUNS },
     );
     await stillServing();
   });
 
   test('query strings with repeated, empty and garbled names and values', async () => {
-    const part = fc.oneof(fc.constantFrom(...PARAM_NAMES, '_format', '_count', 'url', 'code', '%', '%zz', '=', '&'), fc.string({ maxLength: 20 }));
-    const query = fc.array(fc.tuple(part, part), { maxLength: 12 }).map((pairs) =>
-      pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&'),
+    const part = fc.oneof(
+      fc.constantFrom(...PARAM_NAMES, '_format', '_count', 'url', 'code', '%', '%zz', '=', '&'),
+      fc.string({ maxLength: 20 }),
     );
-    const raw = fc.array(fc.constantFrom('a', '=', '&', '%', '%2', '%41', '+', ' ', '?', '#', 'é', '\u0000', 'url', 'code'), { maxLength: 30 }).map((c) => c.join(''));
+    const query = fc
+      .array(fc.tuple(part, part), { maxLength: 12 })
+      .map((pairs) => pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&'));
+    const raw = fc
+      .array(fc.constantFrom('a', '=', '&', '%', '%2', '%41', '+', ' ', '?', '#', 'é', '\u0000', 'url', 'code'), {
+        maxLength: 30,
+      })
+      .map((c) => c.join(''));
     await fc.assert(
       fc.asyncProperty(anyPath, fc.oneof(query, raw), async (url, q) => {
         const res = await app.inject({ method: 'GET', url: `${url}?${q}` });
@@ -198,17 +335,38 @@ describe('fuzzing every route', () => {
   test('path ids with odd characters, and over-long URLs', async () => {
     const oddId = fc.oneof(
       fc.string({ maxLength: 80 }),
-      fc.constantFrom("x'; DROP TABLE resources; --", '../../etc/passwd', '%00', '%2F', 'a'.repeat(65), '..', '.', '$', '$expand', '_history', 'é', '%E9'),
+      fc.constantFrom(
+        "x'; DROP TABLE resources; --",
+        '../../etc/passwd',
+        '%00',
+        '%2F',
+        'a'.repeat(65),
+        '..',
+        '.',
+        '$',
+        '$expand',
+        '_history',
+        'é',
+        '%E9',
+      ),
     );
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom('ValueSet', 'Patient', 'CodeSystem', 'Nope'), oddId, fc.constantFrom('', '/_history', '/_history/1', '/$expand', '/$validate-code'), async (type, id, tail) => {
-        const res = await app.inject({ method: 'GET', url: `${BASE}/${type}/${encodeURIComponent(id)}${tail}` });
-        expectFhirAnswer(res);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom('ValueSet', 'Patient', 'CodeSystem', 'Nope'),
+        oddId,
+        fc.constantFrom('', '/_history', '/_history/1', '/$expand', '/$validate-code'),
+        async (type, id, tail) => {
+          const res = await app.inject({ method: 'GET', url: `${BASE}/${type}/${encodeURIComponent(id)}${tail}` });
+          expectFhirAnswer(res);
+        },
+      ),
       { numRuns: RUNS },
     );
     for (const length of [1_000, 10_000, 60_000]) {
-      const res = await app.inject({ method: 'GET', url: `${BASE}/ValueSet/$validate-code?url=${'u'.repeat(length)}&code=x` });
+      const res = await app.inject({
+        method: 'GET',
+        url: `${BASE}/ValueSet/$validate-code?url=${'u'.repeat(length)}&code=x`,
+      });
       expectFhirAnswer(res);
       const path = await app.inject({ method: 'GET', url: `${BASE}/ValueSet/${'i'.repeat(length)}` });
       expectFhirAnswer(path);
@@ -231,7 +389,10 @@ const BASELINE: Record<string, Record<string, unknown>[]> = {
   'CodeSystem/validate-code': [{ name: 'url', valueUri: GENDER_CS }],
   'CodeSystem/lookup': [{ name: 'system', valueUri: GENDER_CS }],
   'CodeSystem/subsumes': [{ name: 'system', valueUri: GENDER_CS }],
-  'ConceptMap/translate': [{ name: 'system', valueUri: GENDER_CS }, { name: 'targetsystem', valueUri: 'http://terminology.hl7.org/CodeSystem/v3-AdministrativeGender' }],
+  'ConceptMap/translate': [
+    { name: 'system', valueUri: GENDER_CS },
+    { name: 'targetsystem', valueUri: 'http://terminology.hl7.org/CodeSystem/v3-AdministrativeGender' },
+  ],
 };
 const INSTANCES: Record<string, string> = { ValueSet: 'administrative-gender', CodeSystem: 'animals' };
 
@@ -255,18 +416,69 @@ const ELEMENTS: Record<string, string[]> = {
 const FUZZED_TYPES = Object.keys(ELEMENTS);
 /** Elements whose value is another data type (or a list of one). */
 const NESTED: Record<string, string> = {
-  coding: 'Coding', identifier: 'Identifier', period: 'Period', assigner: 'Reference', low: 'Quantity', high: 'Quantity',
-  numerator: 'Quantity', denominator: 'Quantity', authorReference: 'Reference', tag: 'Coding', type: 'CodeableConcept',
+  coding: 'Coding',
+  identifier: 'Identifier',
+  period: 'Period',
+  assigner: 'Reference',
+  low: 'Quantity',
+  high: 'Quantity',
+  numerator: 'Quantity',
+  denominator: 'Quantity',
+  authorReference: 'Reference',
+  tag: 'Coding',
+  type: 'CodeableConcept',
 };
 const LISTS = new Set(['coding', 'given', 'prefix', 'profile', 'tag']);
 
 const junk = fc.oneof(
-  fc.constantFrom(null, 0, -1, 1.5, true, false, '', ' ', 'female ', ' female', 'fe male', 'http://x y', 'a\tb', 'x\u0001y', '2020-13-45', 'urn:oid:1.2.', '[]', '{}'),
-  fc.constantFrom([], [null], [1, 2], {}, { a: 1 }, { coding: 'x' }, { extension: 'x' }, { extension: [{}] }, { extension: [{ url: 'http://x', valueFoo: 1 }] }),
+  fc.constantFrom(
+    null,
+    0,
+    -1,
+    1.5,
+    true,
+    false,
+    '',
+    ' ',
+    'female ',
+    ' female',
+    'fe male',
+    'http://x y',
+    'a\tb',
+    'x\u0001y',
+    '2020-13-45',
+    'urn:oid:1.2.',
+    '[]',
+    '{}',
+  ),
+  fc.constantFrom(
+    [],
+    [null],
+    [1, 2],
+    {},
+    { a: 1 },
+    { coding: 'x' },
+    { extension: 'x' },
+    { extension: [{}] },
+    { extension: [{ url: 'http://x', valueFoo: 1 }] },
+  ),
   fc.string({ maxLength: 20 }),
   fc.jsonValue({ maxDepth: 2 }),
 );
-const plausible = fc.constantFrom('male', 'female', GENDER_CS, GENDER_VS, '1.0', '2020-01-01', 'http://unitsofmeasure.org', 'kg', 'Patient/1', 12, 3.5, true);
+const plausible = fc.constantFrom(
+  'male',
+  'female',
+  GENDER_CS,
+  GENDER_VS,
+  '1.0',
+  '2020-01-01',
+  'http://unitsofmeasure.org',
+  'kg',
+  'Patient/1',
+  12,
+  3.5,
+  true,
+);
 
 function datatypeValue(type: string, depth: number): fc.Arbitrary<unknown> {
   const fields = ELEMENTS[type] ?? ELEMENTS.Coding;
@@ -276,10 +488,14 @@ function datatypeValue(type: string, depth: number): fc.Arbitrary<unknown> {
     return LISTS.has(name) ? fc.oneof(fc.array(one, { maxLength: 3 }), one) : one;
   };
   const record = fc.record(Object.fromEntries(fields.map((f) => [f, field(f)])), { requiredKeys: [] });
-  const withExtra = fc.tuple(record, fc.option(fc.tuple(fc.constantFrom('foo', 'id', 'extension', '_code', 'resourceType'), junk))).map(([value, extra]) =>
-    extra ? { ...(value as object), [extra[0]]: extra[1] } : value,
+  const withExtra = fc
+    .tuple(record, fc.option(fc.tuple(fc.constantFrom('foo', 'id', 'extension', '_code', 'resourceType'), junk)))
+    .map(([value, extra]) => (extra ? { ...(value as object), [extra[0]]: extra[1] } : value));
+  return fc.oneof(
+    { weight: 6, arbitrary: withExtra },
+    { weight: 1, arbitrary: junk },
+    { weight: 1, arbitrary: fc.array(withExtra, { maxLength: 2 }) },
   );
-  return fc.oneof({ weight: 6, arbitrary: withExtra }, { weight: 1, arbitrary: junk }, { weight: 1, arbitrary: fc.array(withExtra, { maxLength: 2 }) });
 }
 
 interface Target {
@@ -301,21 +517,47 @@ function targets(): Target[] {
     if (spec.system) urls.push({ url: `${BASE}/$${spec.code}`, key: spec.code });
     for (const type of spec.resources) {
       if (spec.typeLevel) urls.push({ url: `${BASE}/${type}/$${spec.code}`, key: `${type}/${spec.code}` });
-      if (spec.instance && INSTANCES[type]) urls.push({ url: `${BASE}/${type}/${INSTANCES[type]}/$${spec.code}`, key: `${type}/${spec.code}` });
+      if (spec.instance && INSTANCES[type])
+        urls.push({ url: `${BASE}/${type}/${INSTANCES[type]}/$${spec.code}`, key: `${type}/${spec.code}` });
     }
     for (const { url, key } of urls) {
       const baseline = BASELINE[key] ?? [];
       for (const param of spec.inputs) {
         if (param.part.length > 0) {
-          for (const part of param.part) list.push({ url, param: part, wrap: (entry) => [...baseline, { name: param.name, part: [{ ...entry, name: part.name }] }] });
+          for (const part of param.part)
+            list.push({
+              url,
+              param: part,
+              wrap: (entry) => [...baseline, { name: param.name, part: [{ ...entry, name: part.name }] }],
+            });
         } else if (param.type === 'Parameters') {
           // A batch entry is a whole request of its own: fuzz its coded parameters.
           for (const name of ['coding', 'codeableConcept']) {
             const inner = { ...param, name, type: name === 'coding' ? 'Coding' : 'CodeableConcept' };
-            list.push({ url, param: inner, wrap: (entry) => [...baseline, { name: param.name, resource: { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: GENDER_VS }, { ...entry, name }] } }] });
+            list.push({
+              url,
+              param: inner,
+              wrap: (entry) => [
+                ...baseline,
+                {
+                  name: param.name,
+                  resource: {
+                    resourceType: 'Parameters',
+                    parameter: [
+                      { name: 'url', valueUri: GENDER_VS },
+                      { ...entry, name },
+                    ],
+                  },
+                },
+              ],
+            });
           }
         } else {
-          list.push({ url, param, wrap: (entry) => [...baseline.filter((b) => b.name !== param.name), { ...entry, name: param.name }] });
+          list.push({
+            url,
+            param,
+            wrap: (entry) => [...baseline.filter((b) => b.name !== param.name), { ...entry, name: param.name }],
+          });
         }
       }
     }
@@ -326,19 +568,40 @@ function targets(): Target[] {
 describe('fuzzing complex-typed operation parameters', () => {
   test('Coding, CodeableConcept, Quantity, Reference, Identifier ... with wrong types, nulls, arrays and bad primitives, at every operation: never a 5xx', async () => {
     const all = targets();
-    const complex = all.filter((t) => t.param.type !== undefined && /^[A-Z]/.test(t.param.type) && ELEMENTS[t.param.type]);
+    const complex = all.filter(
+      (t) => t.param.type !== undefined && /^[A-Z]/.test(t.param.type) && ELEMENTS[t.param.type],
+    );
     expect(complex.length).toBeGreaterThan(10);
     const request = fc.oneof(
       // The declared type, fuzzed: what gets past the type check reaches the handler.
-      { weight: 3, arbitrary: fc.constantFrom(...complex).chain((t) => fc.record({ target: fc.constant(t), type: fc.constant(t.param.type as string), value: datatypeValue(t.param.type as string, 0) })) },
+      {
+        weight: 3,
+        arbitrary: fc.constantFrom(...complex).chain((t) =>
+          fc.record({
+            target: fc.constant(t),
+            type: fc.constant(t.param.type as string),
+            value: datatypeValue(t.param.type as string, 0),
+          }),
+        ),
+      },
       // Any data type at any parameter.
-      { weight: 1, arbitrary: fc.record({ target: fc.constantFrom(...all), type: fc.constantFrom(...FUZZED_TYPES) }).chain((r) => datatypeValue(r.type, 0).map((value) => ({ ...r, value }))) },
+      {
+        weight: 1,
+        arbitrary: fc
+          .record({ target: fc.constantFrom(...all), type: fc.constantFrom(...FUZZED_TYPES) })
+          .chain((r) => datatypeValue(r.type, 0).map((value) => ({ ...r, value }))),
+      },
     );
     const statuses = new Map<number, number>();
     await fc.assert(
       fc.asyncProperty(request, async ({ target, type, value }) => {
         const entry = { [`value${type}`]: value };
-        const res = await app.inject({ method: 'POST', url: target.url, headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Parameters', parameter: target.wrap(entry) } });
+        const res = await app.inject({
+          method: 'POST',
+          url: target.url,
+          headers: { 'content-type': 'application/fhir+json' },
+          payload: { resourceType: 'Parameters', parameter: target.wrap(entry) },
+        });
         expectFhirAnswer(res);
         statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
       }),
@@ -355,10 +618,18 @@ describe('fuzzing complex-typed operation parameters', () => {
       method: 'POST',
       url: `${BASE}/ValueSet/$validate-code`,
       headers: { 'content-type': 'application/fhir+json' },
-      payload: { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' }, { name: 'coding', valueCoding: { system: GENDER_CS, version: 'a b', code: 'male' } }] },
+      payload: {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' },
+          { name: 'coding', valueCoding: { system: GENDER_CS, version: 'a b', code: 'male' } },
+        ],
+      },
     });
     expect(res.statusCode, res.body).toBe(200);
-    const caused = (res.json().parameter as { name: string; valueCanonical?: string }[]).filter((p) => p.name.startsWith('x-'));
+    const caused = (res.json().parameter as { name: string; valueCanonical?: string }[]).filter((p) =>
+      p.name.startsWith('x-'),
+    );
     expect(caused.map((p) => p.valueCanonical)).toEqual([`${GENDER_CS}|a%20b`]);
   });
 
@@ -367,7 +638,10 @@ describe('fuzzing complex-typed operation parameters', () => {
       ['ValueSet/$validate-code', { name: 'coding', valueCoding: { system: GENDER_CS, code: 'female ' } }],
       ['ValueSet/$validate-code', { name: 'coding', valueCoding: { system: 'http://x y', code: 'female' } }],
       ['ValueSet/$validate-code', { name: 'coding', valueCoding: { system: GENDER_CS, code: 7 } }],
-      ['ValueSet/$validate-code', { name: 'codeableConcept', valueCodeableConcept: { coding: { system: GENDER_CS, code: 'female' } } }],
+      [
+        'ValueSet/$validate-code',
+        { name: 'codeableConcept', valueCodeableConcept: { coding: { system: GENDER_CS, code: 'female' } } },
+      ],
       ['ValueSet/$validate-code', { name: 'codeableConcept', valueCodeableConcept: { coding: [null] } }],
       ['CodeSystem/$lookup', { name: 'coding', valueCoding: { system: GENDER_CS, code: ['female'] } }],
       ['CodeSystem/$subsumes', { name: 'codingA', valueCoding: { system: GENDER_CS, code: 'male', version: 3 } }],
@@ -376,7 +650,15 @@ describe('fuzzing complex-typed operation parameters', () => {
       ['ValueSet/$validate-code', { name: 'coding', valueCoding: { system: GENDER_CS, code: 'ma\u0002le' } }],
     ];
     for (const [path, entry] of cases) {
-      const res = await app.inject({ method: 'POST', url: `${BASE}/${path}`, headers: { 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: path.startsWith('ValueSet') ? GENDER_VS : GENDER_CS }, entry] } });
+      const res = await app.inject({
+        method: 'POST',
+        url: `${BASE}/${path}`,
+        headers: { 'content-type': 'application/fhir+json' },
+        payload: {
+          resourceType: 'Parameters',
+          parameter: [{ name: 'url', valueUri: path.startsWith('ValueSet') ? GENDER_VS : GENDER_CS }, entry],
+        },
+      });
       expect(res.statusCode, `${path} ${JSON.stringify(entry)}: ${res.body}`).toBe(400);
       const issue = res.json().issue[0];
       expect(issue.details.text).toContain(`Parameter '${entry.name}'`);

@@ -29,17 +29,34 @@ const latencies: number[] = [];
 const figures: string[] = [];
 
 const doubling = (levels: number) =>
-  [`{ Patient(id: "p1") { ...F${levels} } }`, 'fragment F0 on Patient { id }', ...Array.from({ length: levels }, (_, i) => `fragment F${i + 1} on Patient { ...F${i} ...F${i} }`)].join('\n');
+  [
+    `{ Patient(id: "p1") { ...F${levels} } }`,
+    'fragment F0 on Patient { id }',
+    ...Array.from({ length: levels }, (_, i) => `fragment F${i + 1} on Patient { ...F${i} ...F${i} }`),
+  ].join('\n');
 const nestedDoubling = (levels: number) =>
-  [`{ Patient(id: "p1") { extension { ...E${levels} } } }`, 'fragment E0 on Extension { url }', ...Array.from({ length: levels }, (_, i) => `fragment E${i + 1} on Extension { extension { ...E${i} } extension { ...E${i} } }`)].join('\n');
+  [
+    `{ Patient(id: "p1") { extension { ...E${levels} } } }`,
+    'fragment E0 on Extension { url }',
+    ...Array.from(
+      { length: levels },
+      (_, i) => `fragment E${i + 1} on Extension { extension { ...E${i} } extension { ...E${i} } }`,
+    ),
+  ].join('\n');
 
 /** The shapes of the issue, and the variants it names. */
 const HOSTILE: [string, string][] = [
   ['40 nested named fragments, each spread twice', doubling(40)],
   ['24 levels of fragments spread twice', doubling(24)],
   ['24 levels through fields, each spread twice', nestedDoubling(24)],
-  ['inline fragments nested 60 deep, a field at each', `{ Patient(id: "p1") { ${'... on Patient { id '.repeat(60)}${'}'.repeat(60)} } }`],
-  ['inline fragments nested 5,000 deep', `{ Patient(id: "p1") { ${'... on Patient { id '.repeat(5_000)}${'}'.repeat(5_000)} } }`],
+  [
+    'inline fragments nested 60 deep, a field at each',
+    `{ Patient(id: "p1") { ${'... on Patient { id '.repeat(60)}${'}'.repeat(60)} } }`,
+  ],
+  [
+    'inline fragments nested 5,000 deep',
+    `{ Patient(id: "p1") { ${'... on Patient { id '.repeat(5_000)}${'}'.repeat(5_000)} } }`,
+  ],
   ['one alias repeated 5,000 times at one level', `{ Patient(id: "p1") { ${'a: id '.repeat(5_000)} } }`],
   ['2,000 fields of one name, each with fields', `{ Patient(id: "p1") { ${'name { family given } '.repeat(2_000)} } }`],
   ['2,000 aliases of one name over a list', `{ PatientList { ${'n: name { family } '.repeat(2_000)} } }`],
@@ -49,7 +66,11 @@ beforeAll(async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-graphql-costs-'));
   server = startServer({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' }, await freePort());
   await waitForServer(server);
-  const put = await fetch(`${server.base}/Patient/p1`, { method: 'PUT', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Doe' }] }) });
+  const put = await fetch(`${server.base}/Patient/p1`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/fhir+json' },
+    body: JSON.stringify({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Doe' }] }),
+  });
   expect(put.status).toBeLessThan(300);
   // The GraphQL service loads, and builds its schema, with the first query: not what is measured.
   expect((await graphql('{ Patient(id: "p1") { id } }')).status).toBe(200);
@@ -65,12 +86,22 @@ afterAll(async () => {
   if (server && !(await exitsWithin(server, 'SIGTERM', 20_000))) await stopServer(server, 'SIGKILL');
   if (latencies.length > 0) {
     figures.push(`all: p99 ${percentile(latencies, 0.99).toFixed(1)} ms over ${latencies.length} requests`);
-    process.stdout.write(`GraphQL hostile documents (answer time; metadata latency beside them):\n  ${figures.join('\n  ')}\n`);
+    process.stdout.write(
+      `GraphQL hostile documents (answer time; metadata latency beside them):\n  ${figures.join('\n  ')}\n`,
+    );
   }
 });
 
-async function graphql(query: string): Promise<{ status: number; body: { errors?: { message: string; extensions?: { outcome?: { issue: { code: string }[] } } }[] } }> {
-  const res = await fetch(`${server.base}/$graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }), signal: AbortSignal.timeout(30_000) });
+async function graphql(query: string): Promise<{
+  status: number;
+  body: { errors?: { message: string; extensions?: { outcome?: { issue: { code: string }[] } } }[] };
+}> {
+  const res = await fetch(`${server.base}/$graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query }),
+    signal: AbortSignal.timeout(30_000),
+  });
   return { status: res.status, body: (await res.json()) as never };
 }
 
@@ -117,7 +148,9 @@ describe('hostile GraphQL documents answer 4xx too-costly at once, and the serve
         answers.push(performance.now() - start);
         for (const res of results) {
           expect(res.status, name).toBe(400);
-          expect(res.body.errors?.[0].extensions?.outcome?.issue[0].code, res.body.errors?.[0].message).toBe('too-costly');
+          expect(res.body.errors?.[0].extensions?.outcome?.issue[0].code, res.body.errors?.[0].message).toBe(
+            'too-costly',
+          );
         }
       }
     } finally {
@@ -126,7 +159,9 @@ describe('hostile GraphQL documents answer 4xx too-costly at once, and the serve
     }
     latencies.push(...here);
     const p99 = percentile(here, 0.99);
-    figures.push(`${name} (${query.length} bytes): answered in at most ${Math.max(...answers).toFixed(0)} ms; metadata p99 ${p99.toFixed(1)} ms, max ${Math.max(...here).toFixed(1)} ms over ${here.length} requests`);
+    figures.push(
+      `${name} (${query.length} bytes): answered in at most ${Math.max(...answers).toFixed(0)} ms; metadata p99 ${p99.toFixed(1)} ms, max ${Math.max(...here).toFixed(1)} ms over ${here.length} requests`,
+    );
     expect(Math.max(...answers), name).toBeLessThan(ANSWER_LIMIT_MS);
     expect(p99, name).toBeLessThan(p99Limit);
   });

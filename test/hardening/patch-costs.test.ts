@@ -48,7 +48,11 @@ async function metadata(): Promise<number> {
 }
 
 async function put(resource: { resourceType: string; id: string }): Promise<void> {
-  const res = await fetch(`${server.base}/${resource.resourceType}/${resource.id}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(resource) });
+  const res = await fetch(`${server.base}/${resource.resourceType}/${resource.id}`, {
+    method: 'PUT',
+    headers: JSON_HEADERS,
+    body: JSON.stringify(resource),
+  });
   expect(res.status, await res.clone().text()).toBeLessThan(300);
   await res.arrayBuffer();
 }
@@ -61,7 +65,11 @@ interface Answer {
 
 async function patch(path: string, operations: unknown[]): Promise<Answer> {
   const start = performance.now();
-  const res = await fetch(`${server.base}/${path}`, { method: 'PATCH', headers: JSON_PATCH, body: JSON.stringify(operations) });
+  const res = await fetch(`${server.base}/${path}`, {
+    method: 'PATCH',
+    headers: JSON_PATCH,
+    body: JSON.stringify(operations),
+  });
   const body = (await res.json()) as Answer['body'];
   return { status: res.status, body, ms: performance.now() - start };
 }
@@ -81,7 +89,9 @@ async function withMetadataLoop<T>(name: string, work: () => Promise<T>): Promis
     await loop;
   }
   const p99 = percentile(latencies, 0.99);
-  figures.push(`${name}: metadata p99 ${p99.toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms over ${latencies.length}`);
+  figures.push(
+    `${name}: metadata p99 ${p99.toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms over ${latencies.length}`,
+  );
   return { result, p99 };
 }
 
@@ -93,12 +103,21 @@ function percentile(values: number[], p: number): number {
 
 describe('a hostile PATCH answers 4xx promptly and stalls nothing else', () => {
   test('copy /extension into /extension/- 24 and 40 times: 422 too-costly, nothing written, metadata answered throughout', async () => {
-    const extension = Array.from({ length: 8 }, (_, i) => ({ url: 'http://example.org/x', valueString: `${i}`.padEnd(150, 'x') }));
+    const extension = Array.from({ length: 8 }, (_, i) => ({
+      url: 'http://example.org/x',
+      valueString: `${i}`.padEnd(150, 'x'),
+    }));
     await put({ resourceType: 'Patient', id: 'doubling', extension } as { resourceType: string; id: string });
     const { result, p99 } = await withMetadataLoop('doubling copy x24 and x40, 10 times each', async () => {
       const answers: Answer[] = [];
       for (let i = 0; i < 10; i++) {
-        for (const count of [24, 40]) answers.push(await patch('Patient/doubling', Array.from({ length: count }, () => ({ op: 'copy', from: '/extension', path: '/extension/-' }))));
+        for (const count of [24, 40])
+          answers.push(
+            await patch(
+              'Patient/doubling',
+              Array.from({ length: count }, () => ({ op: 'copy', from: '/extension', path: '/extension/-' })),
+            ),
+          );
       }
       return answers;
     });
@@ -114,9 +133,16 @@ describe('a hostile PATCH answers 4xx promptly and stalls nothing else', () => {
   });
 
   test('200 copies of a 500 KB string, each within the limit: applied, with the event loop given back between them', async () => {
-    await put({ resourceType: 'Patient', id: 'long', name: [{ text: 'x'.repeat(500_000) }] } as { resourceType: string; id: string });
+    await put({ resourceType: 'Patient', id: 'long', name: [{ text: 'x'.repeat(500_000) }] } as {
+      resourceType: string;
+      id: string;
+    });
     // Each copy replaces the member it lands on, so the resource stays about 1 MB throughout.
-    const operations = Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? { op: 'copy', from: '/name/0/text', path: '/name/0/family' } : { op: 'copy', from: '/name/0/family', path: '/name/0/text' }));
+    const operations = Array.from({ length: 200 }, (_, i) =>
+      i % 2 === 0
+        ? { op: 'copy', from: '/name/0/text', path: '/name/0/family' }
+        : { op: 'copy', from: '/name/0/family', path: '/name/0/text' },
+    );
     const { result, p99 } = await withMetadataLoop('200 copies of 500 KB', () => patch('Patient/long', operations));
     expect(result.status, JSON.stringify(result.body).slice(0, 300)).toBe(200);
     figures.push(`200 copies of 500 KB answered ${result.status} in ${result.ms.toFixed(0)} ms`);

@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, type TestSchema } from '../helpers/postgres';
+import {
+  freshSchema,
+  hasPostgres,
+  POSTGRES_SKIP_REASON,
+  TEST_DATABASE_URL,
+  type TestSchema,
+} from '../helpers/postgres';
 import { freePort, startServer, waitForServer, type ServerProcess } from '../helpers/process';
 import { basic, everyAcknowledgedWriteIsThere, JSON_HEADERS, stopServer, writeStream } from './write-stream';
 
@@ -60,13 +66,18 @@ describe('PostgreSQL backends terminated during concurrent writes', () => {
       expect(server.output()).not.toMatch(/Unhandled 'error' event/);
       expect(terminated).toBeGreaterThanOrEqual(KILL_ROUNDS);
       const answered = [...stream.statuses.keys()];
-      for (const status of answered) expect(status === 503 || (status >= 200 && status < 300), `status ${status}`).toBe(true);
+      for (const status of answered)
+        expect(status === 503 || (status >= 200 && status < 300), `status ${status}`).toBe(true);
       // Writes really were caught in flight, and they were told to retry.
       expect(stream.statuses.get(503) ?? 0).toBeGreaterThan(0);
 
       await everyAcknowledgedWriteIsThere(server.base, stream.acknowledged);
       // Served normally after: a new resource written and read back, and metadata.
-      const put = await fetch(`${server.base}/Basic/after-kills`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(basic('after-kills', 'after')) });
+      const put = await fetch(`${server.base}/Basic/after-kills`, {
+        method: 'PUT',
+        headers: JSON_HEADERS,
+        body: JSON.stringify(basic('after-kills', 'after')),
+      });
       expect(put.status).toBe(201);
       const read = await fetch(`${server.base}/Basic/after-kills`);
       expect(read.status).toBe(200);

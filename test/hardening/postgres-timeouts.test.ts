@@ -3,7 +3,13 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { OperationOutcome } from 'fhir/r4';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON, TEST_DATABASE_URL, type TestSchema } from '../helpers/postgres';
+import {
+  freshSchema,
+  hasPostgres,
+  POSTGRES_SKIP_REASON,
+  TEST_DATABASE_URL,
+  type TestSchema,
+} from '../helpers/postgres';
 import { freePort } from '../helpers/process';
 import { FHIR_JSON, serverApp } from '../helpers/server-app';
 
@@ -19,7 +25,10 @@ const STATEMENT_MS = 500;
 const ANSWER_WITHIN_MS = 10_000;
 
 /** The answer, or 'no answer' once `ms` passed (the request is left to finish on its own). */
-async function answerWithin(request: Promise<LightMyRequestResponse>, ms: number): Promise<LightMyRequestResponse | 'no answer'> {
+async function answerWithin(
+  request: Promise<LightMyRequestResponse>,
+  ms: number,
+): Promise<LightMyRequestResponse | 'no answer'> {
   let timer: NodeJS.Timeout | undefined;
   const bound = new Promise<'no answer'>((resolve) => (timer = setTimeout(() => resolve('no answer'), ms)));
   try {
@@ -110,7 +119,13 @@ describe('PostgreSQL statement and client timeouts', () => {
   });
 
   const read = () => app.inject({ method: 'GET', url: '/fhir/R4/Basic/slow' });
-  const write = (text: string) => app.inject({ method: 'PUT', url: '/fhir/R4/Basic/slow', headers: FHIR_JSON, payload: { resourceType: 'Basic', id: 'slow', code: { text } } });
+  const write = (text: string) =>
+    app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/Basic/slow',
+      headers: FHIR_JSON,
+      payload: { resourceType: 'Basic', id: 'slow', code: { text } },
+    });
 
   test("a statement waiting on another session's lock answers 503 timeout, and the next is served", async () => {
     expect((await write('before')).statusCode).toBe(201);
@@ -136,7 +151,9 @@ describe('PostgreSQL statement and client timeouts', () => {
     try {
       const started = Date.now();
       expectTimeoutAnswer(await answerWithin(read(), ANSWER_WITHIN_MS));
-      console.log(`a read against a silent database answered 503 after ${Date.now() - started} ms (statement timeout ${STATEMENT_MS} ms)`);
+      console.log(
+        `a read against a silent database answered 503 after ${Date.now() - started} ms (statement timeout ${STATEMENT_MS} ms)`,
+      );
     } finally {
       proxy.restore();
     }

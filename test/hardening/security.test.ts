@@ -9,7 +9,17 @@ const TOKEN = 'hardening-token-0123456789';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 
 /** Every RESTful path shape the catch-all resource route answers. */
-const REST_PATHS = ['Patient', 'Patient/x1', 'Patient/x1/_history', 'Patient/x1/_history/1', 'Patient/_search', 'Patient/_history', '_history', 'Patient/x1/Observation', 'anything'];
+const REST_PATHS = [
+  'Patient',
+  'Patient/x1',
+  'Patient/x1/_history',
+  'Patient/x1/_history/1',
+  'Patient/_search',
+  'Patient/_history',
+  '_history',
+  'Patient/x1/Observation',
+  'anything',
+];
 
 /** Concrete URLs for a route pattern: every parameter filled, for each resource type given. */
 function concreteAll(pattern: string, type: string): string[] {
@@ -36,7 +46,12 @@ describe('auth applies to every route', () => {
       for (const url of types.flatMap((type) => concreteAll(route.url, type))) {
         const isMetadata = url === '/fhir/R4/metadata' && (route.method === 'GET' || route.method === 'HEAD');
         const payload = ['POST', 'PUT', 'PATCH'].includes(route.method) ? { resourceType: 'Parameters' } : undefined;
-        const res = await app.inject({ method: route.method as 'GET', url, headers: payload ? FHIR_JSON : {}, payload });
+        const res = await app.inject({
+          method: route.method as 'GET',
+          url,
+          headers: payload ? FHIR_JSON : {},
+          payload,
+        });
         if (isMetadata) {
           expect(res.statusCode, `${route.method} ${url}`).toBe(200);
           continue;
@@ -76,17 +91,31 @@ describe('auth applies to every route', () => {
   });
 
   test('with the token the same walk never answers 401', async () => {
-    for (const route of routesOf(app)) for (const url of concreteAll(route.url, route.url.includes(':type') ? 'ValueSet' : '')) {
-      const payload = ['POST', 'PUT', 'PATCH'].includes(route.method) ? { resourceType: 'Parameters' } : undefined;
-      const res = await app.inject({ method: route.method as 'GET', url, headers: { ...AUTH, ...(payload ? FHIR_JSON : {}) }, payload });
-      expect(res.statusCode, `${route.method} ${url}`).not.toBe(401);
-      expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
-    }
+    for (const route of routesOf(app))
+      for (const url of concreteAll(route.url, route.url.includes(':type') ? 'ValueSet' : '')) {
+        const payload = ['POST', 'PUT', 'PATCH'].includes(route.method) ? { resourceType: 'Parameters' } : undefined;
+        const res = await app.inject({
+          method: route.method as 'GET',
+          url,
+          headers: { ...AUTH, ...(payload ? FHIR_JSON : {}) },
+          payload,
+        });
+        expect(res.statusCode, `${route.method} ${url}`).not.toBe(401);
+        expect(res.statusCode, `${route.method} ${url}`).toBeLessThan(500);
+      }
   });
 });
 
 /** Ids and search values built to break out of a SQL string; they must stay plain data. */
-const HOSTILE = ["x'; DROP TABLE resources; --", "' OR '1'='1", '"; DELETE FROM resource_versions; --', '\\', '%', '_', "x' UNION SELECT content FROM resource_versions --"];
+const HOSTILE = [
+  "x'; DROP TABLE resources; --",
+  "' OR '1'='1",
+  '"; DELETE FROM resource_versions; --',
+  '\\',
+  '%',
+  '_',
+  "x' UNION SELECT content FROM resource_versions --",
+];
 
 function hostileSuite(name: string, open: () => Promise<{ app: FastifyInstance; close: () => Promise<void> }>) {
   describe(`hostile ids and search values (${name})`, () => {
@@ -94,7 +123,12 @@ function hostileSuite(name: string, open: () => Promise<{ app: FastifyInstance; 
     let close: () => Promise<void>;
     beforeAll(async () => {
       ({ app, close } = await open());
-      const res = await app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/keep-me', headers: FHIR_JSON, payload: { resourceType: 'ValueSet', id: 'keep-me', url: 'http://example.org/keep', status: 'active' } });
+      const res = await app.inject({
+        method: 'PUT',
+        url: '/fhir/R4/ValueSet/keep-me',
+        headers: FHIR_JSON,
+        payload: { resourceType: 'ValueSet', id: 'keep-me', url: 'http://example.org/keep', status: 'active' },
+      });
       expect(res.statusCode).toBe(201);
     });
     afterAll(() => close());

@@ -44,7 +44,12 @@ interface SlowClient {
  * Opens a connection, sends `head`, then trickles `trickle` a byte at a time until the server
  * closes it. `answeredAtOnce`: `started` waits for the server to close the connection too.
  */
-function slowClient(port: number, kind: string, options: { head: string; trickle: string; answeredAtOnce: boolean }, sockets: Set<Socket>): SlowClient {
+function slowClient(
+  port: number,
+  kind: string,
+  options: { head: string; trickle: string; answeredAtOnce: boolean },
+  sockets: Set<Socket>,
+): SlowClient {
   let markStarted: () => void = () => undefined;
   const started = new Promise<void>((resolve) => (markStarted = resolve));
   const closed = new Promise<SlowResult>((resolve) => {
@@ -82,7 +87,9 @@ function slowClient(port: number, kind: string, options: { head: string; trickle
  */
 const uploadHead = (authorized: boolean) =>
   `PUT /fhir/R4/Basic/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/fhir+json\r\n` +
-  (authorized ? `Authorization: Bearer ${TOKEN}\r\nContent-Length: ${1024 ** 2}\r\n` : `Content-Length: ${1024 ** 3}\r\n`) +
+  (authorized
+    ? `Authorization: Bearer ${TOKEN}\r\nContent-Length: ${1024 ** 2}\r\n`
+    : `Content-Length: ${1024 ** 3}\r\n`) +
   '\r\n{"resourceType":"Basic","id":"slow","code":{"text":"';
 
 function descriptorsOf(pid: number): number {
@@ -124,13 +131,38 @@ describe('slow clients against a 400-descriptor limit', () => {
         for (let wave = 0; wave < WAVES; wave++) {
           const clients: SlowClient[] = [];
           for (let i = 0; i < UNAUTHENTICATED_UPLOADS / WAVES; i++) {
-            clients.push(slowClient(port, 'unauthenticated upload', { head: uploadHead(false), trickle: 'x', answeredAtOnce: true }, sockets));
+            clients.push(
+              slowClient(
+                port,
+                'unauthenticated upload',
+                { head: uploadHead(false), trickle: 'x', answeredAtOnce: true },
+                sockets,
+              ),
+            );
           }
           for (let i = 0; i < AUTHENTICATED_UPLOADS / WAVES; i++) {
-            clients.push(slowClient(port, 'authenticated upload', { head: uploadHead(true), trickle: 'x', answeredAtOnce: false }, sockets));
+            clients.push(
+              slowClient(
+                port,
+                'authenticated upload',
+                { head: uploadHead(true), trickle: 'x', answeredAtOnce: false },
+                sockets,
+              ),
+            );
           }
           for (let i = 0; i < SLOW_HEADERS / WAVES; i++) {
-            clients.push(slowClient(port, 'slow headers', { head: 'GET /fhir/R4/metadata HTTP/1.1\r\nHost: 127.0.0.1\r\n', trickle: 'X-Slow: abcdefgh\r\n', answeredAtOnce: false }, sockets));
+            clients.push(
+              slowClient(
+                port,
+                'slow headers',
+                {
+                  head: 'GET /fhir/R4/metadata HTTP/1.1\r\nHost: 127.0.0.1\r\n',
+                  trickle: 'X-Slow: abcdefgh\r\n',
+                  answeredAtOnce: false,
+                },
+                sockets,
+              ),
+            );
           }
           slow.push(...clients.map((c) => c.closed));
           await Promise.all(clients.map((c) => c.started));
@@ -146,9 +178,14 @@ describe('slow clients against a 400-descriptor limit', () => {
       for (let n = 0; !attackOver; n++) {
         const started = performance.now();
         try {
-          const put = await fetch(`${server.base}/Basic/legit-${n % 10}`, { method: 'PUT', headers: auth, body: JSON.stringify({ resourceType: 'Basic', id: `legit-${n % 10}`, code: { text: `turn ${n}` } }) });
+          const put = await fetch(`${server.base}/Basic/legit-${n % 10}`, {
+            method: 'PUT',
+            headers: auth,
+            body: JSON.stringify({ resourceType: 'Basic', id: `legit-${n % 10}`, code: { text: `turn ${n}` } }),
+          });
           const read = await fetch(`${server.base}/Basic/legit-${n % 10}`, { headers: auth });
-          if (put.status >= 300 || read.status !== 200) failures.push(`turn ${n}: PUT ${put.status}, GET ${read.status}`);
+          if (put.status >= 300 || read.status !== 200)
+            failures.push(`turn ${n}: PUT ${put.status}, GET ${read.status}`);
           await put.arrayBuffer();
           await read.arrayBuffer();
         } catch (err) {

@@ -56,7 +56,11 @@ function probe(base: string): { stop: () => Promise<ProbeFigures> } {
 }
 
 /** Runs `heavy` while the probe runs; the probe's figures and what `heavy` answered. */
-async function whileProbing<T>(base: string, what: string, heavy: () => Promise<T>): Promise<{ figures: ProbeFigures; result: T }> {
+async function whileProbing<T>(
+  base: string,
+  what: string,
+  heavy: () => Promise<T>,
+): Promise<{ figures: ProbeFigures; result: T }> {
   // Give the probe a few answers before the heavy request starts.
   const p = probe(base);
   await new Promise((r) => setTimeout(r, 100));
@@ -64,7 +68,9 @@ async function whileProbing<T>(base: string, what: string, heavy: () => Promise<
   const result = await heavy();
   const took = Date.now() - started;
   const figures = await p.stop();
-  console.log(`${what}: took ${took} ms; /metadata probe p99 ${figures.p99} ms, max ${figures.max} ms over ${figures.count} probes`);
+  console.log(
+    `${what}: took ${took} ms; /metadata probe p99 ${figures.p99} ms, max ${figures.max} ms over ${figures.count} probes`,
+  );
   return { figures, result };
 }
 
@@ -80,19 +86,29 @@ function bundle(type: 'batch' | 'transaction', resources: Resource[]): Bundle {
     entry: resources.map((resource, i) => ({
       fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
       resource,
-      request: resource.id ? { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } : { method: 'POST', url: resource.resourceType },
+      request: resource.id
+        ? { method: 'PUT', url: `${resource.resourceType}/${resource.id}` }
+        : { method: 'POST', url: resource.resourceType },
     })),
   };
 }
 
 const basics = (n: number, marker: string): Resource[] =>
-  Array.from({ length: n }, (_, i) => ({ resourceType: 'Basic', code: { text: `${marker} ${i}` }, identifier: [{ system: 'http://example.org/starve', value: marker }] }));
+  Array.from({ length: n }, (_, i) => ({
+    resourceType: 'Basic',
+    code: { text: `${marker} ${i}` },
+    identifier: [{ system: 'http://example.org/starve', value: marker }],
+  }));
 
 const femaleMeasure = measure('starve-female', {
   scoringCode: 'proportion',
   group: [
     {
-      population: [pop('initial-population', fhirpath('true')), pop('denominator', fhirpath('true')), pop('numerator', fhirpath("Patient.gender = 'female'"))],
+      population: [
+        pop('initial-population', fhirpath('true')),
+        pop('denominator', fhirpath('true')),
+        pop('numerator', fhirpath("Patient.gender = 'female'")),
+      ],
     },
   ],
 });
@@ -103,7 +119,19 @@ describe('on SQLite, a heavy request does not starve a /metadata probe', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'fhir-starve-'));
-    server = startServer({ DATA_DIR: dir, BODY_LIMIT: '64mb', LOG_LEVEL: 'warn', OPERATION_TIMEOUT_MS: '120000', REQUEST_TIMEOUT_MS: '300000' }, await freePort(), process.env.PROFILE_DIR ? { wrap: ['sh', '-c', `exec "$0" --cpu-prof --cpu-prof-dir=${process.env.PROFILE_DIR} "$@"`] } : {});
+    server = startServer(
+      {
+        DATA_DIR: dir,
+        BODY_LIMIT: '64mb',
+        LOG_LEVEL: 'warn',
+        OPERATION_TIMEOUT_MS: '120000',
+        REQUEST_TIMEOUT_MS: '300000',
+      },
+      await freePort(),
+      process.env.PROFILE_DIR
+        ? { wrap: ['sh', '-c', `exec "$0" --cpu-prof --cpu-prof-dir=${process.env.PROFILE_DIR} "$@"`] }
+        : {},
+    );
     await waitForServer(server);
   }, 60_000);
 
@@ -113,7 +141,9 @@ describe('on SQLite, a heavy request does not starve a /metadata probe', () => {
   });
 
   test('a batch of 10,000 creates', async () => {
-    const { figures, result } = await whileProbing(server.base, 'batch of 10,000 creates', () => post(server.base, '', bundle('batch', basics(10_000, 'batch'))));
+    const { figures, result } = await whileProbing(server.base, 'batch of 10,000 creates', () =>
+      post(server.base, '', bundle('batch', basics(10_000, 'batch'))),
+    );
     expect(result.status).toBe(200);
     const entries = (result.body as Bundle).entry ?? [];
     expect(entries).toHaveLength(10_000);
@@ -122,23 +152,37 @@ describe('on SQLite, a heavy request does not starve a /metadata probe', () => {
   }, 300_000);
 
   test('a transaction of 10,000 entries', async () => {
-    const { figures, result } = await whileProbing(server.base, 'transaction of 10,000 entries', () => post(server.base, '', bundle('transaction', basics(10_000, 'transaction'))));
+    const { figures, result } = await whileProbing(server.base, 'transaction of 10,000 entries', () =>
+      post(server.base, '', bundle('transaction', basics(10_000, 'transaction'))),
+    );
     expect(result.status).toBe(200);
     expect((result.body as Bundle).entry).toHaveLength(10_000);
     expect(figures.p99).toBeLessThan(PROBE_BOUND_MS);
   }, 300_000);
 
   test(`$evaluate-measure over ${PATIENTS} patients`, async () => {
-    const patients: Resource[] = Array.from({ length: PATIENTS }, (_, i) => ({ resourceType: 'Patient', id: `starve-${i}`, gender: i % 3 === 0 ? 'female' : 'male' }));
+    const patients: Resource[] = Array.from({ length: PATIENTS }, (_, i) => ({
+      resourceType: 'Patient',
+      id: `starve-${i}`,
+      gender: i % 3 === 0 ? 'female' : 'male',
+    }));
     expect((await post(server.base, '', bundle('transaction', [...patients, femaleMeasure]))).status).toBe(200);
     // The measure engine's modules load on first use (once per process, in one turn): not measured.
-    const warm = await fetch(`${server.base}/Measure/starve-female/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31&subject=Patient/starve-0`);
+    const warm = await fetch(
+      `${server.base}/Measure/starve-female/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31&subject=Patient/starve-0`,
+    );
     expect(warm.status).toBe(200);
     await warm.arrayBuffer();
-    const { figures, result } = await whileProbing(server.base, `$evaluate-measure over ${PATIENTS} patients`, async () => {
-      const res = await fetch(`${server.base}/Measure/starve-female/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31`);
-      return { status: res.status, body: (await res.json()) as MeasureReport };
-    });
+    const { figures, result } = await whileProbing(
+      server.base,
+      `$evaluate-measure over ${PATIENTS} patients`,
+      async () => {
+        const res = await fetch(
+          `${server.base}/Measure/starve-female/$evaluate-measure?periodStart=2019-01-01&periodEnd=2019-12-31`,
+        );
+        return { status: res.status, body: (await res.json()) as MeasureReport };
+      },
+    );
     expect(result.status, JSON.stringify(result.body).slice(0, 500)).toBe(200);
     const numerator = result.body.group?.[0].population?.find((p) => p.code?.coding?.[0].code === 'numerator');
     expect(numerator?.count).toBe(PATIENTS / 3);
@@ -169,11 +213,18 @@ describe('on SQLite, SIGTERM during a heavy request', () => {
 
   test('ends the process within DRAIN_TIMEOUT_MS + 2 s, the batch cut off between entries', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fhir-starve-term-'));
-    const server = startServer({ DATA_DIR: dir, BODY_LIMIT: '64mb', LOG_LEVEL: 'warn', DRAIN_TIMEOUT_MS: String(DRAIN_MS) }, await freePort());
+    const server = startServer(
+      { DATA_DIR: dir, BODY_LIMIT: '64mb', LOG_LEVEL: 'warn', DRAIN_TIMEOUT_MS: String(DRAIN_MS) },
+      await freePort(),
+    );
     try {
       await waitForServer(server);
       const marker = 'term';
-      void fetch(server.base, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(bundle('batch', basics(10_000, marker))) }).catch(() => undefined);
+      void fetch(server.base, {
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: JSON.stringify(bundle('batch', basics(10_000, marker))),
+      }).catch(() => undefined);
       // The batch is under way: some of its entries are written, not all (this read is answered meanwhile).
       let written = 0;
       await until(async () => {
@@ -186,7 +237,9 @@ describe('on SQLite, SIGTERM during a heavy request', () => {
       server.child.kill('SIGTERM');
       await server.exited;
       const took = Date.now() - signalled;
-      console.log(`SIGTERM during a batch (${written} entries written when sent): exited after ${took} ms (DRAIN_TIMEOUT_MS ${DRAIN_MS})`);
+      console.log(
+        `SIGTERM during a batch (${written} entries written when sent): exited after ${took} ms (DRAIN_TIMEOUT_MS ${DRAIN_MS})`,
+      );
       expect(took).toBeLessThan(DRAIN_MS + 2000);
     } finally {
       await stopServer(server, 'SIGKILL');
@@ -208,7 +261,9 @@ describe('on SQLite, SIGTERM during a heavy request', () => {
       server.child.kill('SIGTERM');
       await server.exited;
       const took = Date.now() - signalled;
-      console.log(`SIGTERM once a 30,000-entry transaction was sent: exited after ${took} ms (DRAIN_TIMEOUT_MS ${DRAIN_MS})`);
+      console.log(
+        `SIGTERM once a 30,000-entry transaction was sent: exited after ${took} ms (DRAIN_TIMEOUT_MS ${DRAIN_MS})`,
+      );
       expect(took).toBeLessThan(DRAIN_MS + 2000);
       // All or nothing: cut off, it left nothing.
       again = startServer(env, port);
@@ -226,7 +281,13 @@ describe('on SQLite, SIGTERM during a heavy request', () => {
 /** Sends a Bundle and resolves once every byte has left (the answer is not awaited). */
 function sendWhole(port: number, body: string): Promise<void> {
   return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/fhir/R4', method: 'POST', headers: { 'content-type': 'application/fhir+json', 'content-length': Buffer.byteLength(body) } });
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path: '/fhir/R4',
+      method: 'POST',
+      headers: { 'content-type': 'application/fhir+json', 'content-length': Buffer.byteLength(body) },
+    });
     req.on('error', () => undefined);
     req.on('response', (res) => res.resume());
     req.end(body, () => resolve());

@@ -26,10 +26,19 @@ async function post(base: string, type: string, body: object): Promise<{ id: str
 }
 
 function subscription(endpoint: string, tag: string) {
-  return { resourceType: 'Subscription', status: 'requested', reason: 'crash test', criteria: `Patient?identifier=urn:crash|${tag}`, channel: { type: 'rest-hook', endpoint, payload: 'application/fhir+json' } };
+  return {
+    resourceType: 'Subscription',
+    status: 'requested',
+    reason: 'crash test',
+    criteria: `Patient?identifier=urn:crash|${tag}`,
+    channel: { type: 'rest-hook', endpoint, payload: 'application/fhir+json' },
+  };
 }
 
-const patient = (tag: string): Patient => ({ resourceType: 'Patient', identifier: [{ system: 'urn:crash', value: tag }] });
+const patient = (tag: string): Patient => ({
+  resourceType: 'Patient',
+  identifier: [{ system: 'urn:crash', value: tag }],
+});
 
 function crashSuite(name: string, env: () => Record<string, string>) {
   test(`${name}: SIGKILL between commit and delivery, and the delivery still happens after restart`, async () => {
@@ -81,7 +90,10 @@ describe.skipIf(!hasPostgres)('two processes over one PostgreSQL', () => {
     const servers: ServerProcess[] = [];
     try {
       for (let i = 0; i < 2; i++) {
-        const server = startServer({ DATABASE_URL: schema.url, JOB_WORKERS: '2', OUTBOUND_ALLOW_PRIVATE: 'true' }, await freePort());
+        const server = startServer(
+          { DATABASE_URL: schema.url, JOB_WORKERS: '2', OUTBOUND_ALLOW_PRIVATE: 'true' },
+          await freePort(),
+        );
         servers.push(server);
       }
       for (const server of servers) await waitForServer(server, 120_000);
@@ -95,7 +107,9 @@ describe.skipIf(!hasPostgres)('two processes over one PostgreSQL', () => {
       await db.connect();
       try {
         for (;;) {
-          const { rows } = await db.query("SELECT COUNT(*)::int AS n FROM jobs WHERE kind = 'subscription-delivery' AND state IN ('queued', 'running')");
+          const { rows } = await db.query(
+            "SELECT COUNT(*)::int AS n FROM jobs WHERE kind = 'subscription-delivery' AND state IN ('queued', 'running')",
+          );
           if (rows[0].n === 0) break;
           await new Promise((resolve) => setTimeout(resolve, 50));
         }
@@ -121,10 +135,21 @@ describe.skipIf(!hasPostgres)('websocket fan-out over one PostgreSQL', () => {
       await waitForServer(writer, 120_000);
       // The socket's process runs no workers: only the writer's worker delivers.
       holder = await serverApp({ databaseUrl: schema.url, jobWorkers: 0 });
-      const sub = await post(writer.base, 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'ws', criteria: 'Patient?identifier=urn:crash|ws', channel: { type: 'websocket' } });
-      const tokenRes = await holder.app.inject({ method: 'GET', url: `/fhir/R4/Subscription/${sub.id}/$get-ws-binding-token` });
+      const sub = await post(writer.base, 'Subscription', {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'ws',
+        criteria: 'Patient?identifier=urn:crash|ws',
+        channel: { type: 'websocket' },
+      });
+      const tokenRes = await holder.app.inject({
+        method: 'GET',
+        url: `/fhir/R4/Subscription/${sub.id}/$get-ws-binding-token`,
+      });
       expect(tokenRes.statusCode, tokenRes.body).toBe(200);
-      const token = (tokenRes.json() as { parameter: { name: string; valueString?: string }[] }).parameter.find((p) => p.name === 'token')?.valueString;
+      const token = (tokenRes.json() as { parameter: { name: string; valueString?: string }[] }).parameter.find(
+        (p) => p.name === 'token',
+      )?.valueString;
       const socket = await holder.app.injectWS('/ws/subscriptions-r4');
       const messages: { entry?: { resource: { type?: string; id?: string } }[] }[] = [];
       socket.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString())));
@@ -132,7 +157,11 @@ describe.skipIf(!hasPostgres)('websocket fan-out over one PostgreSQL', () => {
         socket.send(JSON.stringify({ type: 'bind-with-token', payload: { token } }));
         await until(() => messages.some((m) => m.entry?.[0].resource.type === 'handshake'), 'the handshake', 30_000);
         const created = await post(writer.base, 'Patient', patient('ws'));
-        await until(() => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'), 'the event notification', 30_000);
+        await until(
+          () => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'),
+          'the event notification',
+          30_000,
+        );
         const event = messages.find((m) => m.entry?.[0].resource.type === 'event-notification');
         expect(event?.entry?.[1].resource.id).toBe(created.id);
       } finally {
@@ -145,4 +174,3 @@ describe.skipIf(!hasPostgres)('websocket fan-out over one PostgreSQL', () => {
     }
   });
 });
-

@@ -37,7 +37,15 @@ const figures: string[] = [];
 
 beforeAll(async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'fhir-costs-'));
-  server = startServer({ DATA_DIR: dataDir, OPERATION_TIMEOUT_MS: String(BUDGET_MS), LOG_LEVEL: 'warn', BODY_LIMIT: String(64 * 1024 * 1024) }, await freePort());
+  server = startServer(
+    {
+      DATA_DIR: dataDir,
+      OPERATION_TIMEOUT_MS: String(BUDGET_MS),
+      LOG_LEVEL: 'warn',
+      BODY_LIMIT: String(64 * 1024 * 1024),
+    },
+    await freePort(),
+  );
   await waitForServer(server);
   await put(deepCodeSystem());
   // Held in memory once used: indexing 30,000 stored concepts is a one-off cost of the content
@@ -62,7 +70,9 @@ afterAll(async () => {
   if (latencies.length > 0) {
     // The figure the issue asks to be reported.
     figures.push(`all: p99 ${percentile(latencies, 0.99).toFixed(1)} ms over ${latencies.length} requests`);
-    process.stdout.write(`latency of cheap requests (metadata, cached validate-code) while hostile terminology work ran:\n  ${figures.join('\n  ')}\n`);
+    process.stdout.write(
+      `latency of cheap requests (metadata, cached validate-code) while hostile terminology work ran:\n  ${figures.join('\n  ')}\n`,
+    );
   }
 });
 
@@ -77,7 +87,9 @@ function ladder(depth: number, prefix: string, times: number): ValueSet[] {
     id: `${prefix}${i}`,
     url: url(i),
     status: 'active',
-    compose: { include: i === 0 ? [{ system: GENDER }] : Array.from({ length: times }, () => ({ valueSet: [url(i - 1)] })) },
+    compose: {
+      include: i === 0 ? [{ system: GENDER }] : Array.from({ length: times }, () => ({ valueSet: [url(i - 1)] })),
+    },
   }));
 }
 
@@ -107,7 +119,11 @@ function deepCodeSystem(): CodeSystem {
 // requests
 
 async function put(resource: CodeSystem | ValueSet): Promise<void> {
-  const res = await fetch(`${server.base}/${resource.resourceType}/${resource.id}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(resource) });
+  const res = await fetch(`${server.base}/${resource.resourceType}/${resource.id}`, {
+    method: 'PUT',
+    headers: JSON_HEADERS,
+    body: JSON.stringify(resource),
+  });
   expect(res.status, await res.clone().text()).toBeLessThan(300);
   await res.arrayBuffer();
 }
@@ -121,12 +137,17 @@ interface Answer {
 
 async function operation(path: string, parameter: Parameters['parameter']): Promise<Answer> {
   const start = performance.now();
-  const res = await fetch(`${server.base}/${path}`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ resourceType: 'Parameters', parameter }) });
+  const res = await fetch(`${server.base}/${path}`, {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: JSON.stringify({ resourceType: 'Parameters', parameter }),
+  });
   const body = (await res.json()) as Answer['body'];
   return { status: res.status, body, ms: performance.now() - start };
 }
 
-const resources = (list: (ValueSet | CodeSystem | ConceptMap)[]) => list.map((resource) => ({ name: 'tx-resource', resource }));
+const resources = (list: (ValueSet | CodeSystem | ConceptMap)[]) =>
+  list.map((resource) => ({ name: 'tx-resource', resource }));
 const output = (body: Answer['body'], name: string) => body.parameter?.find((p) => p.name === name);
 
 /** GET /metadata, or a $validate-code whose answer is cached after its first time: both must be quick. */
@@ -159,7 +180,9 @@ async function withMetadataLoop<T>(name: string, work: () => Promise<T>): Promis
     done = true;
     await loop;
     latencies.push(...here);
-    figures.push(`${name}: p99 ${percentile(here, 0.99).toFixed(1)} ms, max ${Math.max(...here).toFixed(1)} ms over ${here.length} requests, peak RSS ${peakRssMb().toFixed(0)} MB`);
+    figures.push(
+      `${name}: p99 ${percentile(here, 0.99).toFixed(1)} ms, max ${Math.max(...here).toFixed(1)} ms over ${here.length} requests, peak RSS ${peakRssMb().toFixed(0)} MB`,
+    );
   }
   return { result, p99: percentile(here, 0.99) };
 }
@@ -190,7 +213,10 @@ describe('hostile terminology answers within its budget and stalls nothing else'
     const sets = diamond(40, 'inline-d');
     const { result, p99 } = await withMetadataLoop('diamond 40 inline $expand x5', async () => {
       const answers: Answer[] = [];
-      for (let i = 0; i < 5; i++) answers.push(await operation('ValueSet/$expand', [{ name: 'url', valueUri: sets[40].url }, ...resources(sets)]));
+      for (let i = 0; i < 5; i++)
+        answers.push(
+          await operation('ValueSet/$expand', [{ name: 'url', valueUri: sets[40].url }, ...resources(sets)]),
+        );
       return answers;
     });
     for (const answer of result) {
@@ -205,7 +231,9 @@ describe('hostile terminology answers within its budget and stalls nothing else'
   test('$expand of a diamond of imports 40 deep, stored with 41 PUTs', async () => {
     const sets = diamond(40, 'stored-d');
     for (const vs of sets) await put(vs);
-    const { result, p99 } = await withMetadataLoop('diamond 40 stored $expand', () => operation('ValueSet/$expand', [{ name: 'url', valueUri: sets[40].url }]));
+    const { result, p99 } = await withMetadataLoop('diamond 40 stored $expand', () =>
+      operation('ValueSet/$expand', [{ name: 'url', valueUri: sets[40].url }]),
+    );
     answeredWithinBudget(result);
     expect(result.status).toBe(200);
     expect(result.body.expansion?.total).toBe(4);
@@ -217,7 +245,14 @@ describe('hostile terminology answers within its budget and stalls nothing else'
     const { result, p99 } = await withMetadataLoop('diamond 40 inline $validate-code', async () => {
       const answers: Answer[] = [];
       for (const code of ['nonsense', 'male']) {
-        answers.push(await operation('ValueSet/$validate-code', [{ name: 'url', valueUri: sets[40].url }, { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: code }, ...resources(sets)]));
+        answers.push(
+          await operation('ValueSet/$validate-code', [
+            { name: 'url', valueUri: sets[40].url },
+            { name: 'system', valueUri: GENDER },
+            { name: 'code', valueCode: code },
+            ...resources(sets),
+          ]),
+        );
       }
       return answers;
     });
@@ -236,7 +271,10 @@ describe('hostile terminology answers within its budget and stalls nothing else'
       compose: { include: [{ system: DEEP_URL, filter: [{ property: 'concept', op: op as 'is-a', value }] }] },
     });
     const { result, p99 } = await withMetadataLoop('30,000 deep is-not-a, descendent-leaf', async () => ({
-      isNotA: await operation('ValueSet/$expand', [{ name: 'valueSet', resource: filtered('is-not-a', 'd25000') }, { name: 'count', valueInteger: 10 }]),
+      isNotA: await operation('ValueSet/$expand', [
+        { name: 'valueSet', resource: filtered('is-not-a', 'd25000') },
+        { name: 'count', valueInteger: 10 },
+      ]),
       leaf: await operation('ValueSet/$expand', [{ name: 'valueSet', resource: filtered('descendent-leaf', 'd0') }]),
     }));
     answeredWithinBudget(result.isNotA);
@@ -252,9 +290,19 @@ describe('hostile terminology answers within its budget and stalls nothing else'
     const vs: ValueSet = {
       resourceType: 'ValueSet',
       status: 'active',
-      compose: { include: Array.from({ length: 400 }, (_, i) => ({ system: DEEP_URL, filter: [{ property: 'display', op: 'regex' as const, value: `Level .*${i}.*[13579]` }] })) },
+      compose: {
+        include: Array.from({ length: 400 }, (_, i) => ({
+          system: DEEP_URL,
+          filter: [{ property: 'display', op: 'regex' as const, value: `Level .*${i}.*[13579]` }],
+        })),
+      },
     };
-    const { result, p99 } = await withMetadataLoop('400 regex filters over 30,000 concepts', () => operation('ValueSet/$expand', [{ name: 'valueSet', resource: vs }, { name: 'count', valueInteger: 10 }]));
+    const { result, p99 } = await withMetadataLoop('400 regex filters over 30,000 concepts', () =>
+      operation('ValueSet/$expand', [
+        { name: 'valueSet', resource: vs },
+        { name: 'count', valueInteger: 10 },
+      ]),
+    );
     answeredWithinBudget(result);
     expect(p99).toBeLessThan(p99Limit);
   });
@@ -264,7 +312,15 @@ describe('no stack overflow: deep structures are walked iteratively or refused a
   test(`an import chain 990 deep inline is refused 422 too-costly (more than ${MAX_IMPORT_DEPTH} deep)`, async () => {
     const sets = chain(990, 'inline-c');
     for (const path of ['ValueSet/$expand', 'ValueSet/$validate-code']) {
-      const answer = await operation(path, [{ name: 'url', valueUri: sets[990].url }, { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }, ...resources(sets)].filter((p) => path.endsWith('expand') ? !['system', 'code'].includes(p.name) : true));
+      const answer = await operation(
+        path,
+        [
+          { name: 'url', valueUri: sets[990].url },
+          { name: 'system', valueUri: GENDER },
+          { name: 'code', valueCode: 'male' },
+          ...resources(sets),
+        ].filter((p) => (path.endsWith('expand') ? !['system', 'code'].includes(p.name) : true)),
+      );
       expect(answer.status, JSON.stringify(answer.body).slice(0, 300)).toBe(422);
       expect(answer.body.issue?.[0]?.code).toBe('too-costly');
     }
@@ -277,19 +333,34 @@ describe('no stack overflow: deep structures are walked iteratively or refused a
     const expand = await operation('ValueSet/$expand', [{ name: 'url', valueUri: sets[3_000].url }]);
     expect(expand.status).toBe(422);
     expect(expand.body.issue?.[0]?.code).toBe('too-costly');
-    const validate = await operation('ValueSet/$validate-code', [{ name: 'url', valueUri: sets[3_000].url }, { name: 'system', valueUri: GENDER }, { name: 'code', valueCode: 'male' }]);
+    const validate = await operation('ValueSet/$validate-code', [
+      { name: 'url', valueUri: sets[3_000].url },
+      { name: 'system', valueUri: GENDER },
+      { name: 'code', valueCode: 'male' },
+    ]);
     expect(validate.status).toBe(422);
     expect(validate.body.issue?.[0]?.code).toBe('too-costly');
   }, 180_000);
 
   test('the whole of a hierarchy 30,000 deep is expanded (paged, and flat beyond a readable depth)', async () => {
-    const whole: ValueSet = { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: DEEP_URL }] } };
-    const paged = await operation('ValueSet/$expand', [{ name: 'valueSet', resource: whole }, { name: 'count', valueInteger: 10 }]);
+    const whole: ValueSet = {
+      resourceType: 'ValueSet',
+      status: 'active',
+      compose: { include: [{ system: DEEP_URL }] },
+    };
+    const paged = await operation('ValueSet/$expand', [
+      { name: 'valueSet', resource: whole },
+      { name: 'count', valueInteger: 10 },
+    ]);
     expect(paged.status).toBe(200);
     expect(paged.body.expansion?.total).toBe(DEEP);
     expect(paged.body.expansion?.contains?.map((c) => c.code)).toEqual(Array.from({ length: 10 }, (_, i) => `d${i}`));
     // 300 levels, asked for whole: answered, as a flat list (a client could not parse 300 levels of nesting).
-    const shallow: ValueSet = { resourceType: 'ValueSet', status: 'active', compose: { include: [{ system: DEEP_URL, filter: [{ property: 'concept', op: 'is-not-a', value: 'd300' }] }] } };
+    const shallow: ValueSet = {
+      resourceType: 'ValueSet',
+      status: 'active',
+      compose: { include: [{ system: DEEP_URL, filter: [{ property: 'concept', op: 'is-not-a', value: 'd300' }] }] },
+    };
     const flat = await operation('ValueSet/$expand', [{ name: 'valueSet', resource: shallow }]);
     expect(flat.status).toBe(200);
     expect(flat.body.expansion?.total).toBe(300);
@@ -314,7 +385,13 @@ describe('no stack overflow: deep structures are walked iteratively or refused a
     const res = await fetch(`${server.base}/ConceptMap/$translate`, {
       method: 'POST',
       headers: JSON_HEADERS,
-      body: JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'conceptMap', resource: map }, { name: 'codeableConcept', valueCodeableConcept: { coding } }] }),
+      body: JSON.stringify({
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'conceptMap', resource: map },
+          { name: 'codeableConcept', valueCodeableConcept: { coding } },
+        ],
+      }),
     });
     const text = await res.text();
     expect(res.status, text.slice(0, 300)).toBe(422);
@@ -323,7 +400,10 @@ describe('no stack overflow: deep structures are walked iteratively or refused a
     expect(performance.now() - start).toBeLessThan(BUDGET_MS);
     // Within the limit, the matches are all there.
     const smaller: ConceptMap = { ...map, group: map.group?.slice(0, 10) };
-    const few = await operation('ConceptMap/$translate', [{ name: 'conceptMap', resource: smaller }, { name: 'codeableConcept', valueCodeableConcept: { coding: coding.slice(0, 10) } }]);
+    const few = await operation('ConceptMap/$translate', [
+      { name: 'conceptMap', resource: smaller },
+      { name: 'codeableConcept', valueCodeableConcept: { coding: coding.slice(0, 10) } },
+    ]);
     expect(few.status).toBe(200);
     expect(few.body.parameter?.filter((p) => p.name === 'match')).toHaveLength(100);
   });
@@ -332,17 +412,39 @@ describe('no stack overflow: deep structures are walked iteratively or refused a
 describe('SIGTERM during expensive work', () => {
   test('ends the process within its drain time', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'fhir-drain-'));
-    const busy = startServer({ DATA_DIR: dataDir, OPERATION_TIMEOUT_MS: '60000', DRAIN_TIMEOUT_MS: '1000', LOG_LEVEL: 'warn' }, await freePort());
+    const busy = startServer(
+      { DATA_DIR: dataDir, OPERATION_TIMEOUT_MS: '60000', DRAIN_TIMEOUT_MS: '1000', LOG_LEVEL: 'warn' },
+      await freePort(),
+    );
     try {
       await waitForServer(busy);
       const vs: ValueSet = {
         resourceType: 'ValueSet',
         status: 'active',
-        compose: { include: Array.from({ length: 2_000 }, (_, i) => ({ system: DEEP_URL, filter: [{ property: 'display', op: 'regex' as const, value: `Level .*${i}.*` }] })) },
+        compose: {
+          include: Array.from({ length: 2_000 }, (_, i) => ({
+            system: DEEP_URL,
+            filter: [{ property: 'display', op: 'regex' as const, value: `Level .*${i}.*` }],
+          })),
+        },
       };
       const cs = deepCodeSystem();
-      await fetch(`${busy.base}/CodeSystem/deep`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(cs) }).then((r) => r.arrayBuffer());
-      const work = fetch(`${busy.base}/ValueSet/$expand`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: 'valueSet', resource: vs }, { name: 'count', valueInteger: 10 }] }) }).catch(() => undefined);
+      await fetch(`${busy.base}/CodeSystem/deep`, {
+        method: 'PUT',
+        headers: JSON_HEADERS,
+        body: JSON.stringify(cs),
+      }).then((r) => r.arrayBuffer());
+      const work = fetch(`${busy.base}/ValueSet/$expand`, {
+        method: 'POST',
+        headers: JSON_HEADERS,
+        body: JSON.stringify({
+          resourceType: 'Parameters',
+          parameter: [
+            { name: 'valueSet', resource: vs },
+            { name: 'count', valueInteger: 10 },
+          ],
+        }),
+      }).catch(() => undefined);
       // The work has started once the server answers slower than usual... wait for what is checked instead:
       // metadata still answers while the expansion runs, so the signal arrives during the work.
       await fetch(`${busy.base}/metadata`).then((r) => r.arrayBuffer());

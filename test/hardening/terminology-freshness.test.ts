@@ -29,13 +29,19 @@ const codeSystem = (id: string, url: string, codes: string[]): CodeSystem => ({
 });
 
 async function put(server: ServerProcess, resource: CodeSystem): Promise<void> {
-  const res = await fetch(`${server.base}/CodeSystem/${resource.id}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(resource) });
+  const res = await fetch(`${server.base}/CodeSystem/${resource.id}`, {
+    method: 'PUT',
+    headers: JSON_HEADERS,
+    body: JSON.stringify(resource),
+  });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`PUT ${resource.id}: ${res.status} ${text.slice(0, 300)}`);
 }
 
 async function isValid(server: ServerProcess, system: string, code: string): Promise<boolean> {
-  const res = await fetch(`${server.base}/CodeSystem/$validate-code?url=${encodeURIComponent(system)}&code=${code}`, { headers: { accept: 'application/fhir+json' } });
+  const res = await fetch(`${server.base}/CodeSystem/$validate-code?url=${encodeURIComponent(system)}&code=${code}`, {
+    headers: { accept: 'application/fhir+json' },
+  });
   const body = (await res.json()) as Parameters;
   if (res.status !== 200) throw new Error(`validate-code: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
   return body.parameter?.find((p) => p.name === 'result')?.valueBoolean === true;
@@ -47,7 +53,10 @@ function twoServers(freshnessCheck: 'request' | 'notify'): ServerProcess[] {
   const servers: ServerProcess[] = [];
   beforeAll(async () => {
     schema = await freshSchema();
-    for (let i = 0; i < 2; i++) servers.push(startServer({ DATABASE_URL: schema.url, LOG_LEVEL: 'warn', FRESHNESS_CHECK: freshnessCheck }, await freePort()));
+    for (let i = 0; i < 2; i++)
+      servers.push(
+        startServer({ DATABASE_URL: schema.url, LOG_LEVEL: 'warn', FRESHNESS_CHECK: freshnessCheck }, await freePort()),
+      );
     await Promise.all(servers.map((s) => waitForServer(s)));
   });
   afterAll(async () => {
@@ -87,7 +96,8 @@ describe('FRESHNESS_CHECK=request: terminology writes are seen at once by every 
         took.write += written - start;
         // Asked twice: the first answer comes from a refresh, the second may come from the answer cache.
         for (let ask = 0; ask < 2; ask++) {
-          if ((await isValid(b, SYSTEM, 'flip')) !== present) stale.push(`write ${i}, ask ${ask}: B answered ${!present}`);
+          if ((await isValid(b, SYSTEM, 'flip')) !== present)
+            stale.push(`write ${i}, ask ${ask}: B answered ${!present}`);
         }
         took.check += performance.now() - written;
       }
@@ -95,7 +105,9 @@ describe('FRESHNESS_CHECK=request: terminology writes are seen at once by every 
       done = true;
       await Promise.all([...readers, writer]);
     }
-    process.stdout.write(`${WRITES} writes: ${(took.write / WRITES).toFixed(1)} ms per write through A, ${(took.check / WRITES / 2).toFixed(1)} ms per check through B, ${stale.length} stale\n`);
+    process.stdout.write(
+      `${WRITES} writes: ${(took.write / WRITES).toFixed(1)} ms per write through A, ${(took.check / WRITES / 2).toFixed(1)} ms per check through B, ${stale.length} stale\n`,
+    );
     expect(stale).toEqual([]);
   }, 600_000);
 });
@@ -140,7 +152,9 @@ describe('FRESHNESS_CHECK=notify: another process learns of terminology writes f
     }
     lags.sort((x, y) => x - y);
     const at = (q: number) => lags[Math.min(lags.length - 1, Math.floor(q * lags.length))].toFixed(1);
-    process.stdout.write(`${lags.length} writes through A: B answered as written after p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms (from A's acknowledgement, including B's answer)\n`);
+    process.stdout.write(
+      `${lags.length} writes through A: B answered as written after p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms (from A's acknowledgement, including B's answer)\n`,
+    );
     expect(late).toEqual([]);
   }, 600_000);
 });

@@ -19,7 +19,11 @@ function bigTransaction(marker: string): Bundle {
     type: 'transaction',
     entry: Array.from({ length: ENTRIES }, (_, i) => ({
       fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-      resource: { resourceType: 'Basic', code: { text: `entry ${i}` }, identifier: [{ system: 'http://example.org/crash', value: marker }] },
+      resource: {
+        resourceType: 'Basic',
+        code: { text: `entry ${i}` },
+        identifier: [{ system: 'http://example.org/crash', value: marker }],
+      },
       request: { method: 'POST', url: 'Basic' },
     })),
   };
@@ -28,7 +32,13 @@ function bigTransaction(marker: string): Bundle {
 /** Sends the Bundle and resolves once every byte has left (the answer, if any, is not awaited). */
 function sendAndForget(port: number, body: string): Promise<void> {
   return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/fhir/R4', method: 'POST', headers: { 'content-type': 'application/fhir+json', 'content-length': Buffer.byteLength(body) } });
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path: '/fhir/R4',
+      method: 'POST',
+      headers: { 'content-type': 'application/fhir+json', 'content-length': Buffer.byteLength(body) },
+    });
     req.on('error', () => undefined);
     req.on('response', (res) => res.resume());
     req.end(body, () => resolve());
@@ -67,5 +77,9 @@ async function crashDuringTransactions(env: Record<string, string>): Promise<voi
 }
 
 describe('SIGKILL during a large transaction', () => {
-  testOnBothBackends('all or nothing after restart', (env) => crashDuringTransactions({ ...env, BODY_LIMIT: '64mb' }), 180_000);
+  testOnBothBackends(
+    'all or nothing after restart',
+    (env) => crashDuringTransactions({ ...env, BODY_LIMIT: '64mb' }),
+    180_000,
+  );
 });

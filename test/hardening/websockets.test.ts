@@ -24,7 +24,8 @@ const BIND_TIMEOUT_MS = 2000;
 const MAX_CONNECTIONS = 200;
 
 /** `dropped`: the connection closed without an HTTP answer (what a server out of descriptors does). */
-type Outcome = { kind: 'refused'; status: number } | { kind: 'closed'; code?: number } | { kind: 'dropped'; reason: string };
+type Outcome =
+  { kind: 'refused'; status: number } | { kind: 'closed'; code?: number } | { kind: 'dropped'; reason: string };
 
 function descriptorsOf(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
@@ -49,7 +50,11 @@ describe('unbound websockets against a 400-descriptor limit', () => {
       await waitForServer(server);
       const pid = server.child.pid as number;
       const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/fhir+json' };
-      const put = await fetch(`${server.base}/Basic/legit`, { method: 'PUT', headers: auth, body: JSON.stringify({ resourceType: 'Basic', id: 'legit', code: { text: 'read me' } }) });
+      const put = await fetch(`${server.base}/Basic/legit`, {
+        method: 'PUT',
+        headers: auth,
+        body: JSON.stringify({ resourceType: 'Basic', id: 'legit', code: { text: 'read me' } }),
+      });
       expect(put.status).toBeLessThan(300);
       const baseline = descriptorsOf(pid);
 

@@ -47,7 +47,11 @@ export function writeStream(base: string, writers: number): WriteStream {
       const id = `w${w}-${n % 5}`;
       const marker = `writer ${w} write ${n}`;
       try {
-        const res = await fetch(`${base}/Basic/${id}`, { method: 'PUT', headers: JSON_HEADERS, body: JSON.stringify(basic(id, marker)) });
+        const res = await fetch(`${base}/Basic/${id}`, {
+          method: 'PUT',
+          headers: JSON_HEADERS,
+          body: JSON.stringify(basic(id, marker)),
+        });
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         if (res.ok) {
           const body = (await res.json()) as Basic;

@@ -16,8 +16,14 @@ let loaded: { params: Map<string, string[]>; expressions: Map<string, string> } 
 
 function definitions() {
   if (loaded) return loaded;
-  const compartment = JSON.parse(readFileSync(join(EXAMPLES, 'CompartmentDefinition-patient.json'), 'utf8')) as CompartmentDefinition;
-  const params = new Map((compartment.resource ?? []).filter((r) => (r.param ?? []).length > 0).map((r) => [r.code as string, r.param as string[]]));
+  const compartment = JSON.parse(
+    readFileSync(join(EXAMPLES, 'CompartmentDefinition-patient.json'), 'utf8'),
+  ) as CompartmentDefinition;
+  const params = new Map(
+    (compartment.resource ?? [])
+      .filter((r) => (r.param ?? []).length > 0)
+      .map((r) => [r.code as string, r.param as string[]]),
+  );
   const expressions = new Map<string, string>();
   for (const file of readdirSync(EXAMPLES).filter((f) => f.startsWith('SearchParameter-'))) {
     const sp = JSON.parse(readFileSync(join(EXAMPLES, file), 'utf8')) as SearchParameter;
@@ -39,7 +45,10 @@ export function inPatientCompartment(resource: Resource, id: string): boolean {
     const expression = expressions.get(`${resource.resourceType}.${code}`);
     if (!expression) continue;
     const plain = expression.replace(/\.where\(resolve\(\) is [A-Za-z]+\)/g, '');
-    const parts = plain.split('|').map((p) => p.trim()).filter((p) => p.startsWith(`${resource.resourceType}.`));
+    const parts = plain
+      .split('|')
+      .map((p) => p.trim())
+      .filter((p) => p.startsWith(`${resource.resourceType}.`));
     for (const part of parts) {
       const refs = fp(resource, part) as { reference?: string }[];
       if (refs.some((r) => r?.reference === `Patient/${id}`)) return true;

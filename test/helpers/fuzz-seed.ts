@@ -7,7 +7,8 @@ import fc from 'fast-check';
  */
 export function seedFuzzing(): void {
   const raw = process.env.FUZZ_SEED;
-  const seed = raw === 'random' ? Math.floor(Math.random() * 2 ** 31) : raw !== undefined && raw !== '' ? Number(raw) : 20261124;
+  const seed =
+    raw === 'random' ? Math.floor(Math.random() * 2 ** 31) : raw !== undefined && raw !== '' ? Number(raw) : 20261124;
   if (raw === 'random') console.info(`fuzz seed ${seed} (FUZZ_SEED=${seed} replays it)`);
   fc.configureGlobal({ seed });
 }

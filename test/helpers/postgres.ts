@@ -39,25 +39,37 @@ export async function freshSchema(): Promise<TestSchema> {
  * never allows). `run` gets the environment that points a server at the storage; both are removed
  * afterwards. (In-process apps: `onBothBackends` in ./server-app.)
  */
-export function testOnBothBackends(title: string, run: (env: Record<string, string>) => Promise<void>, timeoutMs: number): void {
-  test(`embedded storage: ${title}`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fhir-test-data-'));
-    try {
-      await run({ DATA_DIR: dir });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, timeoutMs);
+export function testOnBothBackends(
+  title: string,
+  run: (env: Record<string, string>) => Promise<void>,
+  timeoutMs: number,
+): void {
+  test(
+    `embedded storage: ${title}`,
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'fhir-test-data-'));
+      try {
+        await run({ DATA_DIR: dir });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    timeoutMs,
+  );
   if (!hasPostgres) {
     test.skip(POSTGRES_SKIP_REASON, () => undefined);
     return;
   }
-  test(`PostgreSQL: ${title}`, async () => {
-    const schema = await freshSchema();
-    try {
-      await run({ DATABASE_URL: schema.url });
-    } finally {
-      await schema.drop();
-    }
-  }, timeoutMs);
+  test(
+    `PostgreSQL: ${title}`,
+    async () => {
+      const schema = await freshSchema();
+      try {
+        await run({ DATABASE_URL: schema.url });
+      } finally {
+        await schema.drop();
+      }
+    },
+    timeoutMs,
+  );
 }

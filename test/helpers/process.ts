@@ -27,7 +27,11 @@ export interface ServerProcess {
  * Starts the server from its sources (what `npm start` bundles and runs), in its own process.
  * `wrap` runs it under another command, e.g. `['prlimit', '--nofile=400', '--']`.
  */
-export function startServer(env: Record<string, string>, port: number, options: { wrap?: string[] } = {}): ServerProcess {
+export function startServer(
+  env: Record<string, string>,
+  port: number,
+  options: { wrap?: string[] } = {},
+): ServerProcess {
   let output = '';
   const [command, ...args] = [...(options.wrap ?? []), process.execPath, '--import', 'tsx', 'src/server.ts'];
   const child = spawn(command, args, {

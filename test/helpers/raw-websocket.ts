@@ -27,12 +27,18 @@ export class RawWebSocket {
    * Sends an upgrade request for `path`: the socket when the server switched protocols (101), or
    * the HTTP status and body of its refusal.
    */
-  static async open(port: number, path: string, options: { from?: string } = {}): Promise<{ status: number; body: string; socket?: RawWebSocket }> {
+  static async open(
+    port: number,
+    path: string,
+    options: { from?: string } = {},
+  ): Promise<{ status: number; body: string; socket?: RawWebSocket }> {
     // `from`: a loopback address of 127/8 to connect from, to stand for another client.
     const socket = connect({ port, host: '127.0.0.1', localAddress: options.from });
     socket.on('error', () => undefined);
     const key = randomBytes(16).toString('base64');
-    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    socket.write(
+      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
     const { head, rest } = await readHead(socket);
     const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
     if (status !== 101) {
@@ -52,7 +58,10 @@ export class RawWebSocket {
   send(text: string): void {
     const payload = Buffer.from(text, 'utf8');
     const mask = randomBytes(4);
-    const header = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+    const header =
+      payload.length < 126
+        ? Buffer.from([0x81, 0x80 | payload.length])
+        : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
     const masked = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]));
     this.socket.write(Buffer.concat([header, mask, masked]));
   }
@@ -118,7 +127,12 @@ function readHead(socket: Socket): Promise<{ head: string; rest: Buffer }> {
       socket.off('close', onClose);
       resolve({ head: buffer.subarray(0, end).toString('latin1'), rest: buffer.subarray(end + 4) });
     };
-    const onClose = () => reject(new Error(`the server closed the connection before answering; got ${JSON.stringify(buffer.toString('latin1'))}`));
+    const onClose = () =>
+      reject(
+        new Error(
+          `the server closed the connection before answering; got ${JSON.stringify(buffer.toString('latin1'))}`,
+        ),
+      );
     socket.on('data', onData);
     socket.once('close', onClose);
   });

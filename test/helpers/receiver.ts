@@ -25,7 +25,13 @@ export class Receiver {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const request: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+        const request: Received = {
+          method: req.method ?? '',
+          url: req.url ?? '',
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          at: Date.now(),
+        };
         this.received.push(request);
         res.statusCode = this.respond(request);
         res.end();
@@ -47,7 +53,10 @@ export class Receiver {
   async until(check: (received: Received[]) => boolean, timeoutMs = 30_000): Promise<Received[]> {
     const deadline = Date.now() + timeoutMs;
     while (!check(this.received)) {
-      if (Date.now() > deadline) throw new Error(`the receiver did not get what was expected; it got ${JSON.stringify(this.received.map((r) => `${r.method} ${r.url}`))}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `the receiver did not get what was expected; it got ${JSON.stringify(this.received.map((r) => `${r.method} ${r.url}`))}`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 200);
         this.waiters.push(() => {

@@ -16,7 +16,9 @@ export async function schemaIn(databaseUrl: string): Promise<TestSchema> {
   try {
     await admin.connect();
   } catch (err) {
-    throw new Error(`PostgreSQL at ${new URL(databaseUrl).host} cannot be reached: ${(err as Error).message}`, { cause: err });
+    throw new Error(`PostgreSQL at ${new URL(databaseUrl).host} cannot be reached: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   await admin.query(`CREATE SCHEMA ${name}`);
   await admin.end();

@@ -10,7 +10,9 @@ import { expect } from 'vitest';
  */
 
 const require = createRequire(import.meta.url);
-const fhirpath = require('fhirpath') as { evaluate(resource: unknown, expression: string, env?: unknown, model?: unknown): unknown[] };
+const fhirpath = require('fhirpath') as {
+  evaluate(resource: unknown, expression: string, env?: unknown, model?: unknown): unknown[];
+};
 const r4 = require('fhirpath/fhir-context/r4');
 
 export function fp(resource: Resource, expression: string): unknown[] {
@@ -19,11 +21,18 @@ export function fp(resource: Resource, expression: string): unknown[] {
 
 /** The ids of the resources for which `test` holds, sorted. */
 export function expectedIds(resources: Resource[], type: string, test: (r: Resource) => boolean): string[] {
-  return resources.filter((r) => r.resourceType === type && test(r)).map((r) => r.id as string).sort();
+  return resources
+    .filter((r) => r.resourceType === type && test(r))
+    .map((r) => r.id as string)
+    .sort();
 }
 
 /** Every page of a search, followed by its next links: the ids of the matches, in order. */
-export async function searchAll(app: FastifyInstance, url: string, between?: () => Promise<void>): Promise<{ ids: string[]; pages: Bundle[] }> {
+export async function searchAll(
+  app: FastifyInstance,
+  url: string,
+  between?: () => Promise<void>,
+): Promise<{ ids: string[]; pages: Bundle[] }> {
   const ids: string[] = [];
   const pages: Bundle[] = [];
   let next: string | undefined = url;
@@ -51,7 +60,8 @@ export function instantRange(value: string): [number, number] {
   if (timePart === undefined) {
     const [y, m, d] = pieces;
     const start = Date.UTC(y, (m ?? 1) - 1, d ?? 1);
-    const end = d !== undefined ? Date.UTC(y, m - 1, d + 1) : m !== undefined ? Date.UTC(y, m, 1) : Date.UTC(y + 1, 0, 1);
+    const end =
+      d !== undefined ? Date.UTC(y, m - 1, d + 1) : m !== undefined ? Date.UTC(y, m, 1) : Date.UTC(y + 1, 0, 1);
     return [start, end - 1];
   }
   const at = Date.parse(value);
@@ -86,5 +96,8 @@ export function prefixHolds(prefix: string, target: [number, number], search: [n
 }
 
 export function normalized(text: string): string {
-  return text.normalize('NFD').replace(/[\u0300-\u036f]/g, '').toLowerCase();
+  return text
+    .normalize('NFD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase();
 }

@@ -15,7 +15,12 @@ export const FHIR_JSON = { 'content-type': 'application/fhir+json' };
 
 /** PUTs a resource by its id and insists it was stored. */
 export async function putResource(app: FastifyInstance, resource: Resource): Promise<void> {
-  const res = await app.inject({ method: 'PUT', url: `/fhir/R4/${resource.resourceType}/${resource.id}`, headers: FHIR_JSON, payload: resource });
+  const res = await app.inject({
+    method: 'PUT',
+    url: `/fhir/R4/${resource.resourceType}/${resource.id}`,
+    headers: FHIR_JSON,
+    payload: resource,
+  });
   expect(res.statusCode, res.body).toBeLessThan(300);
 }
 
@@ -26,7 +31,11 @@ export function postParameters(app: FastifyInstance, url: string, ...parameter: 
 
 export function param(name: string, value: unknown): Record<string, unknown> {
   if (typeof value === 'boolean') return { name, valueBoolean: value };
-  if (typeof value === 'string') return { name, [name === 'code' ? 'valueCode' : name === 'url' || name === 'system' ? 'valueUri' : 'valueString']: value };
+  if (typeof value === 'string')
+    return {
+      name,
+      [name === 'code' ? 'valueCode' : name === 'url' || name === 'system' ? 'valueUri' : 'valueString']: value,
+    };
   if (value && typeof value === 'object' && 'resourceType' in value) return { name, resource: value };
   if (value && typeof value === 'object' && 'coding' in value) return { name, valueCodeableConcept: value };
   return { name, valueCoding: value };
@@ -67,7 +76,10 @@ export interface OpenServer {
  * own (dropped afterwards) when TEST_DATABASE_URL is set (CI requires it); each `open` builds the
  * production app with `config`.
  */
-export function onBothBackends(suite: (name: string, open: () => Promise<OpenServer>) => void, config: Partial<Config> = {}): void {
+export function onBothBackends(
+  suite: (name: string, open: () => Promise<OpenServer>) => void,
+  config: Partial<Config> = {},
+): void {
   suite('SQLite', async () => {
     const server = await serverApp(config);
     return { server, cleanup: () => server.close() };

@@ -24,7 +24,11 @@ export function sharedMaterial(what: string, ...segments: string[]): SharedMater
   const path = resolve(SHARED_DIR, ...segments);
   const present = existsSync(path);
   if (!present && REQUIRE_SHARED) throw new Error(`REQUIRE_SHARED=1 but ${path} is missing`);
-  return { path, present, skipReason: `${what} tests skipped: ${path} is missing (../shared beside the checkout is optional; see README)` };
+  return {
+    path,
+    present,
+    skipReason: `${what} tests skipped: ${path} is missing (../shared beside the checkout is optional; see README)`,
+  };
 }
 
 /** Stands in for the tests that need `material`: one skipped test named for the reason, said on the console too. */

@@ -43,7 +43,9 @@ let cached: SyntheaFiles | undefined;
 export function syntheaFiles(): SyntheaFiles {
   if (cached) return cached;
   const dir = unpacked();
-  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort();
   const patients: Bundle[] = [];
   const shared: Bundle[] = [];
   let group: Group | undefined;
@@ -64,7 +66,8 @@ export function syntheaResources(options: { patients?: number } = {}): Resource[
   const bundles = [...shared, ...patients.slice(0, options.patients ?? patients.length)];
   const typeOf = new Map<string, string>();
   for (const bundle of syntheaFiles().patients.concat(shared)) {
-    for (const entry of bundle.entry ?? []) if (entry.fullUrl && entry.resource) typeOf.set(entry.fullUrl, entry.resource.resourceType);
+    for (const entry of bundle.entry ?? [])
+      if (entry.fullUrl && entry.resource) typeOf.set(entry.fullUrl, entry.resource.resourceType);
   }
   const rewrite = (resource: Resource): Resource =>
     JSON.parse(JSON.stringify(resource), (key, value: unknown) => {

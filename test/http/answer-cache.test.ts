@@ -5,7 +5,12 @@ const answer = (n: number, size: number) => `{"n":${n},"pad":"${'x'.repeat(size)
 
 describe('the answer cache', () => {
   test('keeps its keys and answers under the byte bound, however many fit in entries', () => {
-    const cache = new AnswerCache({ maxEntries: 10_000, maxAnswerBytes: 64 * 1024, maxTotalBytes: 1_000_000, admitOnRepeat: false });
+    const cache = new AnswerCache({
+      maxEntries: 10_000,
+      maxAnswerBytes: 64 * 1024,
+      maxTotalBytes: 1_000_000,
+      admitOnRepeat: false,
+    });
     for (let i = 0; i < 2_000; i++) {
       cache.set(`GET /fhir/R4/ValueSet/$expand?n=${i}`, 't', answer(i, 5_000));
       expect(cache.size.bytes).toBeLessThanOrEqual(1_000_000);
@@ -19,7 +24,12 @@ describe('the answer cache', () => {
   });
 
   test('counts a large key (a POST body) as well as the answer', () => {
-    const cache = new AnswerCache({ maxEntries: 10_000, maxAnswerBytes: 64 * 1024, maxTotalBytes: 500_000, admitOnRepeat: false });
+    const cache = new AnswerCache({
+      maxEntries: 10_000,
+      maxAnswerBytes: 64 * 1024,
+      maxTotalBytes: 500_000,
+      admitOnRepeat: false,
+    });
     const body = 'b'.repeat(60_000);
     for (let i = 0; i < 100; i++) cache.set(`POST /x\u0001${i}${body}`, 't', '{}');
     expect(cache.size.bytes).toBeLessThanOrEqual(500_000);
@@ -27,7 +37,12 @@ describe('the answer cache', () => {
   });
 
   test('answers used since the last eviction survive it, and a replaced answer is counted once', () => {
-    const cache = new AnswerCache({ maxEntries: 8, maxAnswerBytes: 1000, maxTotalBytes: 1_000_000, admitOnRepeat: false });
+    const cache = new AnswerCache({
+      maxEntries: 8,
+      maxAnswerBytes: 1000,
+      maxTotalBytes: 1_000_000,
+      admitOnRepeat: false,
+    });
     for (let i = 0; i < 8; i++) cache.set(`k${i}`, 't', `a${i}`);
     expect(cache.get('k0', 't')).toBe('a0');
     cache.set('k8', 't', 'a8');
@@ -46,7 +61,12 @@ describe('the answer cache', () => {
   });
 
   test('an answer larger than the whole bound is not kept', () => {
-    const cache = new AnswerCache({ maxEntries: 10, maxAnswerBytes: 10_000, maxTotalBytes: 2_000, admitOnRepeat: false });
+    const cache = new AnswerCache({
+      maxEntries: 10,
+      maxAnswerBytes: 10_000,
+      maxTotalBytes: 2_000,
+      admitOnRepeat: false,
+    });
     cache.set('k', 't', 'x'.repeat(5_000));
     expect(cache.size.entries).toBe(0);
   });

@@ -23,7 +23,11 @@ describe('with AUTH_TOKENS set', () => {
       expect(anonymous.headers['www-authenticate']).toMatch(/^Bearer/);
     }
     // With a token the request reaches the route (the test app has no terminology mode: 400).
-    const authorized = await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata?mode=terminology', headers: { authorization: `Bearer ${TOKEN}` } });
+    const authorized = await t.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/metadata?mode=terminology',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(authorized.statusCode).toBe(400);
   });
 
@@ -42,27 +46,48 @@ describe('with AUTH_TOKENS set', () => {
     ['POST', '/fhir/R4/metadata'],
     ['GET', '/nowhere'],
   ])('%s %s without a token is 401 with WWW-Authenticate', async (method, url) => {
-    const res = await t.app.inject({ method: method as 'GET', url, headers: FHIR, payload: method === 'GET' || method === 'DELETE' ? undefined : parameters() });
+    const res = await t.app.inject({
+      method: method as 'GET',
+      url,
+      headers: FHIR,
+      payload: method === 'GET' || method === 'DELETE' ? undefined : parameters(),
+    });
     expect(res.statusCode).toBe(401);
     expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
     expect(res.json().issue[0].code).toBe('login');
   });
 
   test('a wrong token is 401, a right one (either) passes', async () => {
-    const wrong = await t.app.inject({ method: 'GET', url: '/fhir/R4/$echo', headers: { authorization: 'Bearer nope-nope-nope-nope' } });
+    const wrong = await t.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/$echo',
+      headers: { authorization: 'Bearer nope-nope-nope-nope' },
+    });
     expect(wrong.statusCode).toBe(401);
     expect(wrong.headers['www-authenticate']).toContain('invalid_token');
     for (const token of [TOKEN, OTHER]) {
-      const ok = await t.app.inject({ method: 'GET', url: '/fhir/R4/$echo', headers: { authorization: `Bearer ${token}` } });
+      const ok = await t.app.inject({
+        method: 'GET',
+        url: '/fhir/R4/$echo',
+        headers: { authorization: `Bearer ${token}` },
+      });
       expect(ok.statusCode).toBe(200);
     }
-    const basic = await t.app.inject({ method: 'GET', url: '/fhir/R4/$echo', headers: { authorization: `Basic ${TOKEN}` } });
+    const basic = await t.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/$echo',
+      headers: { authorization: `Basic ${TOKEN}` },
+    });
     expect(basic.statusCode).toBe(401);
   });
 
   test('tokens never reach the log', async () => {
     await t.app.inject({ method: 'GET', url: '/fhir/R4/$echo', headers: { authorization: `Bearer ${TOKEN}` } });
-    await t.app.inject({ method: 'GET', url: '/fhir/R4/$echo', headers: { authorization: 'Bearer wrong-wrong-wrong-wrong' } });
+    await t.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/$echo',
+      headers: { authorization: 'Bearer wrong-wrong-wrong-wrong' },
+    });
     const log = t.logs.join('');
     expect(log).toContain('"status":200');
     expect(log).not.toContain(TOKEN);

@@ -19,7 +19,12 @@ describe('with BASE_URL set', () => {
     expect(bundle.link?.[0].url).toMatch(/^https:\/\/tx\.example\.org\/fhir\/R4\/OperationDefinition\?_id=echo(&|$)/);
     expect(bundle.entry?.[0].fullUrl).toBe('https://tx.example.org/fhir/R4/OperationDefinition/echo');
     expect(JSON.stringify(bundle)).not.toContain('attacker');
-    const created = await t.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: { host: 'attacker.example:666', 'content-type': 'application/fhir+json' }, payload: { resourceType: 'Patient' } });
+    const created = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Patient',
+      headers: { host: 'attacker.example:666', 'content-type': 'application/fhir+json' },
+      payload: { resourceType: 'Patient' },
+    });
     expect(created.headers.location).toMatch(/^https:\/\/tx\.example\.org\/fhir\/R4\/Patient\//);
   });
 });

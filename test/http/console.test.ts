@@ -9,7 +9,11 @@ describe('the web console', () => {
   afterAll(() => t.close());
 
   test('the page, its script (bundled on first use) and its style are served without a token to a browser', async () => {
-    const page = await t.app.inject({ method: 'GET', url: '/', headers: { accept: 'text/html,application/xhtml+xml' } });
+    const page = await t.app.inject({
+      method: 'GET',
+      url: '/',
+      headers: { accept: 'text/html,application/xhtml+xml' },
+    });
     expect(page.statusCode).toBe(200);
     expect(page.headers['content-type']).toMatch(/^text\/html/);
     expect(page.headers['content-security-policy']).toContain("default-src 'self'");

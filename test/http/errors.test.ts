@@ -11,7 +11,11 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 /** Every failure is an OperationOutcome, as application/fhir+json, with an error issue. */
-function expectOutcome(res: { statusCode: number; headers: Record<string, unknown>; body: string }, status: number, code?: string) {
+function expectOutcome(
+  res: { statusCode: number; headers: Record<string, unknown>; body: string },
+  status: number,
+  code?: string,
+) {
   expect(res.statusCode).toBe(status);
   expect(String(res.headers['content-type'])).toMatch(/^application\/fhir\+json/);
   const outcome = JSON.parse(res.body);
@@ -35,33 +39,61 @@ describe('every failure answers with an OperationOutcome', () => {
   });
 
   test('bad JSON', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: '{"resourceType": "Parameters",' });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/$echo',
+      headers: FHIR,
+      payload: '{"resourceType": "Parameters",',
+    });
     expect(expectOutcome(res, 400, 'structure')).toMatch(/^The request body is not valid JSON/);
   });
 
   test('an empty body where one is needed', async () => {
-    expectOutcome(await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: '' }), 400, 'required');
+    expectOutcome(
+      await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: '' }),
+      400,
+      'required',
+    );
   });
 
   test('JSON nested too deep is refused before anything walks it', async () => {
     const deep = '['.repeat(5000) + ']'.repeat(5000);
-    expect(expectOutcome(await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: deep }), 400)).toMatch(/nested more than/);
+    expect(
+      expectOutcome(await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: deep }), 400),
+    ).toMatch(/nested more than/);
   });
 
   test('prototype-poisoning keys are refused', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: '{"resourceType":"Parameters","__proto__":{"x":1}}' });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/$echo',
+      headers: FHIR,
+      payload: '{"resourceType":"Parameters","__proto__":{"x":1}}',
+    });
     expectOutcome(res, 400);
   });
 
   test('a body over BODY_LIMIT is 413', async () => {
     const big = JSON.stringify(parameters({ name: 'text', valueString: 'x'.repeat(70 * 1024) }));
-    expectOutcome(await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: big }), 413, 'too-costly');
+    expectOutcome(
+      await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: FHIR, payload: big }),
+      413,
+      'too-costly',
+    );
   });
 
-  test.each(['text/plain', 'application/xml', 'application/fhir+xml', 'multipart/form-data'])('Content-Type %s is 415', async (type) => {
-    const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', headers: { 'content-type': type }, payload: 'x' });
-    expectOutcome(res, 415, 'not-supported');
-  });
+  test.each(['text/plain', 'application/xml', 'application/fhir+xml', 'multipart/form-data'])(
+    'Content-Type %s is 415',
+    async (type) => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/fhir/R4/$echo',
+        headers: { 'content-type': type },
+        payload: 'x',
+      });
+      expectOutcome(res, 415, 'not-supported');
+    },
+  );
 
   test('a POST without any Content-Type is 415', async () => {
     const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/$echo', payload: Buffer.from('{}') });
@@ -69,9 +101,20 @@ describe('every failure answers with an OperationOutcome', () => {
   });
 
   test('asking for XML only is 406', async () => {
-    expectOutcome(await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata', headers: { accept: 'application/fhir+xml' } }), 406);
+    expectOutcome(
+      await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata', headers: { accept: 'application/fhir+xml' } }),
+      406,
+    );
     expectOutcome(await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata?_format=xml' }), 406);
-    expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/metadata', headers: { accept: 'application/fhir+json; fhirVersion=4.0' } })).statusCode).toBe(200);
+    expect(
+      (
+        await t.app.inject({
+          method: 'GET',
+          url: '/fhir/R4/metadata',
+          headers: { accept: 'application/fhir+json; fhirVersion=4.0' },
+        })
+      ).statusCode,
+    ).toBe(200);
   });
 
   test('a method a path does not take is 405 with Allow', async () => {
@@ -81,14 +124,24 @@ describe('every failure answers with an OperationOutcome', () => {
   });
 
   test('an unexpected error is 500, logged with its detail on the server only', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/$misbehave', headers: FHIR, payload: parameters({ name: 'how', valueCode: 'throw' }) });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/$misbehave',
+      headers: FHIR,
+      payload: parameters({ name: 'how', valueCode: 'throw' }),
+    });
     expectOutcome(res, 500, 'exception');
     expect(res.body).not.toContain('secret');
     expect(t.logs.join('')).toContain('secret internal detail');
   });
 
   test('an output that breaks its definition is logged with the reason', async () => {
-    await t.app.inject({ method: 'POST', url: '/fhir/R4/$misbehave', headers: FHIR, payload: parameters({ name: 'how', valueCode: 'undeclared' }) });
+    await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/$misbehave',
+      headers: FHIR,
+      payload: parameters({ name: 'how', valueCode: 'undeclared' }),
+    });
     expect(t.logs.join('')).toContain("'surprise' is not an output of the definition");
   });
 
@@ -105,7 +158,9 @@ describe('every failure answers with an OperationOutcome', () => {
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = t.app.server.address() as { port: number };
     const raw = await new Promise<string>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => socket.write('GET /fhir/R4/metadata HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'));
+      const socket = connect(port, '127.0.0.1', () =>
+        socket.write('GET /fhir/R4/metadata HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n'),
+      );
       let data = '';
       socket.on('data', (d) => (data += d));
       socket.on('end', () => resolve(data));

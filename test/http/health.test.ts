@@ -43,6 +43,12 @@ if (hasPostgres) {
   suite('PostgreSQL', async () => {
     const schema = await freshSchema();
     const server = await serverApp({ authTokens: [TOKEN], databaseUrl: schema.url });
-    return { server, cleanup: async () => { await server.app.close(); await schema.drop(); } };
+    return {
+      server,
+      cleanup: async () => {
+        await server.app.close();
+        await schema.drop();
+      },
+    };
   });
 }

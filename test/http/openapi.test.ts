@@ -12,14 +12,19 @@ const METHODS = ['get', 'post', 'put', 'delete', 'patch'] as const;
 
 interface Document {
   openapi: string;
-  paths: Record<string, Record<string, { operationId: string; parameters?: { name?: string; $ref?: string }[]; requestBody?: unknown }>>;
+  paths: Record<
+    string,
+    Record<string, { operationId: string; parameters?: { name?: string; $ref?: string }[]; requestBody?: unknown }>
+  >;
 }
 
 /** A route's URL pattern (`:id`, `*`) as a regular expression over concrete paths. */
 function routePattern(url: string): RegExp {
   const body = url
     .split('/')
-    .map((segment) => (segment === '*' ? '.+' : segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .map((segment) =>
+      segment === '*' ? '.+' : segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+    )
     .join('/');
   return new RegExp(`^${body}$`);
 }
@@ -31,7 +36,11 @@ function parameterName(p: { name?: string; $ref?: string }): string | undefined 
 
 /** A document path with every `{template}` filled in with a plausible value. */
 function concrete(path: string): string {
-  return path.replace(/\{type\}/g, 'Observation').replace(/\{vid\}/g, '1').replace(/\{file\}/g, 'app.js').replace(/\{[^}]+\}/g, 'x1');
+  return path
+    .replace(/\{type\}/g, 'Observation')
+    .replace(/\{vid\}/g, '1')
+    .replace(/\{file\}/g, 'app.js')
+    .replace(/\{[^}]+\}/g, 'x1');
 }
 
 describe('the OpenAPI document', () => {
@@ -61,7 +70,8 @@ describe('the OpenAPI document', () => {
       for (const method of METHODS) {
         if (!item[method]) continue;
         const url = concrete(path);
-        if (!routes.some((r) => r.method === method.toUpperCase() && r.pattern.test(url))) missing.push(`${method} ${path}`);
+        if (!routes.some((r) => r.method === method.toUpperCase() && r.pattern.test(url)))
+          missing.push(`${method} ${path}`);
       }
     }
     expect(missing).toEqual([]);
@@ -69,7 +79,9 @@ describe('the OpenAPI document', () => {
   });
 
   test('every route of the server is in the document, or answers 405 for that method', async () => {
-    const documented = Object.entries(doc.paths).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), url: concrete(path) })));
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      METHODS.filter((m) => item[m]).map((m) => ({ method: m.toUpperCase(), url: concrete(path) })),
+    );
     const undocumented: { method: string; url: string }[] = [];
     for (const route of routesOf(app)) {
       if (route.method === 'HEAD' || route.method === 'OPTIONS') continue;
@@ -79,10 +91,21 @@ describe('the OpenAPI document', () => {
     // What is left is a method the router takes but the server refuses there: PUT on the base,
     // GET of an operation that changes state. Each must say so with 405.
     for (const route of undocumented) {
-      const url = route.url.replace(/:type\b/g, 'Patient').replace(/:[^/]+/g, 'x1').replace(/\*/g, 'Patient');
+      const url = route.url
+        .replace(/:type\b/g, 'Patient')
+        .replace(/:[^/]+/g, 'x1')
+        .replace(/\*/g, 'Patient');
       const bodyless = route.method === 'GET' || route.method === 'DELETE';
-      const headers = { authorization: `Bearer ${TOKEN}`, ...(bodyless ? {} : { 'content-type': 'application/fhir+json' }) };
-      const res = await app.inject({ method: route.method as 'GET', url, headers, payload: bodyless ? undefined : '{}' });
+      const headers = {
+        authorization: `Bearer ${TOKEN}`,
+        ...(bodyless ? {} : { 'content-type': 'application/fhir+json' }),
+      };
+      const res = await app.inject({
+        method: route.method as 'GET',
+        url,
+        headers,
+        payload: bodyless ? undefined : '{}',
+      });
       expect(res.statusCode, `${route.method} ${route.url} is not in the document: ${res.body}`).toBe(405);
     }
   });
@@ -92,23 +115,36 @@ describe('the OpenAPI document', () => {
     for (const url of ['/fhir/R4/Unicorn/$validate', '/fhir/R4/Unicorn/1/$validate']) {
       const res = await app.inject({ method: 'POST', url, headers, payload: { resourceType: 'Patient' } });
       expect(res.statusCode).toBe(404);
-      expect(res.json().issue[0]).toMatchObject({ code: 'not-supported', details: { text: expect.stringMatching(/^Operation \$validate is not known for Unicorn \(it applies to Account, /) } });
+      expect(res.json().issue[0]).toMatchObject({
+        code: 'not-supported',
+        details: {
+          text: expect.stringMatching(/^Operation \$validate is not known for Unicorn \(it applies to Account, /),
+        },
+      });
     }
     // Beside ValueSet's own operations (static routes), ValueSet/$validate is the resource validation.
-    const validated = await app.inject({ method: 'POST', url: '/fhir/R4/ValueSet/$validate', headers, payload: { resourceType: 'ValueSet', status: 'draft' } });
+    const validated = await app.inject({
+      method: 'POST',
+      url: '/fhir/R4/ValueSet/$validate',
+      headers,
+      payload: { resourceType: 'ValueSet', status: 'draft' },
+    });
     expect(validated.statusCode).toBe(200);
     expect(validated.json().resourceType).toBe('OperationOutcome');
   });
 
   test('operations come from their definitions: GET only where the state is not changed, inputs, the answer', () => {
     const validateCode = doc.paths['/fhir/R4/ValueSet/$validate-code'];
-    expect(validateCode.get.parameters?.map(parameterName)).toEqual(expect.arrayContaining(['url', 'code', 'system', 'display']));
+    expect(validateCode.get.parameters?.map(parameterName)).toEqual(
+      expect.arrayContaining(['url', 'code', 'system', 'display']),
+    );
     expect(validateCode.post.requestBody).toBeDefined();
     expect(doc.paths['/fhir/R4/ValueSet/{id}/$expand'].get).toBeDefined();
     const writers = loadDefinitions(DEFINITIONS_DIR).filter((definition) => definition.affectsState);
     expect(writers.length).toBeGreaterThan(0);
     for (const definition of writers) {
-      for (const [path, item] of Object.entries(doc.paths)) if (path.endsWith(`/$${definition.code}`)) expect(item.get, path).toBeUndefined();
+      for (const [path, item] of Object.entries(doc.paths))
+        if (path.endsWith(`/$${definition.code}`)) expect(item.get, path).toBeUndefined();
     }
   });
 

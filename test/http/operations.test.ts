@@ -4,7 +4,12 @@ import { FHIR, parameters, testApp, type TestApp } from '../helpers/app';
 let t: TestApp;
 beforeAll(async () => {
   t = await testApp();
-  await t.app.inject({ method: 'PUT', url: '/fhir/R4/Patient/p1', headers: FHIR, payload: { resourceType: 'Patient', id: 'p1' } });
+  await t.app.inject({
+    method: 'PUT',
+    url: '/fhir/R4/Patient/p1',
+    headers: FHIR,
+    payload: { resourceType: 'Patient', id: 'p1' },
+  });
 });
 afterAll(() => t.close());
 
@@ -57,13 +62,16 @@ describe('routes come from the registry, at the levels each definition allows', 
     expect(issue(res.body).details.text).toMatch(/\$echo is not known for Observation/);
   });
 
-  test.each(['/fhir/R4/$nope', '/fhir/R4/Patient/$nope', '/fhir/R4/Patient/p1/$nope'])('unknown operation %s is 404', async (url) => {
-    const res = await post(url, parameters());
-    expect(res.statusCode).toBe(404);
-    const found = issue(res.body);
-    expect(found.code).toBe('not-supported');
-    expect(found.details.text).toMatch(/Operation \$nope is not known/);
-  });
+  test.each(['/fhir/R4/$nope', '/fhir/R4/Patient/$nope', '/fhir/R4/Patient/p1/$nope'])(
+    'unknown operation %s is 404',
+    async (url) => {
+      const res = await post(url, parameters());
+      expect(res.statusCode).toBe(404);
+      const found = issue(res.body);
+      expect(found.code).toBe('not-supported');
+      expect(found.details.text).toMatch(/Operation \$nope is not known/);
+    },
+  );
 
   test('an instance-level call on a missing resource is 404', async () => {
     const res = await post('/fhir/R4/Patient/missing/$echo', parameters());
@@ -97,7 +105,9 @@ describe('GET follows the seed rule', () => {
   });
 
   test('query values are converted by their declared type', async () => {
-    const res = await get('/fhir/R4/$echo?count=42&ratio=0.5&flag=true&when=2024-02-29&system=http://x.org&tag=a&tag=b');
+    const res = await get(
+      '/fhir/R4/$echo?count=42&ratio=0.5&flag=true&when=2024-02-29&system=http://x.org&tag=a&tag=b',
+    );
     expect(res.statusCode).toBe(200);
     const p = res.json().parameter;
     expect(p).toContainEqual({ name: 'count', valueInteger: 42 });
@@ -182,9 +192,15 @@ describe('POST bodies are checked against the definition', () => {
     expect(ok.json().parameter).toContainEqual({ name: 'attachment', resource: basic });
     // A resource parameter is checked against the R4 definitions for shape; a missing required element is
     // allowed (operations take partial resources: a tx-resource ValueSet without status, for example).
-    const partial = await post('/fhir/R4/$echo', parameters({ name: 'attachment', resource: { resourceType: 'Basic' } }));
+    const partial = await post(
+      '/fhir/R4/$echo',
+      parameters({ name: 'attachment', resource: { resourceType: 'Basic' } }),
+    );
     expect(partial.statusCode).toBe(200);
-    const invalid = await post('/fhir/R4/$echo', parameters({ name: 'attachment', resource: { resourceType: 'Basic', code: 'note' } }));
+    const invalid = await post(
+      '/fhir/R4/$echo',
+      parameters({ name: 'attachment', resource: { resourceType: 'Basic', code: 'note' } }),
+    );
     expect(invalid.statusCode).toBe(400);
     expect(issue(invalid.body).details.text).toMatch(/Basic\.code/);
     const wrong = await post('/fhir/R4/$echo', parameters({ name: 'patient', resource: { resourceType: 'Basic' } }));
@@ -198,17 +214,32 @@ describe('POST bodies are checked against the definition', () => {
     const res = await post(
       '/fhir/R4/$echo',
       parameters(
-        { name: 'pair', part: [{ name: 'key', valueString: 'a' }, { name: 'weight', valueInteger: 2 }] },
+        {
+          name: 'pair',
+          part: [
+            { name: 'key', valueString: 'a' },
+            { name: 'weight', valueInteger: 2 },
+          ],
+        },
         { name: 'pair', part: [{ name: 'key', valueString: 'b' }] },
       ),
     );
     expect(res.statusCode).toBe(200);
     const pairs = res.json().parameter.filter((p: { name: string }) => p.name === 'pair');
     expect(pairs).toEqual([
-      { name: 'pair', part: [{ name: 'key', valueString: 'a' }, { name: 'weight', valueInteger: 2 }] },
+      {
+        name: 'pair',
+        part: [
+          { name: 'key', valueString: 'a' },
+          { name: 'weight', valueInteger: 2 },
+        ],
+      },
       { name: 'pair', part: [{ name: 'key', valueString: 'b' }] },
     ]);
-    const missing = await post('/fhir/R4/$echo', parameters({ name: 'pair', part: [{ name: 'weight', valueInteger: 2 }] }));
+    const missing = await post(
+      '/fhir/R4/$echo',
+      parameters({ name: 'pair', part: [{ name: 'weight', valueInteger: 2 }] }),
+    );
     expect(missing.statusCode).toBe(400);
     expect(issue(missing.body).details.text).toBe("Parameter 'pair.key' is required");
     const flat = await post('/fhir/R4/$echo', parameters({ name: 'pair', valueString: 'x' }));
@@ -236,20 +267,30 @@ describe('POST bodies are checked against the definition', () => {
   test('a body that is not Parameters is refused', async () => {
     const res = await post('/fhir/R4/$echo', { resourceType: 'Patient' });
     expect(res.statusCode).toBe(400);
-    expect(issue(res.body).details.text).toBe('An operation invoked with POST takes a Parameters resource, not Patient');
+    expect(issue(res.body).details.text).toBe(
+      'An operation invoked with POST takes a Parameters resource, not Patient',
+    );
   });
 
   test('application/json is accepted like application/fhir+json', async () => {
-    const res = await post('/fhir/R4/$echo', parameters({ name: 'text', valueString: 'j' }), { 'content-type': 'application/json' });
+    const res = await post('/fhir/R4/$echo', parameters({ name: 'text', valueString: 'j' }), {
+      'content-type': 'application/json',
+    });
     expect(res.statusCode).toBe(200);
   });
 });
 
 describe('outputs', () => {
   test('several values of one name are several entries, never an array in one value', async () => {
-    const res = await post('/fhir/R4/$echo', parameters({ name: 'tag', valueCode: 'x' }, { name: 'tag', valueCode: 'y' }));
+    const res = await post(
+      '/fhir/R4/$echo',
+      parameters({ name: 'tag', valueCode: 'x' }, { name: 'tag', valueCode: 'y' }),
+    );
     const tags = res.json().parameter.filter((p: { name: string }) => p.name === 'tag');
-    expect(tags).toEqual([{ name: 'tag', valueCode: 'x' }, { name: 'tag', valueCode: 'y' }]);
+    expect(tags).toEqual([
+      { name: 'tag', valueCode: 'x' },
+      { name: 'tag', valueCode: 'y' },
+    ]);
   });
 
   test('a single required `return` output is the body itself', async () => {

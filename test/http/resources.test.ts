@@ -21,7 +21,12 @@ function text(body: string): string {
 
 describe('create', () => {
   test('POST creates with a server id: 201, Location, ETag, meta', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: FHIR, payload: { resourceType: 'Patient', id: 'ignored', gender: 'female' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Patient',
+      headers: FHIR,
+      payload: { resourceType: 'Patient', id: 'ignored', gender: 'female' },
+    });
     expect(res.statusCode).toBe(201);
     const body = res.json();
     expect(body.id).not.toBe('ignored');
@@ -34,18 +39,33 @@ describe('create', () => {
 
   test('an invalid resource is 400 with the path of the problem, and nothing is stored', async () => {
     // Structure only: codes are checked against their value sets by $validate (or VALIDATE_ON_WRITE).
-    const res = await t.app.inject({ method: 'PUT', url: '/fhir/R4/Patient/bad1', headers: FHIR, payload: { resourceType: 'Patient', id: 'bad1', birthDate: '1970-02-30' } });
+    const res = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/Patient/bad1',
+      headers: FHIR,
+      payload: { resourceType: 'Patient', id: 'bad1', birthDate: '1970-02-30' },
+    });
     expect(res.statusCode).toBe(400);
     const outcome = res.json();
     expect(outcome.issue[0].expression).toEqual(['Patient.birthDate']);
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/Patient/bad1' })).statusCode).toBe(404);
-    const unknown = await t.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: FHIR, payload: { resourceType: 'Patient', colour: 'blue' } });
+    const unknown = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Patient',
+      headers: FHIR,
+      payload: { resourceType: 'Patient', colour: 'blue' },
+    });
     expect(unknown.statusCode).toBe(400);
     expect(text(unknown.body)).toContain("'colour' is not an element of Patient");
   });
 
   test('a body of another type than the URL is 400', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: FHIR, payload: { resourceType: 'Observation' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Patient',
+      headers: FHIR,
+      payload: { resourceType: 'Observation' },
+    });
     expect(res.statusCode).toBe(400);
     expect(text(res.body)).toBe('The body is a Observation but the URL is for Patient');
   });
@@ -53,10 +73,20 @@ describe('create', () => {
 
 describe('update, read, vread, history, delete', () => {
   test('PUT creates when absent (201), then updates (200) with growing versions', async () => {
-    const first = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs1', headers: FHIR, payload: vs('vs1') });
+    const first = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/vs1',
+      headers: FHIR,
+      payload: vs('vs1'),
+    });
     expect(first.statusCode).toBe(201);
     expect(first.headers.etag).toBe('W/"1"');
-    const second = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs1', headers: FHIR, payload: vs('vs1', { name: 'Second' }) });
+    const second = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/vs1',
+      headers: FHIR,
+      payload: vs('vs1', { name: 'Second' }),
+    });
     expect(second.statusCode).toBe(200);
     expect(second.headers.etag).toBe('W/"2"');
     expect(second.json().meta.versionId).toBe('2');
@@ -75,33 +105,65 @@ describe('update, read, vread, history, delete', () => {
 
     const history = (await t.app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/vs1/_history' })).json();
     expect(history.type).toBe('history');
-    expect(history.entry.map((e: { resource: { meta: { versionId: string } } }) => e.resource.meta.versionId)).toEqual(['2', '1']);
+    expect(history.entry.map((e: { resource: { meta: { versionId: string } } }) => e.resource.meta.versionId)).toEqual([
+      '2',
+      '1',
+    ]);
   });
 
   test('If-Match with the current version succeeds; a stale one is 412 and changes nothing', async () => {
     await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs2', headers: FHIR, payload: vs('vs2') });
-    const ok = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs2', headers: { ...FHIR, 'if-match': 'W/"1"' }, payload: vs('vs2', { name: 'B' }) });
+    const ok = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/vs2',
+      headers: { ...FHIR, 'if-match': 'W/"1"' },
+      payload: vs('vs2', { name: 'B' }),
+    });
     expect(ok.statusCode).toBe(200);
-    const stale = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs2', headers: { ...FHIR, 'if-match': 'W/"1"' }, payload: vs('vs2', { name: 'C' }) });
+    const stale = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/vs2',
+      headers: { ...FHIR, 'if-match': 'W/"1"' },
+      payload: vs('vs2', { name: 'C' }),
+    });
     expect(stale.statusCode).toBe(412);
     expect(stale.json().issue[0].code).toBe('conflict');
     expect(text(stale.body)).toBe('If-Match expects ValueSet/vs2 at version 1, but it is at version 2');
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/vs2' })).json().name).toBe('B');
-    const garbage = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs2', headers: { ...FHIR, 'if-match': 'yesterday' }, payload: vs('vs2') });
+    const garbage = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/vs2',
+      headers: { ...FHIR, 'if-match': 'yesterday' },
+      payload: vs('vs2'),
+    });
     expect(garbage.statusCode).toBe(400);
   });
 
   test('If-None-Match with the current ETag is 304', async () => {
     await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/vs3', headers: FHIR, payload: vs('vs3') });
-    const res = await t.app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/vs3', headers: { 'if-none-match': 'W/"1"' } });
+    const res = await t.app.inject({
+      method: 'GET',
+      url: '/fhir/R4/ValueSet/vs3',
+      headers: { 'if-none-match': 'W/"1"' },
+    });
     expect(res.statusCode).toBe(304);
   });
 
   test('the id in the body must be there and match the URL', async () => {
-    const mismatch = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/x1', headers: FHIR, payload: vs('x2') });
+    const mismatch = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/x1',
+      headers: FHIR,
+      payload: vs('x2'),
+    });
     expect(mismatch.statusCode).toBe(400);
     expect(text(mismatch.body)).toBe("The id in the body ('x2') differs from the id in the URL ('x1')");
-    const missing = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/x1', headers: FHIR, payload: { resourceType: 'ValueSet', status: 'draft' } });
+    const missing = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/x1',
+      headers: FHIR,
+      payload: { resourceType: 'ValueSet', status: 'draft' },
+    });
     expect(missing.statusCode).toBe(400);
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/x1' })).statusCode).toBe(404);
   });
@@ -120,7 +182,12 @@ describe('update, read, vread, history, delete', () => {
     expect(read.statusCode).toBe(410);
     expect(read.json().issue[0].code).toBe('deleted');
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/gone/_history' })).json().total).toBe(2);
-    const back = await t.app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/gone', headers: FHIR, payload: vs('gone') });
+    const back = await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/ValueSet/gone',
+      headers: FHIR,
+      payload: vs('gone'),
+    });
     expect(back.statusCode).toBe(201);
     expect(back.json().meta.versionId).toBe('3');
     expect((await t.app.inject({ method: 'DELETE', url: '/fhir/R4/ValueSet/never' })).statusCode).toBe(204);
@@ -135,16 +202,44 @@ describe('update, read, vread, history, delete', () => {
 
 describe('search', () => {
   test('by url and version, as a searchset Bundle', async () => {
-    await t.app.inject({ method: 'PUT', url: '/fhir/R4/CodeSystem/s1', headers: FHIR, payload: { resourceType: 'CodeSystem', id: 's1', url: 'http://example.org/cs', version: '1', status: 'active', content: 'complete' } });
-    await t.app.inject({ method: 'PUT', url: '/fhir/R4/CodeSystem/s2', headers: FHIR, payload: { resourceType: 'CodeSystem', id: 's2', url: 'http://example.org/cs', version: '2', status: 'active', content: 'complete' } });
+    await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/CodeSystem/s1',
+      headers: FHIR,
+      payload: {
+        resourceType: 'CodeSystem',
+        id: 's1',
+        url: 'http://example.org/cs',
+        version: '1',
+        status: 'active',
+        content: 'complete',
+      },
+    });
+    await t.app.inject({
+      method: 'PUT',
+      url: '/fhir/R4/CodeSystem/s2',
+      headers: FHIR,
+      payload: {
+        resourceType: 'CodeSystem',
+        id: 's2',
+        url: 'http://example.org/cs',
+        version: '2',
+        status: 'active',
+        content: 'complete',
+      },
+    });
     const all = (await t.app.inject({ method: 'GET', url: '/fhir/R4/CodeSystem?url=http://example.org/cs' })).json();
     expect(all.resourceType).toBe('Bundle');
     expect(all.type).toBe('searchset');
     expect(all.total).toBe(2);
-    const one = (await t.app.inject({ method: 'GET', url: '/fhir/R4/CodeSystem?url=http://example.org/cs&version=2' })).json();
+    const one = (
+      await t.app.inject({ method: 'GET', url: '/fhir/R4/CodeSystem?url=http://example.org/cs&version=2' })
+    ).json();
     expect(one.entry.map((e: { resource: { id: string } }) => e.resource.id)).toEqual(['s2']);
     expect(one.entry[0].fullUrl).toMatch(/\/fhir\/R4\/CodeSystem\/s2$/);
-    const paged = (await t.app.inject({ method: 'GET', url: '/fhir/R4/CodeSystem?url=http://example.org/cs&_count=1' })).json();
+    const paged = (
+      await t.app.inject({ method: 'GET', url: '/fhir/R4/CodeSystem?url=http://example.org/cs&_count=1' })
+    ).json();
     expect(paged.entry).toHaveLength(1);
     expect(paged.link.find((l: { relation: string }) => l.relation === 'next')).toBeDefined();
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/CodeSystem?_count=lots' })).statusCode).toBe(400);
@@ -156,11 +251,19 @@ describe('OperationDefinitions and metadata', () => {
     const read = await t.app.inject({ method: 'GET', url: '/fhir/R4/OperationDefinition/echo' });
     expect(read.statusCode).toBe(200);
     expect(read.json().url).toBe('http://test.local/OperationDefinition/echo');
-    const search = (await t.app.inject({ method: 'GET', url: '/fhir/R4/OperationDefinition?url=http://test.local/OperationDefinition/reset' })).json();
+    const search = (
+      await t.app.inject({
+        method: 'GET',
+        url: '/fhir/R4/OperationDefinition?url=http://test.local/OperationDefinition/reset',
+      })
+    ).json();
     expect(search.type).toBe('searchset');
     expect(search.entry[0].resource.code).toBe('reset');
     expect((await t.app.inject({ method: 'GET', url: '/fhir/R4/OperationDefinition/none' })).statusCode).toBe(404);
-    expect((await t.app.inject({ method: 'PUT', url: '/fhir/R4/OperationDefinition/echo', headers: FHIR, payload: {} })).statusCode).toBe(405);
+    expect(
+      (await t.app.inject({ method: 'PUT', url: '/fhir/R4/OperationDefinition/echo', headers: FHIR, payload: {} }))
+        .statusCode,
+    ).toBe(405);
   });
 
   test('the CapabilityStatement is built from the registry and the storage', async () => {

@@ -12,12 +12,24 @@ import { freePort, startServer, until, waitForServer, type ServerProcess } from 
 /** One request on a connection of its own (closed after it). */
 function once(url: string, method = 'GET', body?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method, agent: false, headers: { connection: 'close', accept: 'application/fhir+json', ...(body ? { 'content-type': 'application/fhir+json' } : {}) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-    });
+    const req = request(
+      url,
+      {
+        method,
+        agent: false,
+        headers: {
+          connection: 'close',
+          accept: 'application/fhir+json',
+          ...(body ? { 'content-type': 'application/fhir+json' } : {}),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -29,11 +41,18 @@ function childrenOf(pid: number): number[] {
 }
 
 const codeSystem = (codes: string[]) =>
-  JSON.stringify({ resourceType: 'CodeSystem', id: 'wk', url: 'http://example.org/workers', status: 'active', content: 'complete', concept: codes.map((code) => ({ code })) });
+  JSON.stringify({
+    resourceType: 'CodeSystem',
+    id: 'wk',
+    url: 'http://example.org/workers',
+    status: 'active',
+    content: 'complete',
+    concept: codes.map((code) => ({ code })),
+  });
 
 describe('WORKERS=2: two server processes behind one port', () => {
   testOnBothBackends(
-    'both workers serve, each sees the other\'s writes, a killed worker is replaced, SIGTERM stops all',
+    "both workers serve, each sees the other's writes, a killed worker is replaced, SIGTERM stops all",
     async (storage) => {
       const server: ServerProcess = startServer({ ...storage, WORKERS: '2', LOG_LEVEL: 'warn' }, await freePort());
       try {
@@ -45,7 +64,11 @@ describe('WORKERS=2: two server processes behind one port', () => {
         // connection (round-robin), until all eight agree (the other worker learns of it by notice).
         expect((await once(`${server.base}/CodeSystem/wk`, 'PUT', codeSystem(['a']))).status).toBe(201);
         const validates = async (code: string) => {
-          const answers = await Promise.all(Array.from({ length: 8 }, () => once(`${server.base}/CodeSystem/$validate-code?url=http://example.org/workers&code=${code}`)));
+          const answers = await Promise.all(
+            Array.from({ length: 8 }, () =>
+              once(`${server.base}/CodeSystem/$validate-code?url=http://example.org/workers&code=${code}`),
+            ),
+          );
           return answers.every((a) => a.status === 200 && JSON.parse(a.body).parameter[0].valueBoolean === true);
         };
         await until(() => validates('a'), 'code a valid through both workers', 5000);
@@ -59,7 +82,15 @@ describe('WORKERS=2: two server processes behind one port', () => {
           const now = childrenOf(primary);
           return now.length === 2 && !now.includes(victim) && now.includes(survivor);
         }, 'a new worker in place of the killed one');
-        await until(async () => (await Promise.all(Array.from({ length: 4 }, () => once(`${server.base}/metadata`).catch(() => ({ status: 0 }))))).every((r) => r.status === 200), 'every connection answered');
+        await until(
+          async () =>
+            (
+              await Promise.all(
+                Array.from({ length: 4 }, () => once(`${server.base}/metadata`).catch(() => ({ status: 0 }))),
+              )
+            ).every((r) => r.status === 200),
+          'every connection answered',
+        );
         expect(await validates('b')).toBe(true);
 
         const workers = childrenOf(primary);
@@ -75,7 +106,10 @@ describe('WORKERS=2: two server processes behind one port', () => {
   );
 
   test('a first worker that cannot start (storage unreachable) ends the server with code 1, not a restart loop', async () => {
-    const server = startServer({ WORKERS: '2', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', LOG_LEVEL: 'warn' }, await freePort());
+    const server = startServer(
+      { WORKERS: '2', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', LOG_LEVEL: 'warn' },
+      await freePort(),
+    );
     try {
       expect(await server.exited, server.output()).toBe(1);
       expect(server.output()).toContain('the first worker stopped before it listened');

@@ -18,7 +18,13 @@ import { freshSchema, hasPostgres, POSTGRES_SKIP_REASON } from '../helpers/postg
  */
 
 const FAST = { backoffMs: 1, pollMs: 20, leaseMs: 2000 };
-const principal: Principal = { operator: false, project: 'p1', admin: false, client: 'c1', scopes: parseScopes('system/*.rs') };
+const principal: Principal = {
+  operator: false,
+  project: 'p1',
+  admin: false,
+  client: 'c1',
+  scopes: parseScopes('system/*.rs'),
+};
 
 /** Polls the job until `done` holds for it (the answer of the last read). */
 async function until<T extends JobView | undefined>(read: () => Promise<T>, done: (job: T) => boolean): Promise<T> {
@@ -31,7 +37,10 @@ async function until<T extends JobView | undefined>(read: () => Promise<T>, done
 
 const finished = (job: JobView | undefined) => job?.state === 'done' || job?.state === 'dead';
 
-function contract(name: string, open: () => Promise<{ store: ResourceStore; second: () => Promise<ResourceStore>; dispose: () => Promise<void> }>) {
+function contract(
+  name: string,
+  open: () => Promise<{ store: ResourceStore; second: () => Promise<ResourceStore>; dispose: () => Promise<void> }>,
+) {
   describe(`job queue (${name})`, () => {
     let store: ResourceStore;
     let second: () => Promise<ResourceStore>;
@@ -55,14 +64,19 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
     test('a job enqueued in a transaction exists only if the transaction commits; it runs as its principal, in its project', async () => {
       const seen: Job<{ n: number }>[] = [];
       const q = queue();
-      q.register({ kind: 'outbox', run: async (job: Job<{ n: number }>) => (seen.push(job), { doubled: job.input.n * 2 }) });
+      q.register({
+        kind: 'outbox',
+        run: async (job: Job<{ n: number }>) => (seen.push(job), { doubled: job.input.n * 2 }),
+      });
       await expect(
         store.transaction(async (tx) => {
           await q.enqueue({ kind: 'outbox', project: 'p1', principal, input: { n: 1 }, id: 'rolled-back' }, tx);
           throw new Error('changed my mind');
         }),
       ).rejects.toThrow('changed my mind');
-      const id = await store.transaction((tx) => q.enqueue({ kind: 'outbox', project: 'p1', principal, input: { n: 21 } }, tx));
+      const id = await store.transaction((tx) =>
+        q.enqueue({ kind: 'outbox', project: 'p1', principal, input: { n: 21 } }, tx),
+      );
       q.start(1);
       const job = await until(() => q.get(id), finished);
       expect(job).toMatchObject({ state: 'done', attempts: 1, result: { doubled: 42 }, project: 'p1' });
@@ -85,9 +99,20 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
         },
       });
       q.start(2);
-      const recovers = await q.enqueue({ kind: 'flaky', project: 'p1', principal, input: { failures: 2 }, maxAttempts: 5 });
+      const recovers = await q.enqueue({
+        kind: 'flaky',
+        project: 'p1',
+        principal,
+        input: { failures: 2 },
+        maxAttempts: 5,
+      });
       const dies = await q.enqueue({ kind: 'flaky', project: 'p1', principal, input: { failures: 9 }, maxAttempts: 3 });
-      expect(await until(() => q.get(recovers), finished)).toMatchObject({ state: 'done', attempts: 3, result: 'ok', lastError: 'attempt 2 failed' });
+      expect(await until(() => q.get(recovers), finished)).toMatchObject({
+        state: 'done',
+        attempts: 3,
+        result: 'ok',
+        lastError: 'attempt 2 failed',
+      });
       const dead = await until(() => q.get(dies), finished);
       expect(dead).toMatchObject({ state: 'dead', attempts: 3, lastError: 'attempt 3 failed' });
       expect(dead?.finishedAt).toBeGreaterThan(0);
@@ -103,7 +128,11 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       const ghost = await store.jobs.claim(['orphan'], 'ghost-worker', 1);
       expect(ghost?.id).toBe(id);
       q.start(1);
-      expect(await until(() => q.get(id), finished)).toMatchObject({ state: 'done', attempts: 2, result: 'finished on attempt 2' });
+      expect(await until(() => q.get(id), finished)).toMatchObject({
+        state: 'done',
+        attempts: 2,
+        result: 'finished on attempt 2',
+      });
       await q.stop();
     });
 
@@ -115,7 +144,9 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       const b = queue({}, other);
       a.register(handler);
       b.register(handler);
-      const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => a.enqueue({ kind: 'shared', project: 'p1', principal, input: { i } })));
+      const ids = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => a.enqueue({ kind: 'shared', project: 'p1', principal, input: { i } })),
+      );
       a.start(2);
       b.start(2);
       for (const id of ids) await until(() => a.get(id), finished);
@@ -126,48 +157,61 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       if (other !== store) await other.close();
     });
 
-    test.runIf(name === 'PostgreSQL')("a job another process enqueues wakes this process's idle worker at once (NOTIFY), long before its poll", async () => {
-      const started = Date.now();
-      // What happened when, told if the wake does not come (this failed once in ten runs beside busy loops).
-      const events: string[] = [];
-      const note = (event: string) => events.push(`${Date.now() - started} ms ${event}`);
-      const other = await second();
-      note('second store open');
-      const stopSpying = await other.notices.listen(JOBS_NOTICE_CHANNEL, () => note('notice'), () => note('notices missed'));
-      // The other process's worker polls every 10 minutes: only the notice can wake it in time.
-      const idle = new Promise<void>((resolve) => {
-        const claim = other.jobs.claim.bind(other.jobs);
-        other.jobs.claim = async (...args) => {
-          note('claim');
-          try {
-            const found = await claim(...args);
-            note(found ? 'claimed' : 'nothing to claim');
-            if (!found) resolve();
-            return found;
-          } catch (err) {
-            note(`claim failed: ${(err as Error).message}`);
-            throw err;
-          }
-        };
-      });
-      const sleeper = queue({ pollMs: 600_000, notices: other.notices }, other);
-      let ran = 0;
-      sleeper.register({ kind: 'wake-me', run: async () => void ran++ });
-      sleeper.start(1);
-      try {
-        const waited = await Promise.race([idle.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 30_000).unref())]);
-        expect(waited, `the worker never went idle\n${events.join('\n')}`).toBe(true);
-        const id = await queue().enqueue({ kind: 'wake-me', project: 'p1', principal, input: {} });
-        note('enqueued');
-        const job = await until(() => sleeper.get(id), (j) => finished(j) || Date.now() - started > 45_000);
-        expect(job?.state, `${JSON.stringify(job)}\n${events.join('\n')}`).toBe('done');
-        expect(ran).toBe(1);
-      } finally {
-        stopSpying();
-        await sleeper.stop();
-        await other.close();
-      }
-    });
+    test.runIf(name === 'PostgreSQL')(
+      "a job another process enqueues wakes this process's idle worker at once (NOTIFY), long before its poll",
+      async () => {
+        const started = Date.now();
+        // What happened when, told if the wake does not come (this failed once in ten runs beside busy loops).
+        const events: string[] = [];
+        const note = (event: string) => events.push(`${Date.now() - started} ms ${event}`);
+        const other = await second();
+        note('second store open');
+        const stopSpying = await other.notices.listen(
+          JOBS_NOTICE_CHANNEL,
+          () => note('notice'),
+          () => note('notices missed'),
+        );
+        // The other process's worker polls every 10 minutes: only the notice can wake it in time.
+        const idle = new Promise<void>((resolve) => {
+          const claim = other.jobs.claim.bind(other.jobs);
+          other.jobs.claim = async (...args) => {
+            note('claim');
+            try {
+              const found = await claim(...args);
+              note(found ? 'claimed' : 'nothing to claim');
+              if (!found) resolve();
+              return found;
+            } catch (err) {
+              note(`claim failed: ${(err as Error).message}`);
+              throw err;
+            }
+          };
+        });
+        const sleeper = queue({ pollMs: 600_000, notices: other.notices }, other);
+        let ran = 0;
+        sleeper.register({ kind: 'wake-me', run: async () => void ran++ });
+        sleeper.start(1);
+        try {
+          const waited = await Promise.race([
+            idle.then(() => true),
+            new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 30_000).unref()),
+          ]);
+          expect(waited, `the worker never went idle\n${events.join('\n')}`).toBe(true);
+          const id = await queue().enqueue({ kind: 'wake-me', project: 'p1', principal, input: {} });
+          note('enqueued');
+          const job = await until(
+            () => sleeper.get(id),
+            (j) => finished(j) || Date.now() - started > 45_000,
+          );
+          expect(job?.state, `${JSON.stringify(job)}\n${events.join('\n')}`).toBe('done');
+          expect(ran).toBe(1);
+        } finally {
+          stopSpying();
+          await sleeper.stop();
+          await other.close();
+        }
+      },
+    );
 
     test('a claim that fails (the database busy or briefly gone) is tried again soon, not after the poll', async () => {
       const claim = store.jobs.claim;
@@ -203,11 +247,19 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
         patient.start(1);
         // Refused once: written on the next try, the job ran once.
         const once = await patient.enqueue({ kind: 'end-unwritten', project: 'p1', principal, input: {} });
-        expect(await until(() => patient.get(once), finished)).toMatchObject({ state: 'done', attempts: 1, result: { run: 1 } });
+        expect(await until(() => patient.get(once), finished)).toMatchObject({
+          state: 'done',
+          attempts: 1,
+          result: { run: 1 },
+        });
         // Refused every time this worker tries (3): the lease (2 s here) runs out and the job runs again.
         refusals = 3;
         const twice = await patient.enqueue({ kind: 'end-unwritten', project: 'p1', principal, input: {} });
-        expect(await until(() => patient.get(twice), finished)).toMatchObject({ state: 'done', attempts: 2, result: { run: 3 } });
+        expect(await until(() => patient.get(twice), finished)).toMatchObject({
+          state: 'done',
+          attempts: 2,
+          result: { run: 3 },
+        });
         await patient.stop();
       } finally {
         store.jobs.complete = complete;
@@ -236,7 +288,12 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
         let look = blockNextLook();
         patient.start(1);
         await look.looking;
-        const id = await store.jobs.enqueue({ kind: 'woken-while-looking', project: 'p1', principal: principalJson(principal), input: '{}' });
+        const id = await store.jobs.enqueue({
+          kind: 'woken-while-looking',
+          project: 'p1',
+          principal: principalJson(principal),
+          input: '{}',
+        });
         patient.wake(); // what the database's notice does
         look.release();
         expect(await until(() => patient.get(id), finished)).toMatchObject({ state: 'done', result: 'ran' });
@@ -279,15 +336,29 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
     test('batched handlers: two queues share 100 short jobs claimed in batches, each runs and completes exactly once, results kept per job', async () => {
       const other = await second();
       const runs = new Map<string, number>();
-      const handler = { kind: 'batched', batch: 8, run: async (job: Job<{ i: number }>) => (runs.set(job.id, (runs.get(job.id) ?? 0) + 1), `result ${job.input.i}`) };
+      const handler = {
+        kind: 'batched',
+        batch: 8,
+        run: async (job: Job<{ i: number }>) => (
+          runs.set(job.id, (runs.get(job.id) ?? 0) + 1),
+          `result ${job.input.i}`
+        ),
+      };
       const a = queue();
       const b = queue({}, other);
       a.register(handler);
       b.register(handler);
-      const ids = await Promise.all(Array.from({ length: 100 }, (_, i) => a.enqueue({ kind: 'batched', project: 'p1', principal, input: { i } })));
+      const ids = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => a.enqueue({ kind: 'batched', project: 'p1', principal, input: { i } })),
+      );
       a.start(2);
       b.start(2);
-      for (const [i, id] of ids.entries()) expect(await until(() => a.get(id), finished)).toMatchObject({ state: 'done', attempts: 1, result: `result ${i}` });
+      for (const [i, id] of ids.entries())
+        expect(await until(() => a.get(id), finished)).toMatchObject({
+          state: 'done',
+          attempts: 1,
+          result: `result ${i}`,
+        });
       expect([...runs.values()]).toEqual(ids.map(() => 1));
       await a.stop();
       await b.stop();
@@ -308,7 +379,12 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       sweeper.register({ kind: 'fleeting', keepDoneMs: -1, run: async () => 'done' });
       sweeper.register({ kind: 'kept', run: async () => 'done' });
       sweeper.start(1);
-      expect(await until(() => sweeper.get(fleeting), (job) => job === undefined)).toBeUndefined();
+      expect(
+        await until(
+          () => sweeper.get(fleeting),
+          (job) => job === undefined,
+        ),
+      ).toBeUndefined();
       expect((await sweeper.get(kept))?.state).toBe('done');
       await sweeper.stop();
     });
@@ -323,7 +399,12 @@ function contract(name: string, open: () => Promise<{ store: ResourceStore; seco
       const sweeper = queue({ retentionMs: -1 });
       sweeper.register({ kind: 'short', run: async () => 'done' });
       sweeper.start(1);
-      expect(await until(() => sweeper.get(id), (job) => job === undefined)).toBeUndefined();
+      expect(
+        await until(
+          () => sweeper.get(id),
+          (job) => job === undefined,
+        ),
+      ).toBeUndefined();
       await sweeper.stop();
     });
   });

@@ -67,15 +67,23 @@ const population = (id: string, code: string, display: string) => ({
 export const breastCancerScreeningMeasure = {
   resourceType: 'Measure',
   id: 'BreastCancerScreeningFHIR',
-  extension: [{ url: 'http://hl7.org/fhir/us/cqfmeasures/StructureDefinition/cqfm-populationBasis', valueCode: 'boolean' }],
+  extension: [
+    { url: 'http://hl7.org/fhir/us/cqfmeasures/StructureDefinition/cqfm-populationBasis', valueCode: 'boolean' },
+  ],
   url: 'http://ecqi.healthit.gov/ecqms/Measure/BreastCancerScreeningFHIR',
   version: '2.0.003',
   name: 'BreastCancerScreeningFHIR',
   title: 'Breast Cancer Screening FHIR',
   status: 'draft',
   library: ['http://ecqi.healthit.gov/ecqms/Library/BreastCancerScreeningFHIR'],
-  scoring: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/measure-scoring', code: 'proportion', display: 'Proportion' }] },
-  improvementNotation: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/measure-improvement-notation', code: 'increase' }] },
+  scoring: {
+    coding: [
+      { system: 'http://terminology.hl7.org/CodeSystem/measure-scoring', code: 'proportion', display: 'Proportion' },
+    ],
+  },
+  improvementNotation: {
+    coding: [{ system: 'http://terminology.hl7.org/CodeSystem/measure-improvement-notation', code: 'increase' }],
+  },
   group: [
     {
       id: 'group-1',
@@ -98,14 +106,17 @@ export function countsFromName(name: string): Record<string, number> {
   const counts = { 'initial-population': 1, denominator: 1, 'denominator-exclusion': 0, numerator: 0 };
   if (kind === 'numer') counts.numerator = 1;
   else if (kind === 'denomexcl') counts['denominator-exclusion'] = 1;
-  else if (kind === 'neg-ip') return { 'initial-population': 0, denominator: 0, 'denominator-exclusion': 0, numerator: 0 };
+  else if (kind === 'neg-ip')
+    return { 'initial-population': 0, denominator: 0, 'denominator-exclusion': 0, numerator: 0 };
   else if (kind !== 'denom') throw new Error(`no counts known for a case named ${name}`);
   return counts;
 }
 
 /** Population code -> count of a report's first group. */
 export function countsOf(report: MeasureReport): Record<string, number> {
-  return Object.fromEntries((report.group?.[0]?.population ?? []).map((p) => [p.code?.coding?.[0]?.code as string, p.count as number]));
+  return Object.fromEntries(
+    (report.group?.[0]?.population ?? []).map((p) => [p.code?.coding?.[0]?.code as string, p.count as number]),
+  );
 }
 
 /** A dateTime with a time and no timezone (R4 requires one): `2019-01-16T08:30:00`. */

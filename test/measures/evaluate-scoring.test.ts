@@ -3,7 +3,20 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
 import { FHIR_JSON, onBothBackends } from '../helpers/server-app';
 import { countsOf } from './ecqm';
-import { aggregate, basis, cql, elmLibrary, fhirpath, hypertensionValueSet, measure, ownData, ownElm, ownLibrary, pop, query } from './own-measures';
+import {
+  aggregate,
+  basis,
+  cql,
+  elmLibrary,
+  fhirpath,
+  hypertensionValueSet,
+  measure,
+  ownData,
+  ownElm,
+  ownLibrary,
+  pop,
+  query,
+} from './own-measures';
 
 /**
  * $evaluate-measure scoring, population bases, strata, supplemental data and report types, with
@@ -21,7 +34,11 @@ const measures: Measure[] = [
     group: [
       {
         id: 'main',
-        population: [pop('initial-population', cql('Initial Population')), pop('denominator', cql('Denominator')), pop('numerator', cql('Numerator'))],
+        population: [
+          pop('initial-population', cql('Initial Population')),
+          pop('denominator', cql('Denominator')),
+          pop('numerator', cql('Numerator')),
+        ],
         stratifier: [{ id: 'by-gender', code: { text: 'gender' }, criteria: cql('Gender') }],
       },
     ],
@@ -88,21 +105,48 @@ const measures: Measure[] = [
       },
     ],
   }),
-  measure('cohort', { scoringCode: 'cohort', group: [{ population: [pop('initial-population', fhirpath("Patient.gender = 'female'"))] }] }),
+  measure('cohort', {
+    scoringCode: 'cohort',
+    group: [{ population: [pop('initial-population', fhirpath("Patient.gender = 'female'"))] }],
+  }),
 ];
 
 const broken: Resource[] = [
-  { ...elmLibrary('cql-only', 'http://example.org/fhir/Library/CqlOnly', {}), content: [{ contentType: 'text/cql', data: Buffer.from('library CqlOnly').toString('base64') }] } as Library,
-  { ...elmLibrary('not-json', 'http://example.org/fhir/Library/NotJson', {}), content: [{ contentType: 'application/elm+json', data: Buffer.from('{"library": ').toString('base64') }] } as Library,
+  {
+    ...elmLibrary('cql-only', 'http://example.org/fhir/Library/CqlOnly', {}),
+    content: [{ contentType: 'text/cql', data: Buffer.from('library CqlOnly').toString('base64') }],
+  } as Library,
+  {
+    ...elmLibrary('not-json', 'http://example.org/fhir/Library/NotJson', {}),
+    content: [{ contentType: 'application/elm+json', data: Buffer.from('{"library": ').toString('base64') }],
+  } as Library,
   elmLibrary('no-identifier', 'http://example.org/fhir/Library/NoIdentifier', { library: { statements: { def: [] } } }),
-  elmLibrary('bad-include', 'http://example.org/fhir/Library/BadInclude', { library: { ...ownElm.library, identifier: { id: 'BadInclude' }, includes: { def: [{ localIdentifier: 'X', path: 'http://example.org/fhir/Missing', version: '9' }] } } }),
+  elmLibrary('bad-include', 'http://example.org/fhir/Library/BadInclude', {
+    library: {
+      ...ownElm.library,
+      identifier: { id: 'BadInclude' },
+      includes: { def: [{ localIdentifier: 'X', path: 'http://example.org/fhir/Missing', version: '9' }] },
+    },
+  }),
   elmLibrary('unknown-type', 'http://example.org/fhir/Library/UnknownType', {
-    library: { ...ownElm.library, identifier: { id: 'UnknownType' }, statements: { def: [{ name: 'Initial Population', context: 'Patient', expression: { type: 'NoSuchOperator' } }] } },
+    library: {
+      ...ownElm.library,
+      identifier: { id: 'UnknownType' },
+      statements: { def: [{ name: 'Initial Population', context: 'Patient', expression: { type: 'NoSuchOperator' } }] },
+    },
   }),
   ...['CqlOnly', 'NotJson', 'NoIdentifier', 'BadInclude', 'UnknownType', 'NotThere'].map((name) =>
-    measure(`uses-${name.toLowerCase()}`, { scoringCode: 'cohort', library: [`http://example.org/fhir/Library/${name}`], group: [{ population: [pop('initial-population', cql('Initial Population'))] }] }),
+    measure(`uses-${name.toLowerCase()}`, {
+      scoringCode: 'cohort',
+      library: [`http://example.org/fhir/Library/${name}`],
+      group: [{ population: [pop('initial-population', cql('Initial Population'))] }],
+    }),
   ),
-  measure('undefined-name', { scoringCode: 'cohort', library: [LIB], group: [{ population: [pop('initial-population', cql('No Such Definition'))] }] }),
+  measure('undefined-name', {
+    scoringCode: 'cohort',
+    library: [LIB],
+    group: [{ population: [pop('initial-population', cql('No Such Definition'))] }],
+  }),
   measure('no-group', { scoringCode: 'cohort' }),
 ];
 
@@ -111,8 +155,16 @@ onBothBackends((name, open) => {
     let server: ServerApp;
     let cleanup: () => Promise<void>;
     const evaluate = async (id: string, query = '') => {
-      const res = await server.app.inject({ method: 'GET', url: `/fhir/R4/Measure/${id}/$evaluate-measure?${PERIOD}${query}` });
-      return { status: res.statusCode, report: res.json() as MeasureReport, outcome: res.json() as OperationOutcome, body: res.body };
+      const res = await server.app.inject({
+        method: 'GET',
+        url: `/fhir/R4/Measure/${id}/$evaluate-measure?${PERIOD}${query}`,
+      });
+      return {
+        status: res.statusCode,
+        report: res.json() as MeasureReport,
+        outcome: res.json() as OperationOutcome,
+        body: res.body,
+      };
     };
     const ok = async (id: string, query = '') => {
       const { status, report, body } = await evaluate(id, query);
@@ -138,11 +190,18 @@ onBothBackends((name, open) => {
       for (const language of ['text/cql-identifier', 'text/cql.identifier', 'application/x-custom']) {
         const resource = measure('language-check', {
           scoringCode: 'cohort',
-          extension: [{ url: 'http://example.org/fhir/StructureDefinition/any', valueExpression: { language, expression: 'X' } }],
+          extension: [
+            { url: 'http://example.org/fhir/StructureDefinition/any', valueExpression: { language, expression: 'X' } },
+          ],
           group: [{ population: [pop('initial-population', { language, expression: 'Initial Population' })] }],
         });
         for (const validate of ['false', 'true']) {
-          const res = await server.app.inject({ method: 'PUT', url: '/fhir/R4/Measure/language-check', headers: { ...FHIR_JSON, 'x-validate-on-write': validate }, payload: resource });
+          const res = await server.app.inject({
+            method: 'PUT',
+            url: '/fhir/R4/Measure/language-check',
+            headers: { ...FHIR_JSON, 'x-validate-on-write': validate },
+            payload: resource,
+          });
           expect(res.statusCode, `${language} (validate on write ${validate}): ${res.body}`).toBeLessThan(300);
         }
       }
@@ -154,13 +213,27 @@ onBothBackends((name, open) => {
       expect(report.group?.[0]?.measureScore?.value).toBe(0.5);
       const strata = report.group?.[0]?.stratifier?.[0];
       expect(strata?.id).toBe('by-gender');
-      const byValue = Object.fromEntries((strata?.stratum ?? []).map((s) => [s.value?.text, [Object.fromEntries((s.population ?? []).map((p) => [p.code?.coding?.[0]?.code, p.count])), s.measureScore?.value]]));
+      const byValue = Object.fromEntries(
+        (strata?.stratum ?? []).map((s) => [
+          s.value?.text,
+          [
+            Object.fromEntries((s.population ?? []).map((p) => [p.code?.coding?.[0]?.code, p.count])),
+            s.measureScore?.value,
+          ],
+        ]),
+      );
       expect(byValue).toEqual({
         female: [{ 'initial-population': 1, denominator: 1, numerator: 1 }, 1],
         male: [{ 'initial-population': 1, denominator: 1, numerator: 0 }, 0],
       });
-      const sde = (report.contained ?? []).filter((r) => r.resourceType === 'Observation') as unknown as { id: string; valueCodeableConcept: { coding: { code: string }[] }; component: { valueInteger: number }[] }[];
-      expect(Object.fromEntries(sde.map((o) => [o.valueCodeableConcept.coding[0].code, o.component[0].valueInteger]))).toEqual({ female: 2, male: 2 });
+      const sde = (report.contained ?? []).filter((r) => r.resourceType === 'Observation') as unknown as {
+        id: string;
+        valueCodeableConcept: { coding: { code: string }[] };
+        component: { valueInteger: number }[];
+      }[];
+      expect(
+        Object.fromEntries(sde.map((o) => [o.valueCodeableConcept.coding[0].code, o.component[0].valueInteger])),
+      ).toEqual({ female: 2, male: 2 });
       for (const o of sde) expect(report.evaluatedResource?.map((r) => r.reference)).toContain(`#${o.id}`);
     });
 
@@ -169,19 +242,40 @@ onBothBackends((name, open) => {
       expect(report.type).toBe('individual');
       expect(countsOf(report)).toEqual({ 'initial-population': 1, denominator: 1, numerator: 1 });
       const evaluated = report.evaluatedResource?.map((r) => r.reference);
-      for (const ref of ['Patient/alice', 'Encounter/alice-1', 'Encounter/alice-2', 'Condition/alice-htn']) expect(evaluated).toContain(ref);
+      for (const ref of ['Patient/alice', 'Encounter/alice-1', 'Encounter/alice-2', 'Condition/alice-htn'])
+        expect(evaluated).toContain(ref);
       expect(evaluated).not.toContain('Encounter/bob-1');
     });
 
     test('proportion in FHIR queries and FHIRPath: exclusions leave the numerator, component strata', async () => {
       const report = await ok('query-proportion');
-      expect(countsOf(report)).toEqual({ 'initial-population': 2, denominator: 2, 'denominator-exclusion': 1, numerator: 0 });
+      expect(countsOf(report)).toEqual({
+        'initial-population': 2,
+        denominator: 2,
+        'denominator-exclusion': 1,
+        numerator: 0,
+      });
       expect(report.group?.[0]?.measureScore?.value).toBe(0);
       const strata = report.group?.[0]?.stratifier?.[0]?.stratum ?? [];
-      const byValue = Object.fromEntries(strata.map((s) => [s.component?.map((c) => `${c.code.text}=${c.value.text}`).join(' '), countsOf({ group: [s] } as MeasureReport)]));
+      const byValue = Object.fromEntries(
+        strata.map((s) => [
+          s.component?.map((c) => `${c.code.text}=${c.value.text}`).join(' '),
+          countsOf({ group: [s] } as MeasureReport),
+        ]),
+      );
       expect(byValue).toEqual({
-        'gender=female born before 1980=true': { 'initial-population': 1, denominator: 1, 'denominator-exclusion': 1, numerator: 0 },
-        'gender=male born before 1980=true': { 'initial-population': 1, denominator: 1, 'denominator-exclusion': 0, numerator: 0 },
+        'gender=female born before 1980=true': {
+          'initial-population': 1,
+          denominator: 1,
+          'denominator-exclusion': 1,
+          numerator: 0,
+        },
+        'gender=male born before 1980=true': {
+          'initial-population': 1,
+          denominator: 1,
+          'denominator-exclusion': 0,
+          numerator: 0,
+        },
       });
     });
 
@@ -198,7 +292,11 @@ onBothBackends((name, open) => {
       const alice = await ok('cv-encounter-days', '&subject=Patient/alice');
       expect(alice.group?.[0]?.measureScore?.value).toBe(3);
       const averaged = await ok('cv-cql-average');
-      expect(countsOf(averaged)).toEqual({ 'initial-population': 3, 'measure-population': 3, 'measure-observation': 3 });
+      expect(countsOf(averaged)).toEqual({
+        'initial-population': 3,
+        'measure-population': 3,
+        'measure-observation': 3,
+      });
       expect(averaged.group?.[0]?.measureScore?.value).toBe(2);
     });
 
@@ -207,15 +305,31 @@ onBothBackends((name, open) => {
       expect(countsOf(report)).toEqual({ 'initial-population': 2 });
       expect(report.group?.[0]?.measureScore).toBeUndefined();
       expect(countsOf(await ok('cohort', '&practitioner=Practitioner/dr-who'))).toEqual({ 'initial-population': 1 });
-      expect(countsOf(await ok('ratio', '&practitioner=Practitioner/dr-who'))).toEqual({ 'initial-population': 2, denominator: 2, numerator: 1 });
+      expect(countsOf(await ok('ratio', '&practitioner=Practitioner/dr-who'))).toEqual({
+        'initial-population': 2,
+        denominator: 2,
+        numerator: 1,
+      });
     });
 
     test('subject-list with a resource basis lists the encounters; a Group narrows the population to its members', async () => {
       const list = await ok('cv-encounter-days', '&reportType=subject-list');
       const ip = list.group?.[0]?.population?.[0];
-      const contained = list.contained?.find((r) => `#${r.id}` === ip?.subjectResults?.reference) as unknown as { entry: { item: { reference: string } }[] };
-      expect(contained.entry.map((e) => e.item.reference)).toEqual(['Encounter/alice-1', 'Encounter/alice-2', 'Encounter/bob-1']);
-      const group = { resourceType: 'Group', id: 'two', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/bob' } }, { entity: { reference: 'Patient/dave' } }] };
+      const contained = list.contained?.find((r) => `#${r.id}` === ip?.subjectResults?.reference) as unknown as {
+        entry: { item: { reference: string } }[];
+      };
+      expect(contained.entry.map((e) => e.item.reference)).toEqual([
+        'Encounter/alice-1',
+        'Encounter/alice-2',
+        'Encounter/bob-1',
+      ]);
+      const group = {
+        resourceType: 'Group',
+        id: 'two',
+        type: 'person',
+        actual: true,
+        member: [{ entity: { reference: 'Patient/bob' } }, { entity: { reference: 'Patient/dave' } }],
+      };
       await server.app.inject({ method: 'PUT', url: '/fhir/R4/Group/two', headers: FHIR_JSON, payload: group });
       const report = await ok('ratio', '&subject=Group/two');
       expect(report.type).toBe('summary');

@@ -1,4 +1,14 @@
-import type { Condition, Encounter, Expression, Library, Measure, MeasureGroupPopulation, Patient, Resource, ValueSet } from 'fhir/r4';
+import type {
+  Condition,
+  Encounter,
+  Expression,
+  Library,
+  Measure,
+  MeasureGroupPopulation,
+  Patient,
+  Resource,
+  ValueSet,
+} from 'fhir/r4';
 
 /**
  * Small Measures of our own, one per scoring, over four patients built inline, with criteria in
@@ -14,7 +24,12 @@ import type { Condition, Encounter, Expression, Library, Measure, MeasureGroupPo
 const SCT = 'http://snomed.info/sct';
 export const HYPERTENSION = '38341003';
 
-const patient = (id: string, gender: Patient['gender'], birthDate: string): Patient => ({ resourceType: 'Patient', id, gender, birthDate });
+const patient = (id: string, gender: Patient['gender'], birthDate: string): Patient => ({
+  resourceType: 'Patient',
+  id,
+  gender,
+  birthDate,
+});
 const encounter = (id: string, subject: string, days: number): Encounter => ({
   resourceType: 'Encounter',
   id,
@@ -59,29 +74,70 @@ export const ownElm = {
   library: {
     identifier: { id: 'OwnLogic', system: 'http://example.org/fhir', version: '1.0.0' },
     schemaIdentifier: { id: 'urn:hl7-org:elm', version: 'r1' },
-    usings: { def: [{ localIdentifier: 'System', uri: 'urn:hl7-org:elm-types:r1' }, { localIdentifier: 'FHIR', uri: 'http://hl7.org/fhir', version: '4.0.1' }] },
+    usings: {
+      def: [
+        { localIdentifier: 'System', uri: 'urn:hl7-org:elm-types:r1' },
+        { localIdentifier: 'FHIR', uri: 'http://hl7.org/fhir', version: '4.0.1' },
+      ],
+    },
     parameters: { def: [{ name: 'Measurement Period', accessLevel: 'Public' }] },
     valueSets: { def: [{ name: 'Hypertension', id: hypertensionValueSet.url, accessLevel: 'Public' }] },
     statements: {
       def: [
-        { name: 'Patient', context: 'Patient', expression: { type: 'SingletonFrom', operand: { type: 'Retrieve', dataType: FHIR_TYPE('Patient') } } },
-        { name: 'Encounters', context: 'Patient', accessLevel: 'Public', expression: { type: 'Retrieve', dataType: FHIR_TYPE('Encounter') } },
-        { name: 'Initial Population', context: 'Patient', accessLevel: 'Public', expression: { type: 'Exists', operand: { type: 'ExpressionRef', name: 'Encounters' } } },
-        { name: 'Denominator', context: 'Patient', accessLevel: 'Public', expression: { type: 'ExpressionRef', name: 'Initial Population' } },
+        {
+          name: 'Patient',
+          context: 'Patient',
+          expression: { type: 'SingletonFrom', operand: { type: 'Retrieve', dataType: FHIR_TYPE('Patient') } },
+        },
+        {
+          name: 'Encounters',
+          context: 'Patient',
+          accessLevel: 'Public',
+          expression: { type: 'Retrieve', dataType: FHIR_TYPE('Encounter') },
+        },
+        {
+          name: 'Initial Population',
+          context: 'Patient',
+          accessLevel: 'Public',
+          expression: { type: 'Exists', operand: { type: 'ExpressionRef', name: 'Encounters' } },
+        },
+        {
+          name: 'Denominator',
+          context: 'Patient',
+          accessLevel: 'Public',
+          expression: { type: 'ExpressionRef', name: 'Initial Population' },
+        },
         {
           name: 'Numerator',
           context: 'Patient',
           accessLevel: 'Public',
-          expression: { type: 'Exists', operand: { type: 'Retrieve', dataType: FHIR_TYPE('Condition'), codeProperty: 'code', codes: { type: 'ValueSetRef', name: 'Hypertension' } } },
+          expression: {
+            type: 'Exists',
+            operand: {
+              type: 'Retrieve',
+              dataType: FHIR_TYPE('Condition'),
+              codeProperty: 'code',
+              codes: { type: 'ValueSetRef', name: 'Hypertension' },
+            },
+          },
         },
-        { name: 'Gender', context: 'Patient', accessLevel: 'Public', expression: { type: 'Property', path: 'gender', source: { type: 'ExpressionRef', name: 'Patient' } } },
+        {
+          name: 'Gender',
+          context: 'Patient',
+          accessLevel: 'Public',
+          expression: { type: 'Property', path: 'gender', source: { type: 'ExpressionRef', name: 'Patient' } },
+        },
         {
           type: 'FunctionDef',
           name: 'Encounter Days',
           context: 'Patient',
           accessLevel: 'Public',
           operand: [{ name: 'E', operandTypeSpecifier: { type: 'NamedTypeSpecifier', name: FHIR_TYPE('Encounter') } }],
-          expression: { type: 'Property', path: 'value', source: { type: 'Property', path: 'length', source: { type: 'OperandRef', name: 'E' } } },
+          expression: {
+            type: 'Property',
+            path: 'value',
+            source: { type: 'Property', path: 'length', source: { type: 'OperandRef', name: 'E' } },
+          },
         },
       ],
     },
@@ -106,7 +162,11 @@ const POPULATION = 'http://terminology.hl7.org/CodeSystem/measure-population';
 export const cql = (expression: string): Expression => ({ language: 'text/cql-identifier', expression });
 export const fhirpath = (expression: string): Expression => ({ language: 'text/fhirpath', expression });
 export const query = (expression: string): Expression => ({ language: 'application/x-fhir-query', expression });
-export const pop = (code: string, criteria: Expression, extension?: MeasureGroupPopulation['extension']): MeasureGroupPopulation => ({
+export const pop = (
+  code: string,
+  criteria: Expression,
+  extension?: MeasureGroupPopulation['extension'],
+): MeasureGroupPopulation => ({
   code: { coding: [{ system: POPULATION, code }] },
   criteria,
   ...(extension ? { extension } : {}),
@@ -115,9 +175,19 @@ export const pop = (code: string, criteria: Expression, extension?: MeasureGroup
 const CQFM = 'http://hl7.org/fhir/us/cqfmeasures/StructureDefinition/';
 export const basis = (code: string) => ({ url: `${CQFM}cqfm-populationBasis`, valueCode: code });
 export const aggregate = (code: string) => [{ url: `${CQFM}cqfm-aggregateMethod`, valueCode: code }];
-const scoring = (code: string) => ({ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/measure-scoring', code }] });
+const scoring = (code: string) => ({
+  coding: [{ system: 'http://terminology.hl7.org/CodeSystem/measure-scoring', code }],
+});
 
 export function measure(id: string, fields: Partial<Measure> & { scoringCode: string }): Measure {
   const { scoringCode, ...rest } = fields;
-  return { resourceType: 'Measure', id, url: `http://example.org/fhir/Measure/${id}`, version: '1', status: 'active', scoring: scoring(scoringCode), ...rest };
+  return {
+    resourceType: 'Measure',
+    id,
+    url: `http://example.org/fhir/Measure/${id}`,
+    version: '1',
+    status: 'active',
+    scoring: scoring(scoringCode),
+    ...rest,
+  };
 }

@@ -73,10 +73,13 @@ describe('addressKind', () => {
     expect(addressKind(address)).toBe(kind);
   });
 
-  test.each(['example.org', '127.1', '2130706433', '0x7f000001', '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::1', ''])('%s is not an address (the guard refuses what it cannot read)', (text) => {
-    expect(addressKind(text)).toBeUndefined();
-    expect(isRefusedAddress(text, true)).toBe(true);
-  });
+  test.each(['example.org', '127.1', '2130706433', '0x7f000001', '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::1', ''])(
+    '%s is not an address (the guard refuses what it cannot read)',
+    (text) => {
+      expect(addressKind(text)).toBeUndefined();
+      expect(isRefusedAddress(text, true)).toBe(true);
+    },
+  );
 
   test('OUTBOUND_ALLOW_PRIVATE lets private addresses through, never metadata or unroutable ones', () => {
     expect(isRefusedAddress('::ffff:7f00:1', false)).toBe(true);

@@ -16,14 +16,31 @@ const OPERATOR = 'everything-operator-token-0123';
 const resources = SYNTHEA.present ? syntheaResources({ patients: 3 }) : [];
 const patients = resources.filter((r): r is Patient => r.resourceType === 'Patient');
 const byKey = new Map(resources.map((r) => [`${r.resourceType}/${r.id}`, r]));
-const SUPPORTING = new Set(['Practitioner', 'PractitionerRole', 'Organization', 'Location', 'Medication', 'Substance', 'HealthcareService', 'Endpoint', 'Group', 'Binary']);
+const SUPPORTING = new Set([
+  'Practitioner',
+  'PractitionerRole',
+  'Organization',
+  'Location',
+  'Medication',
+  'Substance',
+  'HealthcareService',
+  'Endpoint',
+  'Group',
+  'Binary',
+]);
 
 function expectedRecord(id: string): { members: string[]; supporting: string[] } {
   const types = new Set(compartmentTypes());
-  const members = resources.filter((r) => types.has(r.resourceType) && r.resourceType !== 'Patient' && inPatientCompartment(r, id));
+  const members = resources.filter(
+    (r) => types.has(r.resourceType) && r.resourceType !== 'Patient' && inPatientCompartment(r, id),
+  );
   const supporting = new Set<string>();
-  for (const r of members) for (const ref of referencesIn(r)) if (SUPPORTING.has(ref.split('/')[0]) && byKey.has(ref)) supporting.add(ref);
-  return { members: [`Patient/${id}`, ...members.map((r) => `${r.resourceType}/${r.id}`)].sort(), supporting: [...supporting].sort() };
+  for (const r of members)
+    for (const ref of referencesIn(r)) if (SUPPORTING.has(ref.split('/')[0]) && byKey.has(ref)) supporting.add(ref);
+  return {
+    members: [`Patient/${id}`, ...members.map((r) => `${r.resourceType}/${r.id}`)].sort(),
+    supporting: [...supporting].sort(),
+  };
 }
 
 function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: () => Promise<void> }>) {
@@ -31,7 +48,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     let server: ServerApp;
     let cleanup: () => Promise<void>;
     const get = (url: string, token = OPERATOR, headers: Record<string, string> = {}) =>
-      server.app.inject({ method: 'GET', url: url.replace(/^https?:\/\/[^/]+/, ''), headers: { authorization: `Bearer ${token}`, ...headers } });
+      server.app.inject({
+        method: 'GET',
+        url: url.replace(/^https?:\/\/[^/]+/, ''),
+        headers: { authorization: `Bearer ${token}`, ...headers },
+      });
 
     async function allPages(url: string): Promise<{ keys: string[]; modes: Map<string, string>; pages: Bundle[] }> {
       const keys: string[] = [];
@@ -60,18 +81,21 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     }, 180_000);
     afterAll(() => cleanup?.());
 
-    test.each(patients.map((p, i) => [i, p.id as string]))('patient %i: the union of the pages is its compartment and what that references, once each', async (_i, id) => {
-      const expected = expectedRecord(id);
-      expect(expected.members.length).toBeGreaterThan(50);
-      expect(expected.supporting.length).toBeGreaterThan(2);
-      const { keys, modes, pages } = await allPages(`/fhir/R4/Patient/${id}/$everything?_count=37`);
-      expect(new Set(keys).size, 'no resource twice').toBe(keys.length);
-      for (const page of pages) expect(page.entry?.length ?? 0).toBeLessThanOrEqual(37);
-      expect(pages.length).toBeGreaterThan(1);
-      expect(keys[0]).toBe(`Patient/${id}`);
-      expect(keys.filter((k) => modes.get(k) === 'match').sort()).toEqual(expected.members);
-      expect(keys.filter((k) => modes.get(k) === 'include').sort()).toEqual(expected.supporting);
-    });
+    test.each(patients.map((p, i) => [i, p.id as string]))(
+      'patient %i: the union of the pages is its compartment and what that references, once each',
+      async (_i, id) => {
+        const expected = expectedRecord(id);
+        expect(expected.members.length).toBeGreaterThan(50);
+        expect(expected.supporting.length).toBeGreaterThan(2);
+        const { keys, modes, pages } = await allPages(`/fhir/R4/Patient/${id}/$everything?_count=37`);
+        expect(new Set(keys).size, 'no resource twice').toBe(keys.length);
+        for (const page of pages) expect(page.entry?.length ?? 0).toBeLessThanOrEqual(37);
+        expect(pages.length).toBeGreaterThan(1);
+        expect(keys[0]).toBe(`Patient/${id}`);
+        expect(keys.filter((k) => modes.get(k) === 'match').sort()).toEqual(expected.members);
+        expect(keys.filter((k) => modes.get(k) === 'include').sort()).toEqual(expected.supporting);
+      },
+    );
 
     test('one page when _count is not given (no cap below the record), and POST answers the same', async () => {
       const id = patients[0].id as string;
@@ -95,11 +119,18 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     test('_type, start/end (care dates) and _since narrow the record', async () => {
       const id = patients[1].id as string;
       const types = await allPages(`/fhir/R4/Patient/${id}/$everything?_type=Patient,Condition,Organization`);
-      expect(new Set(types.keys.map((k) => k.split('/')[0]))).toEqual(new Set(['Patient', 'Condition', 'Organization']));
-      const encounters = expectedRecord(id).members.filter((k) => k.startsWith('Encounter/')).map((k) => byKey.get(k) as Resource & { period?: { start?: string; end?: string } });
+      expect(new Set(types.keys.map((k) => k.split('/')[0]))).toEqual(
+        new Set(['Patient', 'Condition', 'Organization']),
+      );
+      const encounters = expectedRecord(id)
+        .members.filter((k) => k.startsWith('Encounter/'))
+        .map((k) => byKey.get(k) as Resource & { period?: { start?: string; end?: string } });
       const from = '2015-01-01';
       const dated = await allPages(`/fhir/R4/Patient/${id}/$everything?_type=Encounter&start=${from}`);
-      const expected = encounters.filter((e) => Date.parse(e.period?.end ?? e.period?.start ?? '') >= Date.parse(from)).map((e) => `Encounter/${e.id}`).sort();
+      const expected = encounters
+        .filter((e) => Date.parse(e.period?.end ?? e.period?.start ?? '') >= Date.parse(from))
+        .map((e) => `Encounter/${e.id}`)
+        .sort();
       expect(dated.keys.sort()).toEqual(expected);
       const future = await allPages(`/fhir/R4/Patient/${id}/$everything?_since=2999-01-01T00:00:00Z`);
       expect(future.keys).toEqual([`Patient/${id}`]);
@@ -107,7 +138,9 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
 
     test('type level: every patient with its record', async () => {
       const { keys } = await allPages('/fhir/R4/Patient/$everything?_type=Patient,Encounter&_count=100');
-      const expected = patients.flatMap((p) => expectedRecord(p.id as string).members.filter((k) => /^(Patient|Encounter)\//.test(k)));
+      const expected = patients.flatMap((p) =>
+        expectedRecord(p.id as string).members.filter((k) => /^(Patient|Encounter)\//.test(k)),
+      );
       expect(keys.sort()).toEqual([...new Set(expected)].sort());
     });
 

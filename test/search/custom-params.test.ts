@@ -30,10 +30,16 @@ describe('a stored SearchParameter (SQLite)', () => {
   let server: ServerApp;
   beforeAll(async () => {
     server = await serverApp();
-    for (const [id, colour] of [['a', 'blue'], ['b', 'brown'], ['c', 'blue']]) await putResource(server.app, patient(id, colour));
+    for (const [id, colour] of [
+      ['a', 'blue'],
+      ['b', 'brown'],
+      ['c', 'blue'],
+    ])
+      await putResource(server.app, patient(id, colour));
   });
   afterAll(() => server.close());
-  const get = (url: string, headers: Record<string, string> = {}) => server.app.inject({ method: 'GET', url: `/fhir/R4/${url}`, headers });
+  const get = (url: string, headers: Record<string, string> = {}) =>
+    server.app.inject({ method: 'GET', url: `/fhir/R4/${url}`, headers });
 
   test('before it exists the parameter is unknown: ignored, or 400 when strict', async () => {
     expect((await get('Patient?eye-colour=blue', { prefer: 'handling=strict' })).statusCode).toBe(400);
@@ -59,7 +65,13 @@ describe('a stored SearchParameter (SQLite)', () => {
       method: 'PUT',
       url: '/fhir/R4/SearchParameter/broken',
       headers: FHIR_JSON,
-      payload: { ...eyeColour, id: 'broken', url: 'http://example.org/sp/broken', code: 'broken', expression: 'Patient.where(((' },
+      payload: {
+        ...eyeColour,
+        id: 'broken',
+        url: 'http://example.org/sp/broken',
+        code: 'broken',
+        expression: 'Patient.where(((',
+      },
     });
     expect(bad.statusCode).toBe(400);
     expect((await get('SearchParameter/broken')).statusCode).toBe(404);
@@ -73,7 +85,9 @@ describe('a stored SearchParameter (SQLite)', () => {
   });
 
   test('deleting it makes it unknown again', async () => {
-    expect((await server.app.inject({ method: 'DELETE', url: '/fhir/R4/SearchParameter/eye-colour' })).statusCode).toBe(204);
+    expect((await server.app.inject({ method: 'DELETE', url: '/fhir/R4/SearchParameter/eye-colour' })).statusCode).toBe(
+      204,
+    );
     expect((await get('Patient?eye-colour=blue', { prefer: 'handling=strict' })).statusCode).toBe(400);
   });
 });

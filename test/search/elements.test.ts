@@ -34,7 +34,16 @@ function suite(name: string, open: () => Promise<OpenServer>) {
 
     test('a choice element named by its base name (effective, value) keeps its typed form; the mandatory status is kept; SUBSETTED', async () => {
       const subset = await search('_elements=code,effective,value');
-      expect(Object.keys(subset).sort()).toEqual(['_effectiveDateTime', 'code', 'effectiveDateTime', 'id', 'meta', 'resourceType', 'status', 'valueQuantity']);
+      expect(Object.keys(subset).sort()).toEqual([
+        '_effectiveDateTime',
+        'code',
+        'effectiveDateTime',
+        'id',
+        'meta',
+        'resourceType',
+        'status',
+        'valueQuantity',
+      ]);
       expect(subset.valueQuantity).toEqual({ value: 60, unit: '/min' });
       expect(subset.meta?.tag).toContainEqual(SUBSETTED);
     });

@@ -1,4 +1,12 @@
-import type { Bundle, CodeSystem, CodeSystemConcept, Encounter, RiskAssessment, ValueSet, ValueSetExpansionContains } from 'fhir/r4';
+import type {
+  Bundle,
+  CodeSystem,
+  CodeSystemConcept,
+  Encounter,
+  RiskAssessment,
+  ValueSet,
+  ValueSetExpansionContains,
+} from 'fhir/r4';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ServerApp } from '../../src/bootstrap';
@@ -57,11 +65,26 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
 
     beforeAll(async () => {
       ({ server, cleanup } = await open());
-      for (const r of [risk('r1', 0.1), risk('r2', 0.25), risk('r3', 0.5), risk('r4', 0.9)]) await putResource(server.app, r);
-      for (const r of [encounter('e1', 'AMB'), encounter('e2', 'EMER'), encounter('e3', 'IMP'), encounter('e4', 'VR'), encounter('e5', 'ACUTE')]) await putResource(server.app, r);
+      for (const r of [risk('r1', 0.1), risk('r2', 0.25), risk('r3', 0.5), risk('r4', 0.9)])
+        await putResource(server.app, r);
+      for (const r of [
+        encounter('e1', 'AMB'),
+        encounter('e2', 'EMER'),
+        encounter('e3', 'IMP'),
+        encounter('e4', 'VR'),
+        encounter('e5', 'ACUTE'),
+      ])
+        await putResource(server.app, r);
       await putResource(server.app, animals);
       await putResource(server.app, pets);
-      for (const [id, code] of [['o1', 'dog'], ['o2', 'cat'], ['o3', 'owl'], ['o4', 'mammal'], ['o5', 'bird']]) await putResource(server.app, observed(id, code));
+      for (const [id, code] of [
+        ['o1', 'dog'],
+        ['o2', 'cat'],
+        ['o3', 'owl'],
+        ['o4', 'mammal'],
+        ['o5', 'bird'],
+      ])
+        await putResource(server.app, observed(id, code));
     });
     afterAll(() => cleanup?.());
 
@@ -93,11 +116,20 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       // A bundled value set: the answer agrees with the engine's own $expand of it.
       const url = 'http://terminology.hl7.org/ValueSet/v3-ActEncounterCode';
       const expansion = (await get(`ValueSet/$expand?url=${encodeURIComponent(url)}`)).json() as ValueSet;
-      const flatten = (list: ValueSetExpansionContains[]): string[] => list.flatMap((c) => [c.code as string, ...flatten(c.contains ?? [])]);
+      const flatten = (list: ValueSetExpansionContains[]): string[] =>
+        list.flatMap((c) => [c.code as string, ...flatten(c.contains ?? [])]);
       const members = new Set(flatten(expansion.expansion?.contains ?? []));
-      const classes: [string, string][] = [['e1', 'AMB'], ['e2', 'EMER'], ['e3', 'IMP'], ['e4', 'VR'], ['e5', 'ACUTE']];
+      const classes: [string, string][] = [
+        ['e1', 'AMB'],
+        ['e2', 'EMER'],
+        ['e3', 'IMP'],
+        ['e4', 'VR'],
+        ['e5', 'ACUTE'],
+      ];
       expect(members.size).toBeGreaterThan(3);
-      expect(await ids(`Encounter?class:in=${url}`)).toEqual(classes.filter(([, code]) => members.has(code)).map(([id]) => id));
+      expect(await ids(`Encounter?class:in=${url}`)).toEqual(
+        classes.filter(([, code]) => members.has(code)).map(([id]) => id),
+      );
       const unknown = await get('Observation?code:in=http://example.org/vs/nothing');
       expect(unknown.statusCode).toBe(400);
       expect(unknown.json().issue[0].details.text).toContain('http://example.org/vs/nothing');
@@ -114,21 +146,33 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const read = await get('ValueSet/administrative-gender');
       expect(read.statusCode).toBe(200);
       expect(read.json().url).toBe('http://hl7.org/fhir/ValueSet/administrative-gender');
-      expect(await ids('ValueSet?url=http://hl7.org/fhir/ValueSet/administrative-gender')).toEqual(['administrative-gender']);
+      expect(await ids('ValueSet?url=http://hl7.org/fhir/ValueSet/administrative-gender')).toEqual([
+        'administrative-gender',
+      ]);
       expect(await ids('CodeSystem?url=http://hl7.org/fhir/administrative-gender')).toEqual(['administrative-gender']);
       expect(await ids('SearchParameter?base=Patient&code=gender')).toEqual(['individual-gender']);
       expect((await get('SearchParameter/individual-gender')).statusCode).toBe(200);
       expect(await ids('CompartmentDefinition?code=Patient')).toEqual(['patient']);
-      expect(await ids('OperationDefinition?url=http://hl7.org/fhir/OperationDefinition/ValueSet-expand')).toEqual(['ValueSet-expand']);
-      expect(await ids('ConceptMap?url=http://hl7.org/fhir/ConceptMap/cm-administrative-gender-v2')).toEqual(['cm-administrative-gender-v2']);
+      expect(await ids('OperationDefinition?url=http://hl7.org/fhir/OperationDefinition/ValueSet-expand')).toEqual([
+        'ValueSet-expand',
+      ]);
+      expect(await ids('ConceptMap?url=http://hl7.org/fhir/ConceptMap/cm-administrative-gender-v2')).toEqual([
+        'cm-administrative-gender-v2',
+      ]);
       const sd = await get('StructureDefinition?url=http://hl7.org/fhir/StructureDefinition/Patient');
       expect((sd.json() as Bundle).entry?.[0].resource?.id).toBe('Patient');
       // Stored content comes after the built-in matches, and a stored resource with a built-in id replaces it.
       const total = (await get('CodeSystem?_total=accurate&_count=0')).json() as Bundle;
-      const stored = (await get('CodeSystem?_total=accurate&_count=0&url=http://example.org/cs/animals')).json() as Bundle;
+      const stored = (
+        await get('CodeSystem?_total=accurate&_count=0&url=http://example.org/cs/animals')
+      ).json() as Bundle;
       expect(stored.total).toBe(1);
       expect(total.total).toBeGreaterThan(1000);
-      await putResource(server.app, { ...animals, id: 'administrative-gender', url: 'http://example.org/cs/replaced' } as CodeSystem);
+      await putResource(server.app, {
+        ...animals,
+        id: 'administrative-gender',
+        url: 'http://example.org/cs/replaced',
+      } as CodeSystem);
       expect(await ids('CodeSystem?url=http://hl7.org/fhir/administrative-gender')).toEqual([]);
       expect(await ids('CodeSystem?url=http://example.org/cs/replaced')).toEqual(['administrative-gender']);
     });
@@ -136,7 +180,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     test('paging crosses from built-in to stored content without loss', async () => {
       const pageIds: string[] = [];
       let next: string | undefined = '/fhir/R4/CodeSystem?url:below=http://example.org&_count=1';
-      await putResource(server.app, { ...animals, id: 'animals2', url: 'http://example.org/cs/animals2' } as CodeSystem);
+      await putResource(server.app, {
+        ...animals,
+        id: 'animals2',
+        url: 'http://example.org/cs/animals2',
+      } as CodeSystem);
       while (next) {
         const bundle = (await server.app.inject({ method: 'GET', url: next })).json() as Bundle;
         for (const e of bundle.entry ?? []) pageIds.push(e.resource?.id as string);
@@ -147,7 +195,12 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const hl7 = await searchIds(server.app, '/fhir/R4/ValueSet?url:below=http://hl7.org/fhir/ValueSet&_count=400');
       expect(hl7).toContain('administrative-gender');
       expect(new Set(hl7).size).toBe(hl7.length);
-      const counted = (await server.app.inject({ method: 'GET', url: '/fhir/R4/ValueSet?url:below=http://hl7.org/fhir/ValueSet&_summary=count' })).json() as Bundle;
+      const counted = (
+        await server.app.inject({
+          method: 'GET',
+          url: '/fhir/R4/ValueSet?url:below=http://hl7.org/fhir/ValueSet&_summary=count',
+        })
+      ).json() as Bundle;
       expect(hl7.length).toBe(counted.total);
     });
 
@@ -167,10 +220,14 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       expect((res.json() as Bundle).entry?.map((e) => e.resource?.id).sort()).toEqual(['r3', 'r4']);
     });
 
-    test('metadata lists each type\'s search parameters with their definitions', async () => {
+    test("metadata lists each type's search parameters with their definitions", async () => {
       const statement = (await get('metadata')).json();
       const patient = statement.rest[0].resource.find((r: { type: string }) => r.type === 'Patient');
-      expect(patient.searchParam).toContainEqual({ name: 'gender', definition: 'http://hl7.org/fhir/SearchParameter/individual-gender', type: 'token' });
+      expect(patient.searchParam).toContainEqual({
+        name: 'gender',
+        definition: 'http://hl7.org/fhir/SearchParameter/individual-gender',
+        type: 'token',
+      });
       expect(patient.searchParam.length).toBeGreaterThan(20);
     });
   });
@@ -185,7 +242,10 @@ test('v3-ActCode places ACUTE below IMP, and IMP, AMB, EMER, VR below _ActEncoun
   const cs = bundle.entry?.find((e) => (e.resource as CodeSystem)?.url === ACT_CODE)?.resource as CodeSystem;
   const below = (code: string): string[] => {
     const walk = (concepts: CodeSystemConcept[], inside: boolean): string[] =>
-      concepts.flatMap((c) => [...(inside || c.code === code ? [c.code] : []), ...walk(c.concept ?? [], inside || c.code === code)]);
+      concepts.flatMap((c) => [
+        ...(inside || c.code === code ? [c.code] : []),
+        ...walk(c.concept ?? [], inside || c.code === code),
+      ]);
     return walk(cs.concept ?? [], false);
   };
   expect(below('IMP')).toEqual(expect.arrayContaining(['IMP', 'ACUTE']));

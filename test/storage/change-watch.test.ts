@@ -37,7 +37,11 @@ async function markReaches(store: ResourceStore, at: number): Promise<number> {
   return mark(store);
 }
 
-function twoStores(name: string, open: () => Promise<{ stores: [ResourceStore, ResourceStore]; dispose: () => Promise<void> }>, more?: (stores: () => [ResourceStore, ResourceStore]) => void) {
+function twoStores(
+  name: string,
+  open: () => Promise<{ stores: [ResourceStore, ResourceStore]; dispose: () => Promise<void> }>,
+  more?: (stores: () => [ResourceStore, ResourceStore]) => void,
+) {
   describe(`change marks of two stores over one ${name}, FRESHNESS_CHECK=notify`, () => {
     let stores: [ResourceStore, ResourceStore];
     let dispose: () => Promise<void>;
@@ -82,7 +86,10 @@ if (hasPostgres) {
       // B's connections have a name of their own (the URL's wins over the server's), so the test can cut B's listening one.
       const url = new URL(schema.url);
       url.searchParams.set('application_name', APP_NAME);
-      const stores = [new PostgresStore(schema.url), new PostgresStore(url.toString())] as [PostgresStore, PostgresStore];
+      const stores = [new PostgresStore(schema.url), new PostgresStore(url.toString())] as [
+        PostgresStore,
+        PostgresStore,
+      ];
       for (const s of stores) await s.migrate();
       return { stores, dispose: () => schema.drop() };
     },
@@ -92,13 +99,21 @@ if (hasPostgres) {
         const admin = new pg.Client({ connectionString: schema.url });
         await admin.connect();
         try {
-          const listening = async () => (await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'", [APP_NAME])).rowCount === 1;
+          const listening = async () =>
+            (
+              await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'", [
+                APP_NAME,
+              ])
+            ).rowCount === 1;
           for (let round = 0; round < 3; round++) {
             // B listens again (it tries every second after a loss).
             await until(listening, 'B listening again', 5000);
             const before = await mark(b);
             // B's listening connection (as an idle_session_timeout or a network reset would): notices are lost from here on.
-            const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'", [APP_NAME]);
+            const { rowCount } = await admin.query(
+              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+              [APP_NAME],
+            );
             expect(rowCount).toBe(1);
             await write(a, `cut-${round}`);
             expect(await markReaches(b, before + 1)).toBe(before + 1);

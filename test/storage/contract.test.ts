@@ -117,16 +117,27 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
   test('writes get consecutive versions from the store, readable as current and by number', async () => {
     const { store } = await open();
     expect(await store.read(P, 'Patient', 'a')).toBeUndefined();
-    const first = await store.write(op('Patient', 'a', { gender: 'male' }, { lastUpdated: '2024-01-01T00:00:01.000Z' }));
+    const first = await store.write(
+      op('Patient', 'a', { gender: 'male' }, { lastUpdated: '2024-01-01T00:00:01.000Z' }),
+    );
     expect(first).toMatchObject({ status: 'ok', version: { versionId: 1 } });
     expect(first.status === 'ok' && first.previous).toBeUndefined();
-    const second = await store.write(op('Patient', 'a', { gender: 'female' }, { lastUpdated: '2024-01-01T00:00:02.000Z' }));
-    expect(second).toMatchObject({ status: 'ok', version: { versionId: 2 }, previous: { versionId: 1, deleted: false } });
+    const second = await store.write(
+      op('Patient', 'a', { gender: 'female' }, { lastUpdated: '2024-01-01T00:00:02.000Z' }),
+    );
+    expect(second).toMatchObject({
+      status: 'ok',
+      version: { versionId: 2 },
+      previous: { versionId: 1, deleted: false },
+    });
     const current = await store.read(P, 'Patient', 'a');
     expect(current?.versionId).toBe(2);
     expect(current?.lastUpdated).toBe('2024-01-01T00:00:02.000Z');
     expect(current?.resource).toEqual({ resourceType: 'Patient', id: 'a', gender: 'female', meta: { versionId: '2' } });
-    expect((await store.readVersion(P, 'Patient', 'a', 1))?.resource).toMatchObject({ gender: 'male', meta: { versionId: '1' } });
+    expect((await store.readVersion(P, 'Patient', 'a', 1))?.resource).toMatchObject({
+      gender: 'male',
+      meta: { versionId: '1' },
+    });
     expect(await store.readVersion(P, 'Patient', 'a', 3)).toBeUndefined();
     expect((await store.history(P, 'Patient', 'a')).map((v) => v.versionId)).toEqual([2, 1]);
   });
@@ -134,16 +145,26 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
   test('If-Match: a stale version is a conflict and changes nothing; 0 means "must not exist"', async () => {
     const { store } = await open();
     await store.write(op('Patient', 'b', { gender: 'male' }));
-    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 2 }))).toEqual({ status: 'conflict', current: { versionId: 1, deleted: false } });
-    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 0 }))).toMatchObject({ status: 'conflict' });
+    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 2 }))).toEqual({
+      status: 'conflict',
+      current: { versionId: 1, deleted: false },
+    });
+    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 0 }))).toMatchObject({
+      status: 'conflict',
+    });
     expect((await store.read(P, 'Patient', 'b'))?.resource).toMatchObject({ gender: 'male' });
     expect(await store.history(P, 'Patient', 'b')).toHaveLength(1);
-    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 1 }))).toMatchObject({ status: 'ok', version: { versionId: 2 } });
+    expect(await store.write(op('Patient', 'b', { gender: 'other' }, { ifMatch: 1 }))).toMatchObject({
+      status: 'ok',
+      version: { versionId: 2 },
+    });
   });
 
   test('concurrent unconditional writers of one resource all succeed, each with its own version', async () => {
     const { store } = await open();
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.write(op('Patient', 'race', { gender: i % 2 ? 'male' : 'female' }))));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => store.write(op('Patient', 'race', { gender: i % 2 ? 'male' : 'female' }))),
+    );
     expect(results.every((r) => r.status === 'ok')).toBe(true);
     const versions = results.map((r) => (r.status === 'ok' ? r.version.versionId : 0)).sort((a, b) => a - b);
     expect(versions).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
@@ -152,7 +173,9 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
 
   test('of many concurrent creates of one new id with If-Match 0, exactly one wins', async () => {
     const { store } = await open();
-    const results = await Promise.all(Array.from({ length: 20 }, () => store.write(op('Patient', 'fresh', {}, { ifMatch: 0 }))));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => store.write(op('Patient', 'fresh', {}, { ifMatch: 0 }))),
+    );
     expect(results.filter((r) => r.status === 'ok')).toHaveLength(1);
     expect(await store.history(P, 'Patient', 'fresh')).toHaveLength(1);
   });
@@ -161,7 +184,10 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
     const { store } = await open();
     await store.write(op('Patient', 'c', {}));
     expect(await store.write(op('Patient', 'c', null))).toMatchObject({ status: 'ok', version: { versionId: 2 } });
-    expect(await store.write(op('Patient', 'c', null))).toMatchObject({ status: 'unchanged', current: { versionId: 2, deleted: true } });
+    expect(await store.write(op('Patient', 'c', null))).toMatchObject({
+      status: 'unchanged',
+      current: { versionId: 2, deleted: true },
+    });
     const current = await store.read(P, 'Patient', 'c');
     expect(current?.versionId).toBe(2);
     expect(current?.resource).toBeNull();
@@ -171,7 +197,10 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
   test('index rows describe the current version only, and go with a deletion', async () => {
     const { store } = await open();
     const rows = (id: string) =>
-      store.query<{ code: string }>('SELECT t.code FROM search_token t JOIN resources r ON r.rid = t.rid WHERE r.type = ? AND r.id = ? ORDER BY t.code', ['Observation', id]);
+      store.query<{ code: string }>(
+        'SELECT t.code FROM search_token t JOIN resources r ON r.rid = t.rid WHERE r.type = ? AND r.id = ? ORDER BY t.code',
+        ['Observation', id],
+      );
     await store.write(op('Observation', 'o1', {}, { index: tokenRows('first') }));
     expect(await rows('o1')).toEqual([{ code: 'first' }]);
     await store.write(op('Observation', 'o1', {}, { index: tokenRows('second') }));
@@ -277,18 +306,32 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
   test('projects are separate: one id in two projects is two resources, with their own versions, index rows and change marks', async () => {
     const { store } = await open();
     await store.write(op('Patient', 'same', { gender: 'male' }, { index: tokenRows('mine') }));
-    await store.write({ ...op('Patient', 'same', { gender: 'female' }, { index: tokenRows('theirs') }), project: 'p2' });
+    await store.write({
+      ...op('Patient', 'same', { gender: 'female' }, { index: tokenRows('theirs') }),
+      project: 'p2',
+    });
     await store.write({ ...op('Patient', 'same', { gender: 'other' }), project: 'p2' });
-    expect((await store.read(P, 'Patient', 'same'))?.resource).toMatchObject({ gender: 'male', meta: { versionId: '1' } });
-    expect((await store.read('p2', 'Patient', 'same'))?.resource).toMatchObject({ gender: 'other', meta: { versionId: '2' } });
+    expect((await store.read(P, 'Patient', 'same'))?.resource).toMatchObject({
+      gender: 'male',
+      meta: { versionId: '1' },
+    });
+    expect((await store.read('p2', 'Patient', 'same'))?.resource).toMatchObject({
+      gender: 'other',
+      meta: { versionId: '2' },
+    });
     expect(await store.history(P, 'Patient', 'same')).toHaveLength(1);
     expect(await store.readVersion(P, 'Patient', 'same', 2)).toBeUndefined();
     expect(await store.read('p3', 'Patient', 'same')).toBeUndefined();
-    const rows = await store.query<{ project: string; code: string }>('SELECT project, code FROM search_token ORDER BY project', []);
+    const rows = await store.query<{ project: string; code: string }>(
+      'SELECT project, code FROM search_token ORDER BY project',
+      [],
+    );
     expect(rows).toEqual([{ project: P, code: 'mine' }]);
     expect((await store.changeMarks('p2', ['Patient'])).get('Patient')).toBe(2);
     expect((await store.changeMarks('p3', ['Patient'])).get('Patient')).toBe(0);
-    expect((await store.changesSince(P, 'Patient', 0)).map((c) => c.resource)).toEqual([expect.objectContaining({ gender: 'male' })]);
+    expect((await store.changesSince(P, 'Patient', 0)).map((c) => c.resource)).toEqual([
+      expect.objectContaining({ gender: 'male' }),
+    ]);
   });
 
   test('data from before projects moves into the default project, versions, index rows and marks with it', async () => {
@@ -310,9 +353,14 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
     expect((await store.read('default', 'Patient', 'old'))?.resource).toMatchObject({ gender: 'male' });
     expect(await store.read(P, 'Patient', 'old')).toBeUndefined();
     expect((await store.changeMarks('default', ['Patient'])).get('Patient')).toBe(1);
-    expect(await store.query('SELECT project, code FROM search_token', [])).toEqual([{ project: 'default', code: 'male' }]);
+    expect(await store.query('SELECT project, code FROM search_token', [])).toEqual([
+      { project: 'default', code: 'male' },
+    ]);
     // And it goes on from there: the next write is version 2, with a new rid for a new resource.
-    expect(await store.write({ ...op('Patient', 'old', { gender: 'female' }), project: 'default' })).toMatchObject({ status: 'ok', version: { versionId: 2 } });
+    expect(await store.write({ ...op('Patient', 'old', { gender: 'female' }), project: 'default' })).toMatchObject({
+      status: 'ok',
+      version: { versionId: 2 },
+    });
     expect(await store.write({ ...op('Patient', 'new', {}), project: 'default' })).toMatchObject({ status: 'ok' });
     const rids = await store.query<{ rid: number | string }>('SELECT rid FROM resources ORDER BY rid', []);
     expect(rids.map((r) => Number(r.rid))).toEqual([1, 2]);
@@ -322,7 +370,10 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
     const { store } = await open();
     const e = store.ephemeral;
     const later = Date.now() + 60_000;
-    expect(await Promise.all(Array.from({ length: 10 }, () => e.claim('jti', 'client:1', 'x', later)))).toEqual([true, ...Array(9).fill(false)]);
+    expect(await Promise.all(Array.from({ length: 10 }, () => e.claim('jti', 'client:1', 'x', later)))).toEqual([
+      true,
+      ...Array(9).fill(false),
+    ]);
     expect(await e.claim('jti', 'client:2', 'x', later)).toBe(true);
     // An expired entry may be claimed again.
     expect(await e.claim('jti', 'old', 'x', Date.now() - 1)).toBe(true);
@@ -338,7 +389,10 @@ describe.each(backends.filter((b) => b.available))('ResourceStore contract: $nam
     await e.put('key', 'k2', 'two', later);
     await e.put('key', 'k1', 'one', later);
     await e.put('key', 'k0', 'gone', Date.now() - 1);
-    expect((await e.list('key')).map((k) => [k.key, k.value])).toEqual([['k1', 'one'], ['k2', 'two']]);
+    expect((await e.list('key')).map((k) => [k.key, k.value])).toEqual([
+      ['k1', 'one'],
+      ['k2', 'two'],
+    ]);
     await e.remove('key', 'k1');
     expect(await e.peek('key', 'k1')).toBeUndefined();
     expect(await e.peek('key', 'k2')).toBe('two');

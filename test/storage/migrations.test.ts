@@ -32,8 +32,13 @@ describe('migrations', () => {
         { version: 2, up: () => 'CREATE TABLE b (x INTEGER)' },
         { version: 3, up: () => third },
       ];
-      await expect(runMigrations(migrationTarget(db), steps('CREATE TABLE c (x INTEGER); INSERT INTO nowhere VALUES (1)'))).rejects.toThrow(/nowhere/);
-      const recorded = () => (db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as { version: number }[]).map((r) => r.version);
+      await expect(
+        runMigrations(migrationTarget(db), steps('CREATE TABLE c (x INTEGER); INSERT INTO nowhere VALUES (1)')),
+      ).rejects.toThrow(/nowhere/);
+      const recorded = () =>
+        (db.prepare('SELECT version FROM schema_migrations ORDER BY version').all() as { version: number }[]).map(
+          (r) => r.version,
+        );
       expect(recorded()).toEqual([1, 2]);
       expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'c'").get()).toBeUndefined();
       await runMigrations(migrationTarget(db), steps('CREATE TABLE c (x INTEGER)'));
@@ -53,7 +58,10 @@ describe('migrations', () => {
     const stores = [new PostgresStore(schema.url), new PostgresStore(schema.url), new PostgresStore(schema.url)];
     try {
       await Promise.all(stores.map((store) => store.migrate()));
-      const rows = await stores[0].query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version', []);
+      const rows = await stores[0].query<{ version: number }>(
+        'SELECT version FROM schema_migrations ORDER BY version',
+        [],
+      );
       expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
     } finally {
       await Promise.all(stores.map((store) => store.close()));

@@ -21,7 +21,10 @@ class Proxy {
     this.server = createServer((client) => {
       if (this.refusing) return void client.destroy();
       const upstream = connect(Number(this.target.port || 5432), this.target.hostname);
-      for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+      for (const [a, b] of [
+        [client, upstream],
+        [upstream, client],
+      ] as const) {
         a.pipe(b);
         a.on('error', () => b.destroy());
         a.on('close', () => b.destroy());
@@ -53,7 +56,8 @@ class Proxy {
 describe.skipIf(!hasPostgres)('PostgreSQL notices (LISTEN/NOTIFY)', () => {
   let proxy: Proxy;
   let publisher: pg.Client;
-  const publish = async (channel: string, payload: string) => void (await publisher.query('SELECT pg_notify($1, $2)', [channel, payload]));
+  const publish = async (channel: string, payload: string) =>
+    void (await publisher.query('SELECT pg_notify($1, $2)', [channel, payload]));
   const channel = () => `test_notices_${randomBytes(5).toString('hex')}`;
 
   beforeAll(async () => {

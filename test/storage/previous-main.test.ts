@@ -17,7 +17,10 @@ import { answers, SCHEMA } from './fixtures/make-previous-main';
  * ephemeral entry, and the recorded schema version is the latest.
  */
 const FIXTURES = fileURLToPath(new URL('./fixtures/previous-main/', import.meta.url));
-const expected = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as Record<'sqlite' | 'postgres', Recorded>;
+const expected = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as Record<
+  'sqlite' | 'postgres',
+  Recorded
+>;
 
 interface Recorded {
   reads: unknown;
@@ -44,7 +47,9 @@ async function answersAsBefore(server: ServerApp, recorded: Recorded): Promise<v
     payload: { resourceType: 'Patient', id: 'pat-2', name: [{ family: 'Jones', given: ['Bobby'] }] },
   });
   expect(res.statusCode, res.body).toBe(200);
-  const found = (await server.app.inject({ method: 'GET', url: '/fhir/R4/Patient?nickname=Bobby&_sort=_id' })).json() as { entry: { resource: { id: string } }[] };
+  const found = (
+    await server.app.inject({ method: 'GET', url: '/fhir/R4/Patient?nickname=Bobby&_sort=_id' })
+  ).json() as { entry: { resource: { id: string } }[] };
   expect(found.entry.map((e) => e.resource.id)).toEqual(['pat-1', 'pat-2']);
 }
 
@@ -52,12 +57,14 @@ async function answersAsBefore(server: ServerApp, recorded: Recorded): Promise<v
 function dumpInto(schema: TestSchema): string {
   const name = /search_path=(\w+)/.exec(new URL(schema.url).searchParams.get('options') ?? '')?.[1];
   if (!name) throw new Error(`no schema in ${schema.url}`);
-  return readFileSync(join(FIXTURES, 'postgres.sql'), 'utf8')
-    .split('\n')
-    // psql's own commands (\restrict) and the schema, which exists already.
-    .filter((line) => !line.startsWith('\\') && line !== `CREATE SCHEMA ${SCHEMA};`)
-    .join('\n')
-    .replaceAll(`${SCHEMA}.`, `${name}.`);
+  return (
+    readFileSync(join(FIXTURES, 'postgres.sql'), 'utf8')
+      .split('\n')
+      // psql's own commands (\restrict) and the schema, which exists already.
+      .filter((line) => !line.startsWith('\\') && line !== `CREATE SCHEMA ${SCHEMA};`)
+      .join('\n')
+      .replaceAll(`${SCHEMA}.`, `${name}.`)
+  );
 }
 
 describe('a database written by the previous main', () => {

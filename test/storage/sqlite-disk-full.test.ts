@@ -27,7 +27,12 @@ describe('SQLite with its disk full', () => {
   });
 
   const put = (id: string, text: string) =>
-    server.app.inject({ method: 'PUT', url: `/fhir/R4/Basic/${id}`, headers: FHIR_JSON, payload: { resourceType: 'Basic', id, code: { text } } satisfies Basic });
+    server.app.inject({
+      method: 'PUT',
+      url: `/fhir/R4/Basic/${id}`,
+      headers: FHIR_JSON,
+      payload: { resourceType: 'Basic', id, code: { text } } satisfies Basic,
+    });
 
   test('a write answers 507 naming the cause, /readyz 503, reads go on; lifting the cap brings both back with nothing lost', async () => {
     for (let i = 0; i < 20; i++) {
@@ -66,7 +71,16 @@ describe('SQLite with its disk full', () => {
       method: 'POST',
       url: '/fhir/R4',
       headers: FHIR_JSON,
-      payload: { resourceType: 'Bundle', type: 'batch', entry: [{ resource: { resourceType: 'Basic', id: 'in-batch', code: { text: 'x'.repeat(2000) } }, request: { method: 'PUT', url: 'Basic/in-batch' } }] },
+      payload: {
+        resourceType: 'Bundle',
+        type: 'batch',
+        entry: [
+          {
+            resource: { resourceType: 'Basic', id: 'in-batch', code: { text: 'x'.repeat(2000) } },
+            request: { method: 'PUT', url: 'Basic/in-batch' },
+          },
+        ],
+      },
     });
     expect(batch.statusCode).toBe(200);
     const entry = (batch.json() as Bundle).entry?.[0];

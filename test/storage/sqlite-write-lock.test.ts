@@ -30,7 +30,14 @@ afterAll(async () => {
 });
 
 function op(id: string): WriteOp {
-  return { project: 'p', type: 'Patient', id, lastUpdated: new Date().toISOString(), resource: { resourceType: 'Patient', id } as Resource, index: emptyIndexRows() };
+  return {
+    project: 'p',
+    type: 'Patient',
+    id,
+    lastUpdated: new Date().toISOString(),
+    resource: { resourceType: 'Patient', id } as Resource,
+    index: emptyIndexRows(),
+  };
 }
 
 test("a write waits for another process's write lock without holding up this process", async () => {
@@ -48,7 +55,10 @@ test("a write waits for another process's write lock without holding up this pro
 
   let settled = false;
   const second = b.write(op('second'));
-  void second.then(() => (settled = true), () => (settled = true));
+  void second.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
   try {
     // B keeps answering while its write waits: several reads, each a turn of its event loop.
     for (let i = 0; i < 20; i++) {

@@ -25,12 +25,22 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     const receiver = new Receiver();
 
     const request = async (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: object) => {
-      const res = await server.app.inject({ method, url: `/fhir/R4/${url}`, headers: payload ? FHIR_JSON : {}, payload });
+      const res = await server.app.inject({
+        method,
+        url: `/fhir/R4/${url}`,
+        headers: payload ? FHIR_JSON : {},
+        payload,
+      });
       return { status: res.statusCode, body: res.body === '' ? undefined : res.json() };
     };
 
     const subscribe = async (sub: Partial<Subscription>): Promise<Subscription> => {
-      const res = await request('POST', 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'test', ...sub });
+      const res = await request('POST', 'Subscription', {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'test',
+        ...sub,
+      });
       expect(res.status, JSON.stringify(res.body)).toBe(201);
       return res.body as Subscription;
     };
@@ -38,12 +48,22 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     /** A Patient criteria unique to one test, and a patient that meets it. */
     const tagged = () => {
       const tag = randomUUID();
-      return { criteria: `Patient?identifier=urn:test|${tag}`, patient: (extra: Partial<Patient> = {}): Patient => ({ resourceType: 'Patient', identifier: [{ system: 'urn:test', value: tag }], ...extra }) };
+      return {
+        criteria: `Patient?identifier=urn:test|${tag}`,
+        patient: (extra: Partial<Patient> = {}): Patient => ({
+          resourceType: 'Patient',
+          identifier: [{ system: 'urn:test', value: tag }],
+          ...extra,
+        }),
+      };
     };
 
     /** Delivery jobs enqueued for one resource (enqueued in the write's transaction: counted right after it). */
     const jobsFor = async (type: string, id: string) => {
-      const rows = await server.core.repository.store.query<{ input: string }>("SELECT input FROM jobs WHERE kind = 'subscription-delivery'", []);
+      const rows = await server.core.repository.store.query<{ input: string }>(
+        "SELECT input FROM jobs WHERE kind = 'subscription-delivery'",
+        [],
+      );
       return rows.filter((r) => {
         const input = JSON.parse(r.input) as { type: string; id: string };
         return input.type === type && input.id === id;
@@ -62,17 +82,54 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     });
 
     test.each([
-      ['an email channel', { criteria: 'Patient', channel: { type: 'email', endpoint: 'mailto:a@example.org' } }, 'not-supported'],
+      [
+        'an email channel',
+        { criteria: 'Patient', channel: { type: 'email', endpoint: 'mailto:a@example.org' } },
+        'not-supported',
+      ],
       ['an sms channel', { criteria: 'Patient', channel: { type: 'sms', endpoint: 'tel:123' } }, 'not-supported'],
-      ['a message channel', { criteria: 'Patient', channel: { type: 'message', endpoint: 'http://127.0.0.1/' } }, 'not-supported'],
-      ['an unknown search parameter', { criteria: 'Patient?no-such-param=1', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1/' } }, 'invalid'],
-      ['an unknown type', { criteria: 'Nonsense?name=a', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1/' } }, 'invalid'],
-      ['the cloud metadata address', { criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'http://169.254.169.254/latest' } }, 'invalid'],
-      ['a non-http endpoint', { criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'ftp://example.org/' } }, 'invalid'],
-      ['a bad FHIRPath criteria', { criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1/' }, extension: [{ url: EXT.fhirPathCriteria, valueString: 'name.where(' }] }, 'invalid'],
+      [
+        'a message channel',
+        { criteria: 'Patient', channel: { type: 'message', endpoint: 'http://127.0.0.1/' } },
+        'not-supported',
+      ],
+      [
+        'an unknown search parameter',
+        { criteria: 'Patient?no-such-param=1', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1/' } },
+        'invalid',
+      ],
+      [
+        'an unknown type',
+        { criteria: 'Nonsense?name=a', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1/' } },
+        'invalid',
+      ],
+      [
+        'the cloud metadata address',
+        { criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'http://169.254.169.254/latest' } },
+        'invalid',
+      ],
+      [
+        'a non-http endpoint',
+        { criteria: 'Patient', channel: { type: 'rest-hook', endpoint: 'ftp://example.org/' } },
+        'invalid',
+      ],
+      [
+        'a bad FHIRPath criteria',
+        {
+          criteria: 'Patient',
+          channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1/' },
+          extension: [{ url: EXT.fhirPathCriteria, valueString: 'name.where(' }],
+        },
+        'invalid',
+      ],
     ])('%s is refused at create (400), nothing stored', async (_what, sub, code) => {
       const before = (await request('GET', 'Subscription?_summary=count')).body as { total: number };
-      const res = await request('POST', 'Subscription', { resourceType: 'Subscription', status: 'requested', reason: 'test', ...sub });
+      const res = await request('POST', 'Subscription', {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'test',
+        ...sub,
+      });
       expect(res.status, JSON.stringify(res.body)).toBe(400);
       expect((res.body as OperationOutcome).issue[0].code).toBe(code);
       const after = (await request('GET', 'Subscription?_summary=count')).body as { total: number };
@@ -89,7 +146,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const hook = new Receiver();
       await hook.start();
       try {
-        await subscribe({ criteria, channel: { ...hookOf(hook.url), header: ['Authorization: Bearer hook-secret', 'X-Custom: one'] }, extension: [{ url: EXT.secret, valueString: 'shared-secret' }] });
+        await subscribe({
+          criteria,
+          channel: { ...hookOf(hook.url), header: ['Authorization: Bearer hook-secret', 'X-Custom: one'] },
+          extension: [{ url: EXT.secret, valueString: 'shared-secret' }],
+        });
         const created = (await request('POST', 'Patient', patient({ active: true }))).body as Patient;
         expect(await jobsFor('Patient', created.id as string)).toBe(1);
         const [got] = await hook.until((r) => r.length >= 1);
@@ -99,13 +160,25 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
         expect(got.headers.authorization).toBe('Bearer hook-secret');
         expect(got.headers['x-custom']).toBe('one');
         expect(got.headers['x-signature']).toBe(createHmac('sha256', 'shared-secret').update(got.body).digest('hex'));
-        expect(JSON.parse(got.body)).toMatchObject({ resourceType: 'Patient', id: created.id, meta: { versionId: '1' } });
+        expect(JSON.parse(got.body)).toMatchObject({
+          resourceType: 'Patient',
+          id: created.id,
+          meta: { versionId: '1' },
+        });
         // An update that leaves the criteria is not delivered: no job is enqueued for it.
         const moved = { ...created, identifier: [{ system: 'urn:test', value: 'elsewhere' }] };
         expect((await request('PUT', `Patient/${created.id}`, moved)).status).toBe(200);
         expect(await jobsFor('Patient', created.id as string)).toBe(1);
         // Exactly once: the job is done, and nothing more arrived.
-        await waitFor(async () => (await server.core.repository.store.query<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE kind = 'subscription-delivery' AND state <> 'done'", []))[0].n == 0);
+        await waitFor(
+          async () =>
+            (
+              await server.core.repository.store.query<{ n: number }>(
+                "SELECT COUNT(*) AS n FROM jobs WHERE kind = 'subscription-delivery' AND state <> 'done'",
+                [],
+              )
+            )[0].n == 0,
+        );
         expect(hook.received).toHaveLength(1);
       } finally {
         await hook.stop();
@@ -136,7 +209,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const medplum = await new Receiver().start();
       try {
         await subscribe({ criteria, channel: { type: 'rest-hook', endpoint: plain.url } });
-        await subscribe({ criteria, channel: hookOf(medplum.url), extension: [{ url: EXT.deliveryMode, valueCode: 'medplum' }] });
+        await subscribe({
+          criteria,
+          channel: hookOf(medplum.url),
+          extension: [{ url: EXT.deliveryMode, valueCode: 'medplum' }],
+        });
         const created = (await request('POST', 'Patient', patient())).body as Patient;
         const [empty] = await plain.until((r) => r.length >= 1);
         expect(empty.method).toBe('POST');
@@ -158,7 +235,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const deletes = await new Receiver().start();
       try {
         await subscribe({ criteria, channel: hookOf(plain.url) });
-        await subscribe({ criteria, channel: hookOf(deletes.url), extension: [{ url: EXT.supportedInteraction, valueCode: 'delete' }] });
+        await subscribe({
+          criteria,
+          channel: hookOf(deletes.url),
+          extension: [{ url: EXT.supportedInteraction, valueCode: 'delete' }],
+        });
         const created = (await request('POST', 'Patient', patient())).body as Patient;
         await plain.until((r) => r.length >= 1);
         expect((await request('DELETE', `Patient/${created.id}`)).status).toBe(204);
@@ -182,7 +263,9 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
         await subscribe({
           criteria,
           channel: hookOf(hook.url),
-          extension: [{ url: EXT.fhirPathCriteria, valueString: '%previous.active = false and %current.active = true' }],
+          extension: [
+            { url: EXT.fhirPathCriteria, valueString: '%previous.active = false and %current.active = true' },
+          ],
         });
         const created = (await request('POST', 'Patient', patient({ active: false }))).body as Patient;
         expect(await jobsFor('Patient', created.id as string)).toBe(0);
@@ -208,7 +291,10 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
         await one.until((r) => r.length >= 1);
         await two.until((r) => r.length >= 1);
         // A Parameters body: every matching subscription.
-        const all = await request('POST', `Patient/${created.id}/$resend`, { resourceType: 'Parameters', parameter: [{ name: 'verbose', valueBoolean: true }] });
+        const all = await request('POST', `Patient/${created.id}/$resend`, {
+          resourceType: 'Parameters',
+          parameter: [{ name: 'verbose', valueBoolean: true }],
+        });
         expect(all.status, JSON.stringify(all.body)).toBe(200);
         expect((all.body as OperationOutcome).resourceType).toBe('OperationOutcome');
         expect((all.body as OperationOutcome).issue.map((i) => i.details?.text)).toContain(`Subscription/${subOne.id}`);
@@ -216,9 +302,15 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
         await two.until((r) => r.length >= 2);
         expect(JSON.parse(one.received[1].body).meta.versionId).toBe('1');
         // Medplum's plain JSON body, limited to one subscription.
-        const limited = await request('POST', `Patient/${created.id}/$resend`, { subscription: `Subscription/${subOne.id}`, verbose: true });
+        const limited = await request('POST', `Patient/${created.id}/$resend`, {
+          subscription: `Subscription/${subOne.id}`,
+          verbose: true,
+        });
         expect(limited.status, JSON.stringify(limited.body)).toBe(200);
-        expect((limited.body as OperationOutcome).issue.map((i) => i.details?.text)).toEqual([expect.stringContaining('1 subscription'), `Subscription/${subOne.id}`]);
+        expect((limited.body as OperationOutcome).issue.map((i) => i.details?.text)).toEqual([
+          expect.stringContaining('1 subscription'),
+          `Subscription/${subOne.id}`,
+        ]);
         await one.until((r) => r.length >= 3);
         expect(await jobsFor('Patient', created.id as string)).toBe(5);
         expect(two.received).toHaveLength(2);
@@ -240,25 +332,52 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
     });
 
     test('$resend is for administrators: a project client without admin gets 403', async () => {
-      const init = await server.app.inject({ method: 'POST', url: '/fhir/R4/Project/$init', headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: `resend-${randomUUID()}` }] } });
+      const init = await server.app.inject({
+        method: 'POST',
+        url: '/fhir/R4/Project/$init',
+        headers: FHIR_JSON,
+        payload: { resourceType: 'Parameters', parameter: [{ name: 'name', valueString: `resend-${randomUUID()}` }] },
+      });
       expect(init.statusCode, init.body).toBe(201);
       const project = init.json().id as string;
-      const clients = await server.app.inject({ method: 'GET', url: '/fhir/R4/ClientApplication', headers: { 'x-project': project } });
+      const clients = await server.app.inject({
+        method: 'GET',
+        url: '/fhir/R4/ClientApplication',
+        headers: { 'x-project': project },
+      });
       const client = clients.json().entry[0].resource as { id: string; secret: string };
       // The default client only reads; an administrator (the operator here) lets it write, not administer.
-      const widened = await server.app.inject({ method: 'PUT', url: `/fhir/R4/ClientApplication/${client.id}`, headers: { ...FHIR_JSON, 'x-project': project }, payload: { ...client, defaultScope: ['system/*.cruds'] } });
+      const widened = await server.app.inject({
+        method: 'PUT',
+        url: `/fhir/R4/ClientApplication/${client.id}`,
+        headers: { ...FHIR_JSON, 'x-project': project },
+        payload: { ...client, defaultScope: ['system/*.cruds'] },
+      });
       expect(widened.statusCode, widened.body).toBe(200);
       const token = await server.app.inject({
         method: 'POST',
         url: '/oauth2/token',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}` },
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}`,
+        },
         payload: new URLSearchParams({ grant_type: 'client_credentials' }).toString(),
       });
       expect(token.statusCode, token.body).toBe(200);
       const bearer = { authorization: `Bearer ${token.json().access_token}` };
-      const created = await server.app.inject({ method: 'POST', url: '/fhir/R4/Patient', headers: { ...FHIR_JSON, ...bearer }, payload: { resourceType: 'Patient' } });
+      const created = await server.app.inject({
+        method: 'POST',
+        url: '/fhir/R4/Patient',
+        headers: { ...FHIR_JSON, ...bearer },
+        payload: { resourceType: 'Patient' },
+      });
       expect(created.statusCode, created.body).toBe(201);
-      const res = await server.app.inject({ method: 'POST', url: `/fhir/R4/Patient/${created.json().id}/$resend`, headers: { ...FHIR_JSON, ...bearer }, payload: {} });
+      const res = await server.app.inject({
+        method: 'POST',
+        url: `/fhir/R4/Patient/${created.json().id}/$resend`,
+        headers: { ...FHIR_JSON, ...bearer },
+        payload: {},
+      });
       expect(res.statusCode, res.body).toBe(403);
       expect(res.body).toContain('$resend is for project administrators');
     });
@@ -268,11 +387,19 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const sub = await subscribe({ criteria, channel: { type: 'websocket' } });
       const res = await request('GET', `Subscription/${sub.id}/$get-ws-binding-token`);
       expect(res.status, JSON.stringify(res.body)).toBe(200);
-      const out = Object.fromEntries((res.body as { parameter: { name: string; valueString?: string; valueUrl?: string }[] }).parameter.map((p) => [p.name, p.valueString ?? p.valueUrl]));
+      const out = Object.fromEntries(
+        (res.body as { parameter: { name: string; valueString?: string; valueUrl?: string }[] }).parameter.map((p) => [
+          p.name,
+          p.valueString ?? p.valueUrl,
+        ]),
+      );
       expect(out.subscription).toBe(sub.id);
       expect(out['websocket-url']).toMatch(/^ws:\/\/[^/]+\/ws\/subscriptions-r4$/);
       const socket = await server.app.injectWS('/ws/subscriptions-r4');
-      const messages: { type?: string; entry?: { resource: { resourceType: string; id?: string; type?: string } }[] }[] = [];
+      const messages: {
+        type?: string;
+        entry?: { resource: { resourceType: string; id?: string; type?: string } }[];
+      }[] = [];
       socket.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString())));
       try {
         socket.send(JSON.stringify({ type: 'bind-with-token', payload: { token: out.token } }));
@@ -281,7 +408,11 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
         await waitFor(async () => messages.some((m) => m.entry?.[0].resource.type === 'event-notification'));
         const event = messages.find((m) => m.entry?.[0].resource.type === 'event-notification');
         expect(event).toMatchObject({ resourceType: 'Bundle', type: 'history' });
-        expect(event?.entry?.[0].resource).toMatchObject({ resourceType: 'SubscriptionStatus', subscription: { reference: `Subscription/${sub.id}` }, notificationEvent: [{ focus: { reference: `Patient/${created.id}` } }] });
+        expect(event?.entry?.[0].resource).toMatchObject({
+          resourceType: 'SubscriptionStatus',
+          subscription: { reference: `Subscription/${sub.id}` },
+          notificationEvent: [{ focus: { reference: `Patient/${created.id}` } }],
+        });
         expect(event?.entry?.[1].resource).toMatchObject({ resourceType: 'Patient', id: created.id });
       } finally {
         socket.terminate();
@@ -306,10 +437,22 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const hook = await new Receiver().start();
       hook.respond = () => (hook.received.length <= 3 ? 500 : 200);
       try {
-        const sub = await subscribe({ criteria, channel: hookOf(hook.url), extension: [{ url: EXT.maxAttempts, valueInteger: 4 }] });
+        const sub = await subscribe({
+          criteria,
+          channel: hookOf(hook.url),
+          extension: [{ url: EXT.maxAttempts, valueInteger: 4 }],
+        });
         await request('POST', 'Patient', patient());
         await hook.until((r) => r.length >= 4);
-        await waitFor(async () => (await server.core.repository.store.query<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE kind = 'subscription-delivery' AND state NOT IN ('done', 'dead')", []))[0].n == 0);
+        await waitFor(
+          async () =>
+            (
+              await server.core.repository.store.query<{ n: number }>(
+                "SELECT COUNT(*) AS n FROM jobs WHERE kind = 'subscription-delivery' AND state NOT IN ('done', 'dead')",
+                [],
+              )
+            )[0].n == 0,
+        );
         expect(hook.received).toHaveLength(4);
         const after = (await request('GET', `Subscription/${sub.id}`)).body as Subscription;
         expect(after.status).toBe('active');
@@ -323,9 +466,15 @@ function suite(name: string, open: () => Promise<{ server: ServerApp; cleanup: (
       const hook = await new Receiver().start();
       hook.respond = () => 503;
       try {
-        const sub = await subscribe({ criteria, channel: hookOf(hook.url), extension: [{ url: EXT.maxAttempts, valueInteger: 2 }] });
+        const sub = await subscribe({
+          criteria,
+          channel: hookOf(hook.url),
+          extension: [{ url: EXT.maxAttempts, valueInteger: 2 }],
+        });
         await request('POST', 'Patient', patient());
-        await waitFor(async () => ((await request('GET', `Subscription/${sub.id}`)).body as Subscription).status === 'error');
+        await waitFor(
+          async () => ((await request('GET', `Subscription/${sub.id}`)).body as Subscription).status === 'error',
+        );
         const after = (await request('GET', `Subscription/${sub.id}`)).body as Subscription;
         expect(after.error).toMatch(/failed 2 times.*503/);
         expect(hook.received).toHaveLength(2);
@@ -351,7 +500,11 @@ onBothBackends(suite, { outboundAllowPrivate: true, subscriptionRetryMs: RETRY_M
 
 describe('delivery retries', () => {
   test('back off exponentially with jitter: each gap is longer than the one before', () => {
-    const delivery = new SubscriptionDelivery({ repository: undefined as never, outbound: new Outbound({ allowPrivate: false }), retryMs: 100 });
+    const delivery = new SubscriptionDelivery({
+      repository: undefined as never,
+      outbound: new Outbound({ allowPrivate: false }),
+      retryMs: 100,
+    });
     const backoff = delivery.handler().backoff as (attempt: number) => number;
     for (let i = 0; i < 50; i++) {
       const gaps = [1, 2, 3, 4].map((a) => backoff(a));

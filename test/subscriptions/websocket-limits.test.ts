@@ -25,7 +25,9 @@ async function listening(config: Partial<Config>): Promise<{ server: ServerApp; 
 
 /** A REST read over TCP, as a legitimate client makes it while the sockets are open. */
 async function restRead(port: number): Promise<number> {
-  const res = await fetch(`http://127.0.0.1:${port}/fhir/R4/Patient?_count=1`, { headers: { authorization: `Bearer ${OPERATOR}` } });
+  const res = await fetch(`http://127.0.0.1:${port}/fhir/R4/Patient?_count=1`, {
+    headers: { authorization: `Bearer ${OPERATOR}` },
+  });
   await res.arrayBuffer();
   return res.status;
 }
@@ -56,12 +58,29 @@ describe('unbound subscription websockets', () => {
   });
 
   test('pings do not keep an unbound socket; a bound socket is kept past the bind timeout', async () => {
-    const sub = await server.app.inject({ method: 'POST', url: '/fhir/R4/Subscription', headers: { ...FHIR_JSON, authorization: `Bearer ${OPERATOR}` }, payload: { resourceType: 'Subscription', status: 'requested', reason: 'ws', criteria: 'Patient', channel: { type: 'websocket' } } });
+    const sub = await server.app.inject({
+      method: 'POST',
+      url: '/fhir/R4/Subscription',
+      headers: { ...FHIR_JSON, authorization: `Bearer ${OPERATOR}` },
+      payload: {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'ws',
+        criteria: 'Patient',
+        channel: { type: 'websocket' },
+      },
+    });
     expect(sub.statusCode, sub.body).toBe(201);
     const id = (sub.json() as Subscription).id as string;
-    const tokenAnswer = await server.app.inject({ method: 'GET', url: `/fhir/R4/Subscription/${id}/$get-ws-binding-token`, headers: { authorization: `Bearer ${OPERATOR}` } });
+    const tokenAnswer = await server.app.inject({
+      method: 'GET',
+      url: `/fhir/R4/Subscription/${id}/$get-ws-binding-token`,
+      headers: { authorization: `Bearer ${OPERATOR}` },
+    });
     expect(tokenAnswer.statusCode, tokenAnswer.body).toBe(200);
-    const token = (tokenAnswer.json() as { parameter: { name: string; valueString?: string }[] }).parameter.find((p) => p.name === 'token')?.valueString;
+    const token = (tokenAnswer.json() as { parameter: { name: string; valueString?: string }[] }).parameter.find(
+      (p) => p.name === 'token',
+    )?.valueString;
 
     const bound = (await RawWebSocket.open(port, PATH)).socket as RawWebSocket;
     sockets.push(bound);
@@ -112,7 +131,10 @@ describe('subscription websockets per address', () => {
     }
     const refused = await RawWebSocket.open(port, PATH);
     expect(refused.status).toBe(429);
-    expect(JSON.parse(refused.body)).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ code: 'throttled' }] });
+    expect(JSON.parse(refused.body)).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'throttled' }],
+    });
     expect(await restRead(port)).toBe(200);
 
     const first = sockets[0];
@@ -134,7 +156,10 @@ describe('subscription websockets per address', () => {
     }
     const refused = await RawWebSocket.open(port, PATH, { from: '127.0.0.3' });
     expect(refused.status).toBe(503);
-    expect(JSON.parse(refused.body)).toMatchObject({ resourceType: 'OperationOutcome', issue: [{ code: 'transient' }] });
+    expect(JSON.parse(refused.body)).toMatchObject({
+      resourceType: 'OperationOutcome',
+      issue: [{ code: 'transient' }],
+    });
     expect(await restRead(port)).toBe(200);
   });
 });

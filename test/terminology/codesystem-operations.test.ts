@@ -33,7 +33,14 @@ describe('CodeSystem/$lookup', () => {
     const res = await get(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&code=dog`);
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json() as Parameters;
-    expect(outputs(body)).toMatchObject({ name: 'Animals', version: '2.0.0', display: 'Dog', code: 'dog', system: SYSTEM, abstract: false });
+    expect(outputs(body)).toMatchObject({
+      name: 'Animals',
+      version: '2.0.0',
+      display: 'Dog',
+      code: 'dog',
+      system: SYSTEM,
+      abstract: false,
+    });
     const designations = partsOf(body, 'designation');
     expect(designations).toContainEqual({ language: 'de', value: 'Hund' });
     const properties = partsOf(body, 'property');
@@ -44,7 +51,10 @@ describe('CodeSystem/$lookup', () => {
   });
 
   test('coding by POST, asking for one property', async () => {
-    const res = await post('/fhir/R4/CodeSystem/$lookup', param('coding', { system: SYSTEM, code: 'mammal' }), { name: 'property', valueCode: 'child' });
+    const res = await post('/fhir/R4/CodeSystem/$lookup', param('coding', { system: SYSTEM, code: 'mammal' }), {
+      name: 'property',
+      valueCode: 'child',
+    });
     expect(res.statusCode, res.body).toBe(200);
     const children = partsOf(res.json(), 'property');
     expect(children.map((p) => p.value)).toEqual(['dog', 'cat', 'mammoth']);
@@ -64,23 +74,37 @@ describe('CodeSystem/$lookup', () => {
   });
 
   test('a supplement adds designations, with their source, and is reported as used', async () => {
-    const res = await post('/fhir/R4/CodeSystem/$lookup', param('system', SYSTEM), param('code', 'dog'), { name: 'useSupplement', valueCanonical: supplement.url });
+    const res = await post('/fhir/R4/CodeSystem/$lookup', param('system', SYSTEM), param('code', 'dog'), {
+      name: 'useSupplement',
+      valueCanonical: supplement.url,
+    });
     expect(res.statusCode, res.body).toBe(200);
     const body = res.json() as Parameters;
-    expect(partsOf(body, 'designation')).toContainEqual({ language: 'fr', value: 'Chien', source: `${supplement.url}|1.0.0` });
+    expect(partsOf(body, 'designation')).toContainEqual({
+      language: 'fr',
+      value: 'Chien',
+      source: `${supplement.url}|1.0.0`,
+    });
     expect(outputs(body)['used-supplement']).toBe(`${supplement.url}|1.0.0`);
   });
 
   test('unknown code, unknown system and missing supplement are clear OperationOutcomes', async () => {
     const unknownCode = await get(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&code=unicorn`);
     expect(unknownCode.statusCode).toBe(404);
-    expect((unknownCode.json() as OperationOutcome).issue[0].details?.text).toBe(`Unable to find code 'unicorn' in ${SYSTEM} version 2.0.0`);
+    expect((unknownCode.json() as OperationOutcome).issue[0].details?.text).toBe(
+      `Unable to find code 'unicorn' in ${SYSTEM} version 2.0.0`,
+    );
     const unknownSystem = await get('/fhir/R4/CodeSystem/$lookup?system=http://example.org/nothing&code=x');
     expect(unknownSystem.statusCode).toBe(404);
     expect((unknownSystem.json() as OperationOutcome).issue[0].code).toBe('not-found');
-    const noSupplement = await post('/fhir/R4/CodeSystem/$lookup', param('system', SYSTEM), param('code', 'dog'), { name: 'useSupplement', valueCanonical: 'http://example.org/none' });
+    const noSupplement = await post('/fhir/R4/CodeSystem/$lookup', param('system', SYSTEM), param('code', 'dog'), {
+      name: 'useSupplement',
+      valueCanonical: 'http://example.org/none',
+    });
     expect(noSupplement.statusCode).toBe(404);
-    expect((noSupplement.json() as OperationOutcome).issue[0].details?.text).toBe('Required supplement not found: http://example.org/none');
+    expect((noSupplement.json() as OperationOutcome).issue[0].details?.text).toBe(
+      'Required supplement not found: http://example.org/none',
+    );
   });
 
   test('an unknown system, version or content speaks of lookup, never of validation', async () => {
@@ -98,13 +122,19 @@ describe('CodeSystem/$lookup', () => {
     expect(await text('/fhir/R4/CodeSystem/$lookup?system=http://example.org/nothing&code=x')).toBe(
       "A definition for CodeSystem 'http://example.org/nothing' could not be found, so the code cannot be looked up",
     );
-    expect(await text(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&version=9.9.9&code=dog`)).toMatch(
+    expect(
+      await text(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&version=9.9.9&code=dog`),
+    ).toMatch(
       /^A definition for CodeSystem '.*' version '9\.9\.9' could not be found, so the code cannot be looked up\. Valid versions: /,
     );
     // SNOMED CT is bundled as content = not-present.
-    expect(await text('/fhir/R4/CodeSystem/$lookup?system=http://snomed.info/sct&code=22298006')).toMatch(/so its codes cannot be looked up$/);
+    expect(await text('/fhir/R4/CodeSystem/$lookup?system=http://snomed.info/sct&code=22298006')).toMatch(
+      /so its codes cannot be looked up$/,
+    );
     // An unknown code in a known system was already a lookup's message.
-    expect(await text(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&code=unicorn`)).toBe(`Unable to find code 'unicorn' in ${SYSTEM} version 2.0.0`);
+    expect(await text(`/fhir/R4/CodeSystem/$lookup?system=${encodeURIComponent(SYSTEM)}&code=unicorn`)).toBe(
+      `Unable to find code 'unicorn' in ${SYSTEM} version 2.0.0`,
+    );
   });
 
   test('a missing code is refused before the engine runs', async () => {
@@ -119,10 +149,16 @@ describe('CodeSystem/$validate-code', () => {
     const byGet = await get(`/fhir/R4/CodeSystem/$validate-code?url=${encodeURIComponent(SYSTEM)}&code=cat`);
     expect(byGet.statusCode, byGet.body).toBe(200);
     expect(outputs(byGet.json())).toMatchObject({ result: true, display: 'Cat', version: '2.0.0' });
-    const coding = await post('/fhir/R4/CodeSystem/$validate-code', param('coding', { system: SYSTEM, code: 'unicorn' }));
+    const coding = await post(
+      '/fhir/R4/CodeSystem/$validate-code',
+      param('coding', { system: SYSTEM, code: 'unicorn' }),
+    );
     expect(outputs(coding.json())).toMatchObject({ result: false });
     expect(String(outputs(coding.json()).message)).toContain("Unknown code 'unicorn'");
-    const concept = await post('/fhir/R4/CodeSystem/$validate-code', param('codeableConcept', { coding: [{ system: SYSTEM, code: 'owl' }] }));
+    const concept = await post(
+      '/fhir/R4/CodeSystem/$validate-code',
+      param('codeableConcept', { coding: [{ system: SYSTEM, code: 'owl' }] }),
+    );
     expect(outputs(concept.json()).result).toBe(true);
   });
 
@@ -135,7 +171,13 @@ describe('CodeSystem/$validate-code', () => {
   });
 
   test('a code system given inline is used for that request only', async () => {
-    const inline: CodeSystem = { resourceType: 'CodeSystem', url: 'http://example.org/inline', status: 'active', content: 'complete', concept: [{ code: 'a', display: 'A' }] };
+    const inline: CodeSystem = {
+      resourceType: 'CodeSystem',
+      url: 'http://example.org/inline',
+      status: 'active',
+      content: 'complete',
+      concept: [{ code: 'a', display: 'A' }],
+    };
     const res = await post('/fhir/R4/CodeSystem/$validate-code', param('codeSystem', inline), param('code', 'a'));
     expect(outputs(res.json())).toMatchObject({ result: true, display: 'A' });
     const later = await get('/fhir/R4/CodeSystem/$validate-code?url=http://example.org/inline&code=a');
@@ -151,9 +193,14 @@ describe('CodeSystem/$validate-code', () => {
   });
 
   test('a supplement named as the system is not a code system', async () => {
-    const res = await post('/fhir/R4/CodeSystem/$validate-code', param('coding', { system: supplement.url, code: 'dog' }));
+    const res = await post(
+      '/fhir/R4/CodeSystem/$validate-code',
+      param('coding', { system: supplement.url, code: 'dog' }),
+    );
     expect(res.statusCode).toBe(200);
-    expect(outputs(res.json()).message).toBe(`CodeSystem ${supplement.url}|1.0.0 is a supplement, so can't be used as a value in Coding.system`);
+    expect(outputs(res.json()).message).toBe(
+      `CodeSystem ${supplement.url}|1.0.0 is a supplement, so can't be used as a value in Coding.system`,
+    );
   });
 });
 
@@ -172,7 +219,11 @@ describe('CodeSystem/$subsumes', () => {
   });
 
   test('codings by POST, and the instance level', async () => {
-    const res = await post('/fhir/R4/CodeSystem/$subsumes', param('codingA', { system: SYSTEM, code: 'bird' }), param('codingB', { system: SYSTEM, code: 'owl' }));
+    const res = await post(
+      '/fhir/R4/CodeSystem/$subsumes',
+      param('codingA', { system: SYSTEM, code: 'bird' }),
+      param('codingB', { system: SYSTEM, code: 'owl' }),
+    );
     expect(outputs(res.json())).toEqual({ outcome: 'subsumes' });
     const instance = await get('/fhir/R4/CodeSystem/animals/$subsumes?codeA=owl&codeB=bird');
     expect(outputs(instance.json())).toEqual({ outcome: 'subsumed-by' });
@@ -181,14 +232,22 @@ describe('CodeSystem/$subsumes', () => {
   test('an unknown system speaks of subsumption, never of validation', async () => {
     const res = await get('/fhir/R4/CodeSystem/$subsumes?system=http://loinc.org&codeA=1&codeB=2');
     expect(res.statusCode).toBe(404);
-    expect((res.json() as OperationOutcome).issue[0].details?.text).toBe("A definition for CodeSystem 'http://loinc.org' could not be found, so subsumption cannot be tested");
+    expect((res.json() as OperationOutcome).issue[0].details?.text).toBe(
+      "A definition for CodeSystem 'http://loinc.org' could not be found, so subsumption cannot be tested",
+    );
   });
 
   test('codes of two systems, and an unknown code, are refused', async () => {
-    const mixed = await post('/fhir/R4/CodeSystem/$subsumes', param('codingA', { system: SYSTEM, code: 'dog' }), param('codingB', { system: 'http://example.org/x', code: 'y' }));
+    const mixed = await post(
+      '/fhir/R4/CodeSystem/$subsumes',
+      param('codingA', { system: SYSTEM, code: 'dog' }),
+      param('codingB', { system: 'http://example.org/x', code: 'y' }),
+    );
     expect(mixed.statusCode).toBe(400);
     expect((mixed.json() as OperationOutcome).issue[0].details?.text).toContain('one code system');
-    const unknown = await get(`/fhir/R4/CodeSystem/$subsumes?system=${encodeURIComponent(SYSTEM)}&codeA=dog&codeB=unicorn`);
+    const unknown = await get(
+      `/fhir/R4/CodeSystem/$subsumes?system=${encodeURIComponent(SYSTEM)}&codeA=dog&codeB=unicorn`,
+    );
     expect(unknown.statusCode).toBe(404);
     expect((unknown.json() as OperationOutcome).issue[0].details?.text).toContain("Unknown code 'unicorn'");
   });

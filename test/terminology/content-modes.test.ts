@@ -31,13 +31,24 @@ function codeSystem(kind: Kind): CodeSystem {
 }
 
 async function validate(kind: Kind, code: string) {
-  const res = await postParameters(app, '/fhir/R4/ValueSet/$validate-code', param('url', `http://example.org/fhir/ValueSet/content-${kind}`), param('system', systemOf(kind)), param('code', code));
+  const res = await postParameters(
+    app,
+    '/fhir/R4/ValueSet/$validate-code',
+    param('url', `http://example.org/fhir/ValueSet/content-${kind}`),
+    param('system', systemOf(kind)),
+    param('code', code),
+  );
   expect(res.statusCode, res.body).toBe(200);
   return { out: outputs(res.json()), texts: issueTexts(res.json()), body: res.json() };
 }
 
 async function validateInSystem(system: string, code: string) {
-  const res = await postParameters(app, '/fhir/R4/CodeSystem/$validate-code', param('url', system), param('code', code));
+  const res = await postParameters(
+    app,
+    '/fhir/R4/CodeSystem/$validate-code',
+    param('url', system),
+    param('code', code),
+  );
   expect(res.statusCode, res.body).toBe(200);
   return outputs(res.json());
 }
@@ -83,11 +94,18 @@ describe('content modes', () => {
     for (const code of ['a', 'zz']) {
       const { out, texts } = await validate('not-present', code);
       expect(out.result, code).toBe(false);
-      expect(texts.join('\n')).toContain(`The CodeSystem '${systemOf('not-present')}|1' is known, but this server does not hold its content`);
+      expect(texts.join('\n')).toContain(
+        `The CodeSystem '${systemOf('not-present')}|1' is known, but this server does not hold its content`,
+      );
       expect(out['x-caused-by-unknown-system'] ?? out['x-unknown-system']).toBe(systemOf('not-present'));
       expect((await validateInSystem(systemOf('not-present'), code)).result).toBe(false);
     }
-    const lookup = await postParameters(app, '/fhir/R4/CodeSystem/$lookup', param('system', systemOf('not-present')), param('code', 'a'));
+    const lookup = await postParameters(
+      app,
+      '/fhir/R4/CodeSystem/$lookup',
+      param('system', systemOf('not-present')),
+      param('code', 'a'),
+    );
     expect(lookup.statusCode).toBe(404);
   });
 

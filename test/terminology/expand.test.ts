@@ -28,7 +28,11 @@ beforeAll(async () => {
   ({ app, close } = await serverApp({ expansionLimit: 50 }));
   await put(animals);
   await put(valueSet('all', { include: [{ system: SYSTEM }] }));
-  await put(valueSet('mammals', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }] }] }));
+  await put(
+    valueSet('mammals', {
+      include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }] }],
+    }),
+  );
 });
 afterAll(() => close());
 
@@ -43,7 +47,10 @@ describe('input forms, GET and POST, type and instance level', () => {
   });
 
   test('url by GET at type level', async () => {
-    const res = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$expand?url=${encodeURIComponent(vsUrl('mammals'))}` });
+    const res = await app.inject({
+      method: 'GET',
+      url: `/fhir/R4/ValueSet/$expand?url=${encodeURIComponent(vsUrl('mammals'))}`,
+    });
     expect(res.statusCode, res.body).toBe(200);
     expect(codes((res.json() as ValueSet).expansion?.contains).sort()).toEqual(['cat', 'dog', 'mammal', 'mammoth']);
   });
@@ -58,7 +65,9 @@ describe('input forms, GET and POST, type and instance level', () => {
   });
 
   test('valueSet given inline, never stored', async () => {
-    const inline = valueSet('inline', { include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'owl', display: 'Eule' }] }] });
+    const inline = valueSet('inline', {
+      include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'owl', display: 'Eule' }] }],
+    });
     const vs = await expand(param('valueSet', inline));
     expect(vs.expansion?.contains).toEqual([
       { system: SYSTEM, code: 'dog', display: 'Dog' },
@@ -82,21 +91,39 @@ describe('input forms, GET and POST, type and instance level', () => {
     expect(codes(filtered.expansion?.contains)).toEqual(['owl']);
     const active = await expand(param('url', vsUrl('all')), param('activeOnly', true));
     expect(codes(active.expansion?.contains)).not.toContain('mammoth');
-    const withDesignations = await expand(param('url', vsUrl('mammals')), param('includeDesignations', true), param('excludeNested', true));
+    const withDesignations = await expand(
+      param('url', vsUrl('mammals')),
+      param('includeDesignations', true),
+      param('excludeNested', true),
+    );
     const dog = withDesignations.expansion?.contains?.find((c) => c.code === 'dog');
     expect(dog?.designation).toEqual([{ language: 'de', value: 'Hund' }]);
-    const german = await expand(param('url', vsUrl('mammals')), { name: 'displayLanguage', valueCode: 'de' }, param('excludeNested', true));
+    const german = await expand(
+      param('url', vsUrl('mammals')),
+      { name: 'displayLanguage', valueCode: 'de' },
+      param('excludeNested', true),
+    );
     expect(german.expansion?.contains?.find((c) => c.code === 'dog')?.display).toBe('Hund');
   });
 
   test('each requested property is written as its own entry, and declared once', async () => {
     const vs = await expand(param('url', vsUrl('mammals')), param('property', 'legs'), param('excludeNested', true));
     const dog = vs.expansion?.contains?.find((c) => c.code === 'dog');
-    const props = (dog?.extension ?? []).filter((e) => e.url.endsWith('extension-ValueSet.expansion.contains.property'));
+    const props = (dog?.extension ?? []).filter((e) =>
+      e.url.endsWith('extension-ValueSet.expansion.contains.property'),
+    );
     expect(props).toEqual([
-      { url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.expansion.contains.property', extension: [{ url: 'code', valueCode: 'legs' }, { url: 'value', valueInteger: 4 }] },
+      {
+        url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.expansion.contains.property',
+        extension: [
+          { url: 'code', valueCode: 'legs' },
+          { url: 'value', valueInteger: 4 },
+        ],
+      },
     ]);
-    const declared = (vs.expansion?.extension ?? []).filter((e) => e.url.endsWith('extension-ValueSet.expansion.property'));
+    const declared = (vs.expansion?.extension ?? []).filter((e) =>
+      e.url.endsWith('extension-ValueSet.expansion.property'),
+    );
     const declaredCodes = declared.map((e) => e.extension?.find((x) => x.url === 'code')?.valueCode);
     // legs as asked; status because mammoth is retired, which an expansion always shows.
     expect(declaredCodes.sort()).toEqual(['legs', 'status']);
@@ -183,7 +210,9 @@ describe('errors', () => {
   test('no value set at all is 400, and the message names $expand', async () => {
     const res = await post('/fhir/R4/ValueSet/$expand', int('count', 10));
     expect(res.statusCode).toBe(400);
-    expect(res.json().issue[0].details.text).toBe('$expand needs a value set: give url or valueSet, or invoke it on ValueSet/<id>');
+    expect(res.json().issue[0].details.text).toBe(
+      '$expand needs a value set: give url or valueSet, or invoke it on ValueSet/<id>',
+    );
   });
 
   test('an unknown instance is 404', async () => {
@@ -193,7 +222,10 @@ describe('errors', () => {
   });
 
   test('an unknown code system in the compose is reported', async () => {
-    const res = await post('/fhir/R4/ValueSet/$expand', param('valueSet', valueSet('x', { include: [{ system: 'http://example.org/unknown' }] })));
+    const res = await post(
+      '/fhir/R4/ValueSet/$expand',
+      param('valueSet', valueSet('x', { include: [{ system: 'http://example.org/unknown' }] })),
+    );
     expect(res.statusCode).toBe(422);
     expect(res.json().issue[0].details.text).toContain('http://example.org/unknown');
   });

@@ -18,14 +18,21 @@ const KINDS = join(SRC, 'terminology', 'issue-kinds.ts');
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    return statSync(path).isDirectory() ? sourceFiles(path) : path.endsWith('.ts') && path !== CATALOGUE && path !== KINDS ? [path] : [];
+    return statSync(path).isDirectory()
+      ? sourceFiles(path)
+      : path.endsWith('.ts') && path !== CATALOGUE && path !== KINDS
+        ? [path]
+        : [];
   });
 }
 
 const sources = sourceFiles(SRC).map((path) => ({ path: relative(SRC, path), text: readFileSync(path, 'utf8') }));
 
 /** Ids written where an issue is made of a message: txIssue/plainIssue('X', ...), or either side of a choice there. */
-const ISSUE_PLACES = [/\b(?:txIssue|plainIssue)\(\s*'([^']+)'/g, /\b(?:txIssue|plainIssue)\(\s*[^,'()]+\?\s*'([^']+)'\s*:\s*'([^']+)'/g];
+const ISSUE_PLACES = [
+  /\b(?:txIssue|plainIssue)\(\s*'([^']+)'/g,
+  /\b(?:txIssue|plainIssue)\(\s*[^,'()]+\?\s*'([^']+)'\s*:\s*'([^']+)'/g,
+];
 
 /** Ids written where a message id goes: message('X'), txIssue/plainIssue('X', ...), messageId = 'X'. */
 const ID_PLACES = [/\bmessage\(\s*'([^']+)'/g, ...ISSUE_PLACES, /\bmessageId\s*[=:]\s*'([^']+)'/g];
@@ -33,7 +40,8 @@ const ID_PLACES = [/\bmessage\(\s*'([^']+)'/g, ...ISSUE_PLACES, /\bmessageId\s*[
 function idsUsed(): Map<string, string> {
   const used = new Map<string, string>();
   for (const { path, text } of sources) {
-    for (const pattern of ID_PLACES) for (const m of text.matchAll(pattern)) for (const id of m.slice(1)) if (id) used.set(id, path);
+    for (const pattern of ID_PLACES)
+      for (const m of text.matchAll(pattern)) for (const id of m.slice(1)) if (id) used.set(id, path);
   }
   return used;
 }
@@ -56,7 +64,8 @@ describe('terminology message catalogue', () => {
   test('every message reported as an issue has its severity, code and type in the catalogue, and every entry there is used', () => {
     const asIssues = new Set<string>();
     for (const { text } of sources) {
-      for (const pattern of ISSUE_PLACES) for (const m of text.matchAll(pattern)) for (const id of m.slice(1)) if (id) asIssues.add(id);
+      for (const pattern of ISSUE_PLACES)
+        for (const m of text.matchAll(pattern)) for (const id of m.slice(1)) if (id) asIssues.add(id);
     }
     expect(asIssues.size).toBeGreaterThan(40);
     expect([...asIssues].filter((id) => !(id in ISSUE_KINDS))).toEqual([]);

@@ -37,19 +37,36 @@ function twoInstances(name: string, open: () => Promise<{ config: Partial<Config
           method: 'POST',
           url: '/fhir/R4/ValueSet/$validate-code',
           headers: FHIR_JSON,
-          payload: { resourceType: 'Parameters', parameter: [param('url', 'http://example.org/fhir/ValueSet/shared'), param('system', SYSTEM), param('code', code)] },
+          payload: {
+            resourceType: 'Parameters',
+            parameter: [
+              param('url', 'http://example.org/fhir/ValueSet/shared'),
+              param('system', SYSTEM),
+              param('code', code),
+            ],
+          },
         });
         return outputs(res.json()).result;
       };
       const put = (app: FastifyInstance, code: string) =>
-        app.inject({ method: 'PUT', url: '/fhir/R4/ValueSet/shared', headers: FHIR_JSON, payload: valueSet('shared', { include: [{ system: SYSTEM, concept: [{ code }] }] }) });
+        app.inject({
+          method: 'PUT',
+          url: '/fhir/R4/ValueSet/shared',
+          headers: FHIR_JSON,
+          payload: valueSet('shared', { include: [{ system: SYSTEM, concept: [{ code }] }] }),
+        });
       /**
        * `code` is in the value set as `reader` sees it: at once with `request`; with `notify`, once
        * the writer's notice has arrived (asked again until it has, for at most 5 s: notices take
        * milliseconds, the safety check without them 10 s).
        */
       const seen = async (reader: FastifyInstance, code: string, other: string) => {
-        if (freshnessCheck === 'notify') await until(async () => (await validate(reader, code)) === true, `${code} valid through the other instance`, 5000);
+        if (freshnessCheck === 'notify')
+          await until(
+            async () => (await validate(reader, code)) === true,
+            `${code} valid through the other instance`,
+            5000,
+          );
         expect(await validate(reader, code)).toBe(true);
         expect(await validate(reader, other)).toBe(false);
       };

@@ -15,17 +15,34 @@ const BCP47 = 'urn:ietf:bcp:47';
 const ISO3166 = 'urn:iso:std:iso:3166';
 
 const inSystem = async (url: string, code: string, ...extra: Record<string, unknown>[]) => {
-  const res = await postParameters(app, '/fhir/R4/CodeSystem/$validate-code', param('url', url), param('code', code), ...extra);
+  const res = await postParameters(
+    app,
+    '/fhir/R4/CodeSystem/$validate-code',
+    param('url', url),
+    param('code', code),
+    ...extra,
+  );
   expect(res.statusCode, res.body).toBe(200);
   return { out: outputs(res.json()), texts: issueTexts(res.json()), body: res.json() };
 };
 const inValueSet = async (vs: ValueSet, system: string, code: string) => {
-  const res = await postParameters(app, '/fhir/R4/ValueSet/$validate-code', param('valueSet', vs), param('system', system), param('code', code));
+  const res = await postParameters(
+    app,
+    '/fhir/R4/ValueSet/$validate-code',
+    param('valueSet', vs),
+    param('system', system),
+    param('code', code),
+  );
   expect(res.statusCode, res.body).toBe(200);
   return { out: outputs(res.json()), texts: issueTexts(res.json()) };
 };
 const expand = (vs: ValueSet) => postParameters(app, '/fhir/R4/ValueSet/$expand', param('valueSet', vs));
-const all = (system: string): ValueSet => ({ resourceType: 'ValueSet', url: 'http://example.org/vs/all', status: 'active', compose: { include: [{ system }] } });
+const all = (system: string): ValueSet => ({
+  resourceType: 'ValueSet',
+  url: 'http://example.org/vs/all',
+  status: 'active',
+  compose: { include: [{ system }] },
+});
 
 beforeAll(async () => {
   ({ app, close } = await serverApp());
@@ -44,7 +61,10 @@ describe('UCUM', () => {
     const { out, body } = await inSystem(UCUM, 'kgXX');
     expect(out.result).toBe(false);
     const issues = (outputs(body).issues as { issue: { severity: string; details: { text: string } }[] }).issue;
-    expect(issues.map((i) => [i.severity, i.details.text])).toContainEqual(['information', "Error processing unit 'kgXX': The unit 'kgXX' is unknown at character 1"]);
+    expect(issues.map((i) => [i.severity, i.details.text])).toContainEqual([
+      'information',
+      "Error processing unit 'kgXX': The unit 'kgXX' is unknown at character 1",
+    ]);
     expect((await inSystem(UCUM, 'MG/DL')).out.result).toBe(false);
   });
 
@@ -57,7 +77,12 @@ describe('UCUM', () => {
   });
 
   test('the canonical filter keeps the units of one dimension and says why another is not', async () => {
-    const grams: ValueSet = { resourceType: 'ValueSet', url: 'http://example.org/vs/g', status: 'active', compose: { include: [{ system: UCUM, filter: [{ property: 'canonical', op: '=', value: 'g' }] }] } };
+    const grams: ValueSet = {
+      resourceType: 'ValueSet',
+      url: 'http://example.org/vs/g',
+      status: 'active',
+      compose: { include: [{ system: UCUM, filter: [{ property: 'canonical', op: '=', value: 'g' }] }] },
+    };
     expect((await inValueSet(grams, UCUM, 'g/mol')).out.result).toBe(true);
     const ml = await inValueSet(grams, UCUM, 'mL');
     expect(ml.out.result).toBe(false);
@@ -75,7 +100,10 @@ describe('UCUM', () => {
     expect(res.statusCode).toBe(200);
     const expansion = res.json().expansion;
     expect(expansion.total).toBeUndefined();
-    expect(expansion.extension).toContainEqual({ url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed', valueBoolean: true });
+    expect(expansion.extension).toContainEqual({
+      url: 'http://hl7.org/fhir/StructureDefinition/valueset-unclosed',
+      valueBoolean: true,
+    });
     expect(expansion.contains.length).toBeGreaterThan(1000);
   });
 });
@@ -84,9 +112,15 @@ describe('BCP-47 language tags', () => {
   test('registered subtags in their conventional case are codes, displayed from the registry', async () => {
     expect((await inSystem(BCP47, 'en-US')).out).toMatchObject({ result: true, display: 'English (United States)' });
     expect((await inSystem(BCP47, 'de')).out).toMatchObject({ result: true, display: 'German' });
-    expect((await inSystem(BCP47, 'de-Latn-CH')).out).toMatchObject({ result: true, display: 'German (Latin, Switzerland)' });
+    expect((await inSystem(BCP47, 'de-Latn-CH')).out).toMatchObject({
+      result: true,
+      display: 'German (Latin, Switzerland)',
+    });
     // A whole tag the registry lists (a redundant one) has the registry's own description.
-    expect((await inSystem(BCP47, 'zh-Hant-TW')).out).toMatchObject({ result: true, display: 'Taiwan Chinese in traditional script' });
+    expect((await inSystem(BCP47, 'zh-Hant-TW')).out).toMatchObject({
+      result: true,
+      display: 'Taiwan Chinese in traditional script',
+    });
   });
 
   test('wrong case, unregistered subtags and broken syntax are unknown codes', async () => {
@@ -106,10 +140,17 @@ describe('BCP-47 language tags', () => {
 
 describe('ISO 3166, ISO 4217, MIME types, HGVS', () => {
   test('countries by alpha-2, alpha-3 and numeric code; user-assigned codes take any display with a note', async () => {
-    for (const code of ['NL', 'NLD', '528']) expect((await inSystem(ISO3166, code)).out).toMatchObject({ result: true, display: 'Netherlands', version: '2018' });
+    for (const code of ['NL', 'NLD', '528'])
+      expect((await inSystem(ISO3166, code)).out).toMatchObject({
+        result: true,
+        display: 'Netherlands',
+        version: '2018',
+      });
     const own = await inSystem(ISO3166, 'QX', param('display', 'My Region'));
     expect(own.out).toMatchObject({ result: true, display: 'User-assigned' });
-    expect(own.texts[0]).toMatch(/^The display name 'My Region' is not a known display name for urn:iso:std:iso:3166#QX/);
+    expect(own.texts[0]).toMatch(
+      /^The display name 'My Region' is not a known display name for urn:iso:std:iso:3166#QX/,
+    );
     const wrong = await inSystem(ISO3166, 'NL', param('display', 'Holland'));
     expect(wrong.out.result).toBe(false);
     expect((await inSystem(ISO3166, 'QQQ')).out.result).toBe(false);
@@ -135,7 +176,9 @@ describe('ISO 3166, ISO 4217, MIME types, HGVS', () => {
     expect(res.statusCode).toBe(422);
     expect(res.json().issue[0]).toMatchObject({
       code: 'not-supported',
-      details: { text: "The code system 'http://varnomen.hgvs.org' cannot be expanded because its codes cannot be iterated or enumerated in any meaningful sense" },
+      details: {
+        text: "The code system 'http://varnomen.hgvs.org' cannot be expanded because its codes cannot be iterated or enumerated in any meaningful sense",
+      },
     });
   });
 
@@ -143,17 +186,26 @@ describe('ISO 3166, ISO 4217, MIME types, HGVS', () => {
     const res = await app.inject({ method: 'GET', url: '/fhir/R4/metadata?mode=terminology' });
     const systems = res.json().codeSystem as { uri: string; version?: { code: string }[] }[];
     expect(systems).toContainEqual({ uri: UCUM, version: [{ code: '2.2' }] });
-    expect(systems.map((s) => s.uri)).toEqual(expect.arrayContaining([BCP47, ISO3166, 'urn:iso:std:iso:4217', 'urn:ietf:bcp:13', 'http://varnomen.hgvs.org']));
+    expect(systems.map((s) => s.uri)).toEqual(
+      expect.arrayContaining([BCP47, ISO3166, 'urn:iso:std:iso:4217', 'urn:ietf:bcp:13', 'http://varnomen.hgvs.org']),
+    );
   });
 });
 
 /** The CodeSystem-resource provider's own files, and the registry that picks it. */
-const KNOW_THE_RESOURCE_PROVIDER = ['resource-provider.ts', 'filters.ts', 'select.ts', 'supplemented-provider.ts', 'registry.ts'];
+const KNOW_THE_RESOURCE_PROVIDER = [
+  'resource-provider.ts',
+  'filters.ts',
+  'select.ts',
+  'supplemented-provider.ts',
+  'registry.ts',
+];
 
 describe('the provider seam', () => {
   test('outside the CodeSystem-resource provider and the registry, the engine talks to CodeSystemProvider only', () => {
     const root = join(__dirname, '../../src/terminology');
-    const files = (dir: string): string[] => readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? files(join(dir, f)) : [join(dir, f)]));
+    const files = (dir: string): string[] =>
+      readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? files(join(dir, f)) : [join(dir, f)]));
     const offenders = files(root)
       .filter((f) => !KNOW_THE_RESOURCE_PROVIDER.some((own) => f.endsWith(join('terminology', 'providers', own))))
       .filter((f) => /ResourceCodeSystemProvider|ConceptNode|resource-provider/.test(readFileSync(f, 'utf8')));

@@ -37,6 +37,8 @@ test('10,000 distinct validate-code requests answer byte for byte as recorded', 
   expect(existsSync(FIXTURE), 'no recorded answers: RECORD_ANSWERS=1 records them').toBe(true);
   const recorded = readFileSync(FIXTURE, 'utf8').trimEnd().split('\n');
   expect(recorded).toHaveLength(SAMPLE);
-  const moved = paths.flatMap((url, i) => (answers[i] === recorded[i] ? [] : [`${url}: ${recorded[i]} -> ${answers[i]}`]));
+  const moved = paths.flatMap((url, i) =>
+    answers[i] === recorded[i] ? [] : [`${url}: ${recorded[i]} -> ${answers[i]}`],
+  );
   expect(moved.length, moved.slice(0, 5).join('\n')).toBe(0);
 }, 120_000);

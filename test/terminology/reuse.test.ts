@@ -31,7 +31,10 @@ describe('reused answers', () => {
   test('an identical request gets the same answer, until the content changes', async () => {
     expect((await validate('cat')).result).toBe(false);
     expect((await validate('cat')).result).toBe(false);
-    await putResource(app, valueSet('reuse', { include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'cat' }] }] }));
+    await putResource(
+      app,
+      valueSet('reuse', { include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'cat' }] }] }),
+    );
     expect((await validate('cat')).result).toBe(true);
     // A change to a code system the value set uses counts too.
     const renamed: CodeSystem = JSON.parse(JSON.stringify(animals));
@@ -48,19 +51,33 @@ describe('reused answers', () => {
   });
 
   test('the body is part of it: the same URL with other tx-resources gets its own answer', async () => {
-    const inline = (code: string): ValueSet => valueSet('inline', { include: [{ system: SYSTEM, concept: [{ code }] }] });
+    const inline = (code: string): ValueSet =>
+      valueSet('inline', { include: [{ system: SYSTEM, concept: [{ code }] }] });
     const ask = (vsCode: string) =>
-      postParameters(app, '/fhir/R4/ValueSet/$validate-code', param('url', 'http://example.org/fhir/ValueSet/inline'), param('system', SYSTEM), param('code', 'owl'), param('tx-resource', inline(vsCode)));
+      postParameters(
+        app,
+        '/fhir/R4/ValueSet/$validate-code',
+        param('url', 'http://example.org/fhir/ValueSet/inline'),
+        param('system', SYSTEM),
+        param('code', 'owl'),
+        param('tx-resource', inline(vsCode)),
+      );
     expect(outputs((await ask('owl')).json()).result).toBe(true);
     expect(outputs((await ask('dog')).json()).result).toBe(false);
     expect(outputs((await ask('owl')).json()).result).toBe(true);
   });
 
   test('errors are never reused as answers', async () => {
-    const missing = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/$validate-code?url=http://example.org/fhir/ValueSet/later&system=x&code=y' });
+    const missing = await app.inject({
+      method: 'GET',
+      url: '/fhir/R4/ValueSet/$validate-code?url=http://example.org/fhir/ValueSet/later&system=x&code=y',
+    });
     expect(missing.statusCode).toBe(400);
     await putResource(app, valueSet('later', { include: [{ system: SYSTEM }] }));
-    const found = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$validate-code?url=http://example.org/fhir/ValueSet/later&system=${encodeURIComponent(SYSTEM)}&code=owl` });
+    const found = await app.inject({
+      method: 'GET',
+      url: `/fhir/R4/ValueSet/$validate-code?url=http://example.org/fhir/ValueSet/later&system=${encodeURIComponent(SYSTEM)}&code=owl`,
+    });
     expect(found.statusCode).toBe(200);
   });
 });
@@ -69,12 +86,21 @@ describe('reused expansions', () => {
   test('pages of one expansion agree with each other and follow a content change', async () => {
     await putResource(app, valueSet('all-animals', { include: [{ system: SYSTEM }] }));
     const page = async (offset: number) => {
-      const res = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/all-animals/$expand?count=4&offset=${offset}` });
+      const res = await app.inject({
+        method: 'GET',
+        url: `/fhir/R4/ValueSet/all-animals/$expand?count=4&offset=${offset}`,
+      });
       expect(res.statusCode, res.body).toBe(200);
       return (res.json() as ValueSet).expansion;
     };
     const byUrl = async (offset: number) => {
-      const res = await postParameters(app, '/fhir/R4/ValueSet/$expand', param('url', 'http://example.org/fhir/ValueSet/all-animals'), { name: 'count', valueInteger: 4 }, { name: 'offset', valueInteger: offset });
+      const res = await postParameters(
+        app,
+        '/fhir/R4/ValueSet/$expand',
+        param('url', 'http://example.org/fhir/ValueSet/all-animals'),
+        { name: 'count', valueInteger: 4 },
+        { name: 'offset', valueInteger: offset },
+      );
       return (res.json() as ValueSet).expansion;
     };
     const first = await byUrl(0);
@@ -94,12 +120,27 @@ describe('reused expansions', () => {
 
   test('options that change the members are part of what is reused', async () => {
     const expand = async (...extra: Record<string, unknown>[]) =>
-      (await postParameters(app, '/fhir/R4/ValueSet/$expand', param('url', 'http://example.org/fhir/ValueSet/all-animals'), ...extra)).json() as ValueSet;
+      (
+        await postParameters(
+          app,
+          '/fhir/R4/ValueSet/$expand',
+          param('url', 'http://example.org/fhir/ValueSet/all-animals'),
+          ...extra,
+        )
+      ).json() as ValueSet;
     expect((await expand()).expansion?.total).toBe(8);
     expect((await expand(param('activeOnly', true))).expansion?.total).toBe(7);
     expect((await expand(param('filter', 'owl'))).expansion?.total).toBe(1);
     expect((await expand()).expansion?.total).toBe(8);
-    const res = await app.inject({ method: 'POST', url: '/fhir/R4/ValueSet/$expand', headers: FHIR_JSON, payload: { resourceType: 'Parameters', parameter: [param('url', 'http://example.org/fhir/ValueSet/all-animals')] } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/fhir/R4/ValueSet/$expand',
+      headers: FHIR_JSON,
+      payload: {
+        resourceType: 'Parameters',
+        parameter: [param('url', 'http://example.org/fhir/ValueSet/all-animals')],
+      },
+    });
     expect((res.json() as ValueSet).expansion?.total).toBe(8);
   });
 });

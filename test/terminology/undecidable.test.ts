@@ -85,7 +85,10 @@ describe('undecidable membership, one rule for every caller', () => {
   test('measures: a value set listed by hand gives its list; one that takes a system not held cannot be evaluated', async () => {
     const terminology = service();
     const library = (url: string): LoadedLibrary =>
-      ({ canonical: 'http://example.org/Library/l|1', elm: { library: { valueSets: { def: [{ id: url, name: 'vs' }] } } } }) as unknown as LoadedLibrary;
+      ({
+        canonical: 'http://example.org/Library/l|1',
+        elm: { library: { valueSets: { def: [{ id: url, name: 'vs' }] } } },
+      }) as unknown as LoadedLibrary;
     const options = { terminology, project: PROJECT, checkBudget: () => undefined };
     const codes = await codeServiceFor([library(listedAbsent.url)], options);
     const listed = await codes.findValueSet(listedAbsent.url);

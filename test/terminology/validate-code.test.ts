@@ -13,7 +13,13 @@ const vsUrl = (id: string) => `http://example.org/fhir/ValueSet/${id}`;
 
 /** Validates a code of the animals system against a stored value set; answers the outputs. */
 async function check(vsId: string, code: string, ...extra: Record<string, unknown>[]) {
-  const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl(vsId)), param('system', SYSTEM), param('code', code), ...extra);
+  const res = await post(
+    '/fhir/R4/ValueSet/$validate-code',
+    param('url', vsUrl(vsId)),
+    param('system', SYSTEM),
+    param('code', code),
+    ...extra,
+  );
   expect(res.statusCode, res.body).toBe(200);
   return { out: outputs(res.json()), body: res.json() };
 }
@@ -33,7 +39,9 @@ describe('input forms, GET and POST, type and instance level', () => {
     codeableConcept: (code: string) => [param('codeableConcept', { coding: [{ system: SYSTEM, code }] })],
   };
   const cases = Object.keys(forms).flatMap((form) =>
-    ['type', 'instance'].flatMap((level) => ['POST', 'GET'].map((method) => ({ form: form as keyof typeof forms, level, method }))),
+    ['type', 'instance'].flatMap((level) =>
+      ['POST', 'GET'].map((method) => ({ form: form as keyof typeof forms, level, method })),
+    ),
   );
 
   test.each(cases)('$form by $method at $level level', async ({ form, level, method }) => {
@@ -44,7 +52,8 @@ describe('input forms, GET and POST, type and instance level', () => {
       expect(res.statusCode).toBe(200);
       const out = outputs(res.json());
       expect(out).toMatchObject({ result: true, code: 'dog', system: SYSTEM, display: 'Dog', version: '2.0.0' });
-      if (form === 'codeableConcept') expect(out.codeableConcept).toEqual({ coding: [{ system: SYSTEM, code: 'dog' }] });
+      if (form === 'codeableConcept')
+        expect(out.codeableConcept).toEqual({ coding: [{ system: SYSTEM, code: 'dog' }] });
       const miss = await post(path, ...urlParam, ...forms[form]('unicorn'));
       expect(outputs(miss.json()).result).toBe(false);
       return;
@@ -71,35 +80,130 @@ describe('input forms, GET and POST, type and instance level', () => {
       url: '/fhir/R4/ValueSet/$validate-code?url=http://hl7.org/fhir/ValueSet/administrative-gender&system=http://hl7.org/fhir/administrative-gender&code=female',
     });
     expect(outputs(res.json())).toMatchObject({ result: true, display: 'Female', version: '4.0.1' });
-    const instance = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/administrative-gender/$validate-code?system=http://hl7.org/fhir/administrative-gender&code=banana' });
+    const instance = await app.inject({
+      method: 'GET',
+      url: '/fhir/R4/ValueSet/administrative-gender/$validate-code?system=http://hl7.org/fhir/administrative-gender&code=banana',
+    });
     expect(outputs(instance.json()).result).toBe(false);
   });
 });
 
 /** An R5 filter operator written the R4 way: no `op`, the operator in an extension on it. */
 function r5Filter(op: string, value: string) {
-  const ext = { url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.compose.include.filter.op', valueCode: op };
-  return { property: 'concept', _op: { extension: [ext] }, value } as unknown as NonNullable<NonNullable<ValueSet['compose']>['include'][number]['filter']>[number];
+  const ext = {
+    url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.compose.include.filter.op',
+    valueCode: op,
+  };
+  return { property: 'concept', _op: { extension: [ext] }, value } as unknown as NonNullable<
+    NonNullable<ValueSet['compose']>['include'][number]['filter']
+  >[number];
 }
 
 describe('compose semantics', () => {
   const composes: [string, ValueSet['compose'], string[], string[]][] = [
     ['whole system', { include: [{ system: SYSTEM }] }, ['dog', 'rock', 'animal'], ['unicorn']],
-    ['concept list', { include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'owl' }] }] }, ['dog', 'owl'], ['cat']],
-    ['is-a', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }] }] }, ['mammal', 'dog'], ['owl', 'animal']],
-    ['descendent-of', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'descendent-of', value: 'mammal' }] }] }, ['dog'], ['mammal']],
-    ['is-not-a', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-not-a', value: 'mammal' }] }] }, ['owl', 'rock'], ['dog']],
-    ['generalizes', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'generalizes', value: 'dog' }] }] }, ['dog', 'mammal', 'animal'], ['cat']],
-    ['child-of (R5, as the R4 extension)', { include: [{ system: SYSTEM, filter: [r5Filter('child-of', 'animal')] }] }, ['mammal', 'bird'], ['dog']],
-    ['descendent-leaf (R5, as the R4 extension)', { include: [{ system: SYSTEM, filter: [r5Filter('descendent-leaf', 'animal')] }] }, ['dog', 'owl'], ['mammal']],
-    ['= on a property', { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: '=', value: '4' }] }] }, ['dog', 'cat'], ['owl']],
+    [
+      'concept list',
+      { include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'owl' }] }] },
+      ['dog', 'owl'],
+      ['cat'],
+    ],
+    [
+      'is-a',
+      { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }] }] },
+      ['mammal', 'dog'],
+      ['owl', 'animal'],
+    ],
+    [
+      'descendent-of',
+      { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'descendent-of', value: 'mammal' }] }] },
+      ['dog'],
+      ['mammal'],
+    ],
+    [
+      'is-not-a',
+      { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-not-a', value: 'mammal' }] }] },
+      ['owl', 'rock'],
+      ['dog'],
+    ],
+    [
+      'generalizes',
+      { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'generalizes', value: 'dog' }] }] },
+      ['dog', 'mammal', 'animal'],
+      ['cat'],
+    ],
+    [
+      'child-of (R5, as the R4 extension)',
+      { include: [{ system: SYSTEM, filter: [r5Filter('child-of', 'animal')] }] },
+      ['mammal', 'bird'],
+      ['dog'],
+    ],
+    [
+      'descendent-leaf (R5, as the R4 extension)',
+      { include: [{ system: SYSTEM, filter: [r5Filter('descendent-leaf', 'animal')] }] },
+      ['dog', 'owl'],
+      ['mammal'],
+    ],
+    [
+      '= on a property',
+      { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: '=', value: '4' }] }] },
+      ['dog', 'cat'],
+      ['owl'],
+    ],
     ['in', { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: 'in', value: '2,3' }] }] }, ['owl'], ['dog']],
-    ['not-in', { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: 'not-in', value: '4' }] }] }, ['owl', 'rock'], ['cat']],
-    ['exists', { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: 'exists', value: 'true' }] }] }, ['owl', 'cat'], ['rock']],
-    ['regex on the code', { include: [{ system: SYSTEM, filter: [{ property: 'code', op: 'regex', value: '[a-z]{3}' }] }] }, ['dog', 'cat', 'owl'], ['bird', 'mammal']],
-    ['two filters (both must hold)', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }, { property: 'legs', op: '=', value: '4' }] }] }, ['dog'], ['mammoth']],
-    ['exclude', { include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }] }], exclude: [{ system: SYSTEM, concept: [{ code: 'cat' }] }] }, ['dog'], ['cat']],
-    ['import (intersection with a filter)', { include: [{ valueSet: [vsUrl('all')], system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'bird' }] }] }, ['owl'], ['dog']],
+    [
+      'not-in',
+      { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: 'not-in', value: '4' }] }] },
+      ['owl', 'rock'],
+      ['cat'],
+    ],
+    [
+      'exists',
+      { include: [{ system: SYSTEM, filter: [{ property: 'legs', op: 'exists', value: 'true' }] }] },
+      ['owl', 'cat'],
+      ['rock'],
+    ],
+    [
+      'regex on the code',
+      { include: [{ system: SYSTEM, filter: [{ property: 'code', op: 'regex', value: '[a-z]{3}' }] }] },
+      ['dog', 'cat', 'owl'],
+      ['bird', 'mammal'],
+    ],
+    [
+      'two filters (both must hold)',
+      {
+        include: [
+          {
+            system: SYSTEM,
+            filter: [
+              { property: 'concept', op: 'is-a', value: 'mammal' },
+              { property: 'legs', op: '=', value: '4' },
+            ],
+          },
+        ],
+      },
+      ['dog'],
+      ['mammoth'],
+    ],
+    [
+      'exclude',
+      {
+        include: [{ system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'mammal' }] }],
+        exclude: [{ system: SYSTEM, concept: [{ code: 'cat' }] }],
+      },
+      ['dog'],
+      ['cat'],
+    ],
+    [
+      'import (intersection with a filter)',
+      {
+        include: [
+          { valueSet: [vsUrl('all')], system: SYSTEM, filter: [{ property: 'concept', op: 'is-a', value: 'bird' }] },
+        ],
+      },
+      ['owl'],
+      ['dog'],
+    ],
     ['import only', { include: [{ valueSet: [vsUrl('all')] }] }, ['rock'], ['unicorn']],
     ['version on the include', { include: [{ system: SYSTEM, version: '1.0.0' }] }, ['dog'], ['cat']],
   ];
@@ -116,13 +220,21 @@ describe('compose semantics', () => {
   });
 
   test('a value set defined by its expansion only', async () => {
-    await put({ ...valueSet('expanded', undefined), expansion: { timestamp: '2024-01-01T00:00:00Z', contains: [{ system: SYSTEM, code: 'cat', display: 'Cat' }] } });
+    await put({
+      ...valueSet('expanded', undefined),
+      expansion: { timestamp: '2024-01-01T00:00:00Z', contains: [{ system: SYSTEM, code: 'cat', display: 'Cat' }] },
+    });
     expect((await check('expanded', 'cat')).out.result).toBe(true);
     expect((await check('expanded', 'dog')).out.result).toBe(false);
   });
 
-  test("the implicit value set of a code system (CodeSystem.valueSet)", async () => {
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', animals.valueSet), param('system', SYSTEM), param('code', 'owl'));
+  test('the implicit value set of a code system (CodeSystem.valueSet)', async () => {
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', animals.valueSet),
+      param('system', SYSTEM),
+      param('code', 'owl'),
+    );
     expect(outputs(res.json()).result).toBe(true);
   });
 });
@@ -131,7 +243,9 @@ describe('display, abstract, inactive and versions', () => {
   test('a wrong display is an error naming the valid ones; lenient-display-validation makes it a warning', async () => {
     const wrong = await check('all', 'dog', param('display', 'Doggo'));
     expect(wrong.out.result).toBe(false);
-    expect(wrong.out.message).toBe(`Wrong Display Name 'Doggo' for ${SYSTEM}#dog. Valid display is one of 2 choices: 'Dog' or 'Hund' (de) (for the language(s) '--')`);
+    expect(wrong.out.message).toBe(
+      `Wrong Display Name 'Doggo' for ${SYSTEM}#dog. Valid display is one of 2 choices: 'Dog' or 'Hund' (de) (for the language(s) '--')`,
+    );
     const lenient = await check('all', 'dog', param('display', 'Doggo'), param('lenient-display-validation', true));
     expect(lenient.out.result).toBe(true);
     expect((lenient.out.issues as { issue: { severity: string }[] }).issue[0].severity).toBe('warning');
@@ -139,7 +253,11 @@ describe('display, abstract, inactive and versions', () => {
   });
 
   test("issues say where they apply with `expression` only, never R4's deprecated `location`", async () => {
-    const wrong = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('coding', { system: SYSTEM, code: 'unicorn', display: 'x' }));
+    const wrong = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('all')),
+      param('coding', { system: SYSTEM, code: 'unicorn', display: 'x' }),
+    );
     const issues = (outputs(wrong.json()).issues as { issue: Record<string, unknown>[] }).issue;
     expect(issues.length).toBeGreaterThan(0);
     for (const issue of issues) {
@@ -153,7 +271,13 @@ describe('display, abstract, inactive and versions', () => {
     expect(de.out.display).toBe('Hund');
     const hund = await check('all', 'dog', param('display', 'Hund'), { name: 'displayLanguage', valueCode: 'de' });
     expect(hund.out.result).toBe(true);
-    const bad = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('system', SYSTEM), param('code', 'dog'), { name: 'displayLanguage', valueCode: '-' });
+    const bad = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('all')),
+      param('system', SYSTEM),
+      param('code', 'dog'),
+      { name: 'displayLanguage', valueCode: '-' },
+    );
     expect(bad.statusCode).toBe(400);
   });
 
@@ -167,7 +291,9 @@ describe('display, abstract, inactive and versions', () => {
   test('an inactive code is valid with a warning, and refused with activeOnly or compose.inactive=false', async () => {
     const plain = await check('all', 'mammoth');
     expect(plain.out).toMatchObject({ result: true, inactive: true, status: 'retired' });
-    expect(plain.out.message).toBe("The concept 'mammoth' has a status of retired and inactive and its use should be reviewed");
+    expect(plain.out.message).toBe(
+      "The concept 'mammoth' has a status of retired and inactive and its use should be reviewed",
+    );
     expect((await check('all', 'mammoth', param('activeOnly', true))).out.result).toBe(false);
     await put(valueSet('active-only', { inactive: false, include: [{ system: SYSTEM }] }));
     expect((await check('active-only', 'mammoth')).out.result).toBe(false);
@@ -177,15 +303,25 @@ describe('display, abstract, inactive and versions', () => {
   test('versions: the include pins one, a coding may name one, system-version supplies one', async () => {
     await put(valueSet('v1', { include: [{ system: SYSTEM, version: '1.0.0' }] }));
     expect((await check('v1', 'dog')).out).toMatchObject({ result: true, display: 'Dog (old)', version: '1.0.0' });
-    const mismatch = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('v1')), param('coding', { system: SYSTEM, version: '2.0.0', code: 'dog' }));
+    const mismatch = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('v1')),
+      param('coding', { system: SYSTEM, version: '2.0.0', code: 'dog' }),
+    );
     expect(outputs(mismatch.json()).result).toBe(false);
     expect(issueTexts(mismatch.json())).toContain(
       `The code system '${SYSTEM}' version '1.0.0' in the ValueSet include is different to the one in the value ('2.0.0')`,
     );
     const defaulted = await check('all', 'dog', { name: 'system-version', valueCanonical: `${SYSTEM}|1.0.0` });
     expect(defaulted.out).toMatchObject({ result: true, version: '1.0.0' });
-    const unknown = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('coding', { system: SYSTEM, version: '9.9.9', code: 'dog' }));
-    expect(issueTexts(unknown.json()).join('\n')).toContain(`version '9.9.9' could not be found, so the code cannot be validated. Valid versions: 1.0.0 or 2.0.0`);
+    const unknown = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('all')),
+      param('coding', { system: SYSTEM, version: '9.9.9', code: 'dog' }),
+    );
+    expect(issueTexts(unknown.json()).join('\n')).toContain(
+      `version '9.9.9' could not be found, so the code cannot be validated. Valid versions: 1.0.0 or 2.0.0`,
+    );
   });
 });
 
@@ -193,20 +329,36 @@ describe('equivalent requests answer alike', () => {
   const actCode = 'http://terminology.hl7.org/CodeSystem/v3-ActCode';
   const draftNote = `Reference to draft CodeSystem ${actCode}|2018-08-12`;
   const against = async (compose: ValueSet['compose'], extra: Partial<ValueSet> = {}) => {
-    const vs = { resourceType: 'ValueSet', url: 'http://example.org/fhir/ValueSet/act', status: 'active', compose, ...extra } satisfies ValueSet;
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('valueSet', vs), param('system', actCode), param('code', 'CASH'));
+    const vs = {
+      resourceType: 'ValueSet',
+      url: 'http://example.org/fhir/ValueSet/act',
+      status: 'active',
+      compose,
+      ...extra,
+    } satisfies ValueSet;
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('valueSet', vs),
+      param('system', actCode),
+      param('code', 'CASH'),
+    );
     return { status: res.statusCode, out: outputs(res.json()), texts: issueTexts(res.json()) };
   };
 
   test('a draft code system is noted alike from a whole-system and an is-a value set, and from neither when the value set is draft', async () => {
     const whole = await against({ include: [{ system: actCode }] });
-    const isA = await against({ include: [{ system: actCode, filter: [{ property: 'concept', op: 'is-a', value: '_ActAccountCode' }] }] });
+    const isA = await against({
+      include: [{ system: actCode, filter: [{ property: 'concept', op: 'is-a', value: '_ActAccountCode' }] }],
+    });
     expect(whole.out.result).toBe(true);
     expect(isA.out.result).toBe(true);
     expect(whole.texts).toEqual([draftNote]);
     expect(isA.texts).toEqual([draftNote]);
     // The bundled v3-ActCode value set is itself draft (standards-status): nothing to note.
-    const bundled = await app.inject({ method: 'GET', url: `/fhir/R4/ValueSet/$validate-code?url=http://terminology.hl7.org/ValueSet/v3-ActCode&system=${actCode}&code=CASH` });
+    const bundled = await app.inject({
+      method: 'GET',
+      url: `/fhir/R4/ValueSet/$validate-code?url=http://terminology.hl7.org/ValueSet/v3-ActCode&system=${actCode}&code=CASH`,
+    });
     expect(issueTexts(bundled.json())).toEqual([]);
     const draft = await against({ include: [{ system: actCode }] }, { status: 'draft' });
     expect(draft.texts).toEqual([]);
@@ -219,22 +371,45 @@ describe('equivalent requests answer alike', () => {
     });
     expect(res.statusCode).toBe(200);
     expect(outputs(res.json()).result).toBe(false);
-    const expanded = await app.inject({ method: 'GET', url: '/fhir/R4/ValueSet/$expand?url=http://hl7.org/fhir/ValueSet/example-filter' });
+    const expanded = await app.inject({
+      method: 'GET',
+      url: '/fhir/R4/ValueSet/$expand?url=http://hl7.org/fhir/ValueSet/example-filter',
+    });
     expect(expanded.statusCode).toBe(200);
     expect(expanded.json().expansion.total).toBe(0);
     // A filter the code system does not declare at all is still not understood: 400.
-    const unknown = await against({ include: [{ system: actCode, filter: [{ property: 'no-such-filter', op: '=', value: 'x' }] }] });
+    const unknown = await against({
+      include: [{ system: actCode, filter: [{ property: 'no-such-filter', op: '=', value: 'x' }] }],
+    });
     expect(unknown.status).toBe(400);
   });
 });
 
 describe('tx-resource, updates and errors', () => {
   test('tx-resource resources are used for that request alone', async () => {
-    const cs = { ...animals, id: 'temp', url: 'http://example.org/fhir/CodeSystem/temp', valueSet: undefined, concept: [{ code: 'x', display: 'X' }] } satisfies CodeSystem;
+    const cs = {
+      ...animals,
+      id: 'temp',
+      url: 'http://example.org/fhir/CodeSystem/temp',
+      valueSet: undefined,
+      concept: [{ code: 'x', display: 'X' }],
+    } satisfies CodeSystem;
     const vs = { ...valueSet('temp', { include: [{ system: cs.url }] }) };
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vs.url), param('system', cs.url), param('code', 'x'), param('tx-resource', cs), param('tx-resource', vs));
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vs.url),
+      param('system', cs.url),
+      param('code', 'x'),
+      param('tx-resource', cs),
+      param('tx-resource', vs),
+    );
     expect(outputs(res.json())).toMatchObject({ result: true, display: 'X' });
-    const after = await post('/fhir/R4/ValueSet/$validate-code', param('url', vs.url), param('system', cs.url), param('code', 'x'));
+    const after = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vs.url),
+      param('system', cs.url),
+      param('code', 'x'),
+    );
     expect(after.statusCode).toBe(400);
   });
 
@@ -244,52 +419,122 @@ describe('tx-resource, updates and errors', () => {
     await put(valueSet('evolving', { include: [{ system: SYSTEM, concept: [{ code: 'dog' }, { code: 'cat' }] }] }));
     expect((await check('evolving', 'cat')).out.result).toBe(true);
     await app.inject({ method: 'DELETE', url: '/fhir/R4/ValueSet/evolving' });
-    const gone = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('evolving')), param('system', SYSTEM), param('code', 'cat'));
+    const gone = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('evolving')),
+      param('system', SYSTEM),
+      param('code', 'cat'),
+    );
     expect(gone.statusCode).toBe(400);
   });
 
   test('an update to a code system takes effect on the next request', async () => {
-    await put({ ...animals, id: 'plants', url: 'http://example.org/fhir/CodeSystem/plants', valueSet: undefined, concept: [{ code: 'fern', display: 'Fern' }] });
+    await put({
+      ...animals,
+      id: 'plants',
+      url: 'http://example.org/fhir/CodeSystem/plants',
+      valueSet: undefined,
+      concept: [{ code: 'fern', display: 'Fern' }],
+    });
     await put(valueSet('plants', { include: [{ system: 'http://example.org/fhir/CodeSystem/plants' }] }));
-    const ask = () => post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('plants')), param('system', 'http://example.org/fhir/CodeSystem/plants'), param('code', 'moss'));
+    const ask = () =>
+      post(
+        '/fhir/R4/ValueSet/$validate-code',
+        param('url', vsUrl('plants')),
+        param('system', 'http://example.org/fhir/CodeSystem/plants'),
+        param('code', 'moss'),
+      );
     expect(outputs((await ask()).json()).result).toBe(false);
-    await put({ ...animals, id: 'plants', url: 'http://example.org/fhir/CodeSystem/plants', valueSet: undefined, concept: [{ code: 'fern', display: 'Fern' }, { code: 'moss', display: 'Moss' }] });
+    await put({
+      ...animals,
+      id: 'plants',
+      url: 'http://example.org/fhir/CodeSystem/plants',
+      valueSet: undefined,
+      concept: [
+        { code: 'fern', display: 'Fern' },
+        { code: 'moss', display: 'Moss' },
+      ],
+    });
     expect(outputs((await ask()).json()).result).toBe(true);
   });
 
   test('a ValueSet url nobody knows is 400 invalid, naming the url', async () => {
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('nope')), param('system', SYSTEM), param('code', 'dog'));
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('nope')),
+      param('system', SYSTEM),
+      param('code', 'dog'),
+    );
     expect(res.statusCode).toBe(400);
     expect(res.json().issue[0]).toMatchObject({ severity: 'error', code: 'invalid' });
-    expect(res.json().issue[0].details.text).toBe(`A definition for the value Set '${vsUrl('nope')}' could not be found`);
+    expect(res.json().issue[0].details.text).toBe(
+      `A definition for the value Set '${vsUrl('nope')}' could not be found`,
+    );
   });
 
   test('a known url at an unknown version is 404 not-found', async () => {
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('valueSetVersion', '7.0.0'), param('system', SYSTEM), param('code', 'dog'));
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('all')),
+      param('valueSetVersion', '7.0.0'),
+      param('system', SYSTEM),
+      param('code', 'dog'),
+    );
     expect(res.statusCode).toBe(404);
-    expect(res.json().issue[0]).toMatchObject({ code: 'not-found', details: { text: `A definition for the value Set '${vsUrl('all')}|7.0.0' could not be found` } });
+    expect(res.json().issue[0]).toMatchObject({
+      code: 'not-found',
+      details: { text: `A definition for the value Set '${vsUrl('all')}|7.0.0' could not be found` },
+    });
   });
 
   test('an explicitly requested version that does not exist is 404, even where a code system stands for the url', async () => {
     const gender = 'http://hl7.org/fhir/ValueSet/administrative-gender';
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', `${gender}|9.9`), param('system', 'http://hl7.org/fhir/administrative-gender'), param('code', 'female'));
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', `${gender}|9.9`),
+      param('system', 'http://hl7.org/fhir/administrative-gender'),
+      param('code', 'female'),
+    );
     expect(res.statusCode).toBe(404);
-    expect(res.json().issue[0]).toMatchObject({ code: 'not-found', details: { text: `A definition for the value Set '${gender}|9.9' could not be found` } });
+    expect(res.json().issue[0]).toMatchObject({
+      code: 'not-found',
+      details: { text: `A definition for the value Set '${gender}|9.9' could not be found` },
+    });
     // The implicit value set of a stored code system, at a version it does not have.
-    const implicit = await post('/fhir/R4/ValueSet/$validate-code', param('url', `${animals.valueSet}|7.7.7`), param('system', SYSTEM), param('code', 'dog'));
+    const implicit = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', `${animals.valueSet}|7.7.7`),
+      param('system', SYSTEM),
+      param('code', 'dog'),
+    );
     expect(implicit.statusCode).toBe(404);
-    const known = await post('/fhir/R4/ValueSet/$validate-code', param('url', `${animals.valueSet}|2.0.0`), param('system', SYSTEM), param('code', 'dog'));
+    const known = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', `${animals.valueSet}|2.0.0`),
+      param('system', SYSTEM),
+      param('code', 'dog'),
+    );
     expect(outputs(known.json()).result).toBe(true);
   });
 
   test('a codeableConcept with text only is no input form: 400, like nothing to validate', async () => {
-    const textOnly = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), { name: 'codeableConcept', valueCodeableConcept: { text: 'a dog' } });
+    const textOnly = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), {
+      name: 'codeableConcept',
+      valueCodeableConcept: { text: 'a dog' },
+    });
     expect(textOnly.statusCode).toBe(400);
     expect(textOnly.json().issue[0].details.text).toContain('Unable to find code to validate');
     // An empty coding list is not even a valid CodeableConcept (R4 JSON has no empty arrays).
-    const empty = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('codeableConcept', { text: 'a dog', coding: [] }));
+    const empty = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('all')),
+      param('codeableConcept', { text: 'a dog', coding: [] }),
+    );
     expect(empty.statusCode).toBe(400);
-    const inSystem = await post('/fhir/R4/CodeSystem/$validate-code', param('url', SYSTEM), { name: 'codeableConcept', valueCodeableConcept: { text: 'a dog' } });
+    const inSystem = await post('/fhir/R4/CodeSystem/$validate-code', param('url', SYSTEM), {
+      name: 'codeableConcept',
+      valueCodeableConcept: { text: 'a dog' },
+    });
     expect(inSystem.statusCode).toBe(400);
   });
 
@@ -300,13 +545,22 @@ describe('tx-resource, updates and errors', () => {
     expect(codeOnly.statusCode).toBe(400);
     const noVs = await post('/fhir/R4/ValueSet/$validate-code', param('system', SYSTEM), param('code', 'dog'));
     expect(noVs.statusCode).toBe(400);
-    const missing = await post('/fhir/R4/ValueSet/does-not-exist/$validate-code', param('system', SYSTEM), param('code', 'dog'));
+    const missing = await post(
+      '/fhir/R4/ValueSet/does-not-exist/$validate-code',
+      param('system', SYSTEM),
+      param('code', 'dog'),
+    );
     expect(missing.statusCode).toBe(404);
   });
 
   test('an unknown code system makes the answer false and names the system', async () => {
     const { out } = await (async () => {
-      const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('all')), param('system', 'http://example.org/unknown'), param('code', 'dog'));
+      const res = await post(
+        '/fhir/R4/ValueSet/$validate-code',
+        param('url', vsUrl('all')),
+        param('system', 'http://example.org/unknown'),
+        param('code', 'dog'),
+      );
       return { out: outputs(res.json()) };
     })();
     expect(out.result).toBe(false);
@@ -315,11 +569,34 @@ describe('tx-resource, updates and errors', () => {
 
   test('a hostile regex in a stored value set answers promptly (RE2 semantics, no backtracking)', async () => {
     const long = 'a'.repeat(5000);
-    await put({ ...animals, id: 'regexy', url: 'http://example.org/fhir/CodeSystem/regexy', valueSet: undefined, concept: [{ code: `${long}!`, display: 'Evil' }, { code: long, display: 'Fine' }] });
-    await put(valueSet('hostile', { include: [{ system: 'http://example.org/fhir/CodeSystem/regexy', filter: [{ property: 'code', op: 'regex', value: '(a+)+$' }] }] }));
+    await put({
+      ...animals,
+      id: 'regexy',
+      url: 'http://example.org/fhir/CodeSystem/regexy',
+      valueSet: undefined,
+      concept: [
+        { code: `${long}!`, display: 'Evil' },
+        { code: long, display: 'Fine' },
+      ],
+    });
+    await put(
+      valueSet('hostile', {
+        include: [
+          {
+            system: 'http://example.org/fhir/CodeSystem/regexy',
+            filter: [{ property: 'code', op: 'regex', value: '(a+)+$' }],
+          },
+        ],
+      }),
+    );
     // A backtracking engine needs longer than the age of the universe here (the test's timeout
     // ends it); RE2 needs milliseconds.
-    const res = await post('/fhir/R4/ValueSet/$validate-code', param('url', vsUrl('hostile')), param('system', 'http://example.org/fhir/CodeSystem/regexy'), param('code', `${long}!`));
+    const res = await post(
+      '/fhir/R4/ValueSet/$validate-code',
+      param('url', vsUrl('hostile')),
+      param('system', 'http://example.org/fhir/CodeSystem/regexy'),
+      param('code', `${long}!`),
+    );
     expect(outputs(res.json()).result).toBe(false);
   });
 });

@@ -10,7 +10,13 @@ import { BundledDefinitions } from '../../src/validation/bundled-definitions';
  */
 
 const DIR = bundledDefinitionsDir();
-const FILES = ['profiles-types.json', 'profiles-resources.json', 'profiles-others.json', 'extension-definitions.json', 'profiles-medplum.json'];
+const FILES = [
+  'profiles-types.json',
+  'profiles-resources.json',
+  'profiles-others.json',
+  'extension-definitions.json',
+  'profiles-medplum.json',
+];
 const ELEMENT_TEXTS = ['short', 'definition', 'comment', 'requirements', 'alias', 'mapping'] as const;
 
 function withoutUnread(definition: StructureDefinition): StructureDefinition {

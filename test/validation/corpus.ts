@@ -13,7 +13,8 @@ import { expect } from 'vitest';
 const require = createRequire(import.meta.url);
 export const EXAMPLES_DIR = dirname(require.resolve('hl7.fhir.r4.examples/package.json'));
 
-const CONFORMANCE = /^(SearchParameter|ValueSet|CodeSystem|StructureDefinition|ConceptMap|OperationDefinition|CompartmentDefinition|CapabilityStatement|NamingSystem|ImplementationGuide|StructureMap|GraphDefinition|MessageDefinition|TerminologyCapabilities|ExampleScenario)-/;
+const CONFORMANCE =
+  /^(SearchParameter|ValueSet|CodeSystem|StructureDefinition|ConceptMap|OperationDefinition|CompartmentDefinition|CapabilityStatement|NamingSystem|ImplementationGuide|StructureMap|GraphDefinition|MessageDefinition|TerminologyCapabilities|ExampleScenario)-/;
 
 export interface ExampleFile {
   file: string;
@@ -53,30 +54,84 @@ const NOT_A_MIME_TYPE = /in the CodeSystem 'urn:ietf:bcp:13'/;
 
 /** Files of the package that break R4's rules, with the finding each must produce. */
 export const KNOWN_INVALID: Record<string, KnownInvalid> = {
-  'Questionnaire-qs1.json': { errors: [/minimum required = 1, but only found 0 \(Questionnaire\.item\.linkId\)/], reason: 'nested items have no linkId (1..1)' },
-  'Bundle-dataelements.json': { errors: [/Constraint failed: bdl-7/], reason: 'several entries share one fullUrl and have no meta.versionId (bdl-7)' },
-  'Bundle-v2-valuesets.json': { errors: [/is not a valid code/], reason: "CodeSystem v2-0550 has codes with a trailing non-breaking space ('CHEST\\u00a0'), which code's pattern forbids" },
-  'Bundle-10bb101f-a121-4264-a920-67be9cb82c74.json': { errors: [FULL_URL], reason: "an entry's fullUrl ends in Patient/pat12 but holds Patient/pat2" },
-  'Bundle-3a0707d3-549e-4467-b8b8-5a2ab3800efe.json': { errors: [FULL_URL], reason: "an entry's fullUrl ends in Patient/pat12 but holds Patient/pat2" },
-  'Bundle-lri-example.json': { errors: [FULL_URL], reason: 'fullUrls end in lri-gramstain1 etc. while the resources are gramstain1 etc.' },
-  'DeviceMetric-example.json': { errors: [/points to a DeviceDefinition, but only Device may be referenced here/], reason: 'DeviceMetric.parent is Reference(Device); the example points to a DeviceDefinition' },
-  'DeviceUseStatement-example.json': { errors: [/points to a Procedure, but only Condition, Observation, DiagnosticReport, DocumentReference, Media/], reason: 'reasonReference does not allow Procedure in R4' },
-  'MedicationRequest-medrx0301.json': { errors: [/points to a Practitioner, but only Organization may be referenced here/], reason: 'dispenseRequest.performer is Reference(Organization)' },
-  'Observation-clinical-gender.json': { errors: [/points to a Encounter, but only Practitioner, PractitionerRole, Organization, CareTeam, Patient, RelatedPerson/], reason: 'performer cannot be an Encounter' },
-  'ActivityDefinition-blood-tubes-supply.json': { errors: [EMPTY_NARRATIVE], reason: 'text.div holds only whitespace (txt-2)' },
-  'ActivityDefinition-heart-valve-replacement.json': { errors: [EMPTY_NARRATIVE], reason: 'text.div holds only whitespace (txt-2)' },
+  'Questionnaire-qs1.json': {
+    errors: [/minimum required = 1, but only found 0 \(Questionnaire\.item\.linkId\)/],
+    reason: 'nested items have no linkId (1..1)',
+  },
+  'Bundle-dataelements.json': {
+    errors: [/Constraint failed: bdl-7/],
+    reason: 'several entries share one fullUrl and have no meta.versionId (bdl-7)',
+  },
+  'Bundle-v2-valuesets.json': {
+    errors: [/is not a valid code/],
+    reason:
+      "CodeSystem v2-0550 has codes with a trailing non-breaking space ('CHEST\\u00a0'), which code's pattern forbids",
+  },
+  'Bundle-10bb101f-a121-4264-a920-67be9cb82c74.json': {
+    errors: [FULL_URL],
+    reason: "an entry's fullUrl ends in Patient/pat12 but holds Patient/pat2",
+  },
+  'Bundle-3a0707d3-549e-4467-b8b8-5a2ab3800efe.json': {
+    errors: [FULL_URL],
+    reason: "an entry's fullUrl ends in Patient/pat12 but holds Patient/pat2",
+  },
+  'Bundle-lri-example.json': {
+    errors: [FULL_URL],
+    reason: 'fullUrls end in lri-gramstain1 etc. while the resources are gramstain1 etc.',
+  },
+  'DeviceMetric-example.json': {
+    errors: [/points to a DeviceDefinition, but only Device may be referenced here/],
+    reason: 'DeviceMetric.parent is Reference(Device); the example points to a DeviceDefinition',
+  },
+  'DeviceUseStatement-example.json': {
+    errors: [/points to a Procedure, but only Condition, Observation, DiagnosticReport, DocumentReference, Media/],
+    reason: 'reasonReference does not allow Procedure in R4',
+  },
+  'MedicationRequest-medrx0301.json': {
+    errors: [/points to a Practitioner, but only Organization may be referenced here/],
+    reason: 'dispenseRequest.performer is Reference(Organization)',
+  },
+  'Observation-clinical-gender.json': {
+    errors: [
+      /points to a Encounter, but only Practitioner, PractitionerRole, Organization, CareTeam, Patient, RelatedPerson/,
+    ],
+    reason: 'performer cannot be an Encounter',
+  },
+  'ActivityDefinition-blood-tubes-supply.json': {
+    errors: [EMPTY_NARRATIVE],
+    reason: 'text.div holds only whitespace (txt-2)',
+  },
+  'ActivityDefinition-heart-valve-replacement.json': {
+    errors: [EMPTY_NARRATIVE],
+    reason: 'text.div holds only whitespace (txt-2)',
+  },
   'EventDefinition-example.json': { errors: [EMPTY_NARRATIVE], reason: 'text.div holds only whitespace (txt-2)' },
-  'Questionnaire-zika-virus-exposure-assessment.json': { errors: [EMPTY_NARRATIVE], reason: 'text.div holds only whitespace (txt-2)' },
+  'Questionnaire-zika-virus-exposure-assessment.json': {
+    errors: [EMPTY_NARRATIVE],
+    reason: 'text.div holds only whitespace (txt-2)',
+  },
   ...Object.fromEntries(
-    ['TestScript-testscript-example-history.json', 'TestScript-testscript-example-multisystem.json', 'TestScript-testscript-example-readtest.json', 'TestScript-testscript-example-search.json',
-      'TestScript-testscript-example-update.json', 'TestScript-testscript-example.json', 'Bundle-resources.json'].map((file) => [
+    [
+      'TestScript-testscript-example-history.json',
+      'TestScript-testscript-example-multisystem.json',
+      'TestScript-testscript-example-readtest.json',
+      'TestScript-testscript-example-search.json',
+      'TestScript-testscript-example-update.json',
+      'TestScript-testscript-example.json',
+      'Bundle-resources.json',
+    ].map((file) => [
       file,
-      { errors: [NOT_A_MIME_TYPE], reason: "operation.accept and contentType are bound (required) to MIME types; the TestScripts write 'json' and 'xml', which are not MIME types (the engine's MIME provider says so)" },
+      {
+        errors: [NOT_A_MIME_TYPE],
+        reason:
+          "operation.accept and contentType are bound (required) to MIME types; the TestScripts write 'json' and 'xml', which are not MIME types (the engine's MIME provider says so)",
+      },
     ]),
   ),
   'Bundle-b0a5e4277-83c4-4adb-87e2-e3efe3369b6f.json': {
     errors: [NOT_A_MIME_TYPE],
-    reason: "Endpoint.payloadMimeType is bound (required) to MIME types; 'application/dicom; variant=DICOM WADO-RS' has a parameter value with a space that is not quoted (RFC 2045 tokens have no spaces)",
+    reason:
+      "Endpoint.payloadMimeType is bound (required) to MIME types; 'application/dicom; variant=DICOM WADO-RS' has a parameter value with a space that is not quoted (RFC 2045 tokens have no spaces)",
   },
 };
 
@@ -96,7 +151,10 @@ export const KNOWN_INVALID_DEFINITIONS: Record<string, KnownInvalid> = {
     errors: [/is not a valid id/],
     reason: 'its id is 67 characters long; an id has at most 64',
   },
-  'CodeSystem-v2-0550.json': { errors: [/is not a valid code/], reason: "codes with a trailing non-breaking space ('CHEST\\u00a0')" },
+  'CodeSystem-v2-0550.json': {
+    errors: [/is not a valid code/],
+    reason: "codes with a trailing non-breaking space ('CHEST\\u00a0')",
+  },
 };
 
 /** Asserts that exactly the known files have errors, and that their errors are the known ones. */
@@ -104,8 +162,16 @@ export function expectOnlyKnownErrors(found: Record<string, string[]>, known: Re
   expect(Object.keys(found).sort()).toEqual(Object.keys(known).sort());
   for (const [file, errors] of Object.entries(found)) {
     const { errors: patterns } = known[file];
-    for (const error of errors) expect(patterns.some((p) => p.test(error)), `${file}: ${error}`).toBe(true);
-    for (const pattern of patterns) expect(errors.some((e) => pattern.test(e)), `${file}: no error matches ${pattern}`).toBe(true);
+    for (const error of errors)
+      expect(
+        patterns.some((p) => p.test(error)),
+        `${file}: ${error}`,
+      ).toBe(true);
+    for (const pattern of patterns)
+      expect(
+        errors.some((e) => pattern.test(e)),
+        `${file}: no error matches ${pattern}`,
+      ).toBe(true);
   }
 }
 
@@ -119,7 +185,9 @@ export async function errorsOf(app: FastifyInstance, resource: Record<string, un
   });
   expect(res.statusCode, res.body.slice(0, 500)).toBe(200);
   const outcome = res.json() as OperationOutcome;
-  return outcome.issue.filter((i) => i.severity === 'error' || i.severity === 'fatal').map((i) => `${i.expression?.[0]}: ${i.details?.text}`);
+  return outcome.issue
+    .filter((i) => i.severity === 'error' || i.severity === 'fatal')
+    .map((i) => `${i.expression?.[0]}: ${i.details?.text}`);
 }
 
 /** Each file validated through the server; the errors of those that have some, by file name. */

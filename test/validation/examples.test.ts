@@ -1,7 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { serverApp } from '../helpers/server-app';
-import { clinicalExamples, errorsByFile, expectOnlyKnownErrors, KNOWN_INVALID, knownAmong, type ExampleFile } from './corpus';
+import {
+  clinicalExamples,
+  errorsByFile,
+  expectOnlyKnownErrors,
+  KNOWN_INVALID,
+  knownAmong,
+  type ExampleFile,
+} from './corpus';
 
 /**
  * The specification's clinical examples through POST [type]/$validate, bindings checked: no error

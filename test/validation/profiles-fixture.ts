@@ -49,35 +49,78 @@ export const checksPatient = {
     element: [
       { id: 'Patient', path: 'Patient' },
       // profile discriminator: an extension is in the slice when it conforms to the nickname extension
-      { id: 'Patient.extension', path: 'Patient.extension', slicing: { discriminator: [{ type: 'profile', path: '$this' }], rules: 'open' } },
-      { id: 'Patient.extension:nick', path: 'Patient.extension', sliceName: 'nick', min: 1, max: '1', type: [{ code: 'Extension', profile: [NICKNAME_URL] }] },
+      {
+        id: 'Patient.extension',
+        path: 'Patient.extension',
+        slicing: { discriminator: [{ type: 'profile', path: '$this' }], rules: 'open' },
+      },
+      {
+        id: 'Patient.extension:nick',
+        path: 'Patient.extension',
+        sliceName: 'nick',
+        min: 1,
+        max: '1',
+        type: [{ code: 'Extension', profile: [NICKNAME_URL] }],
+      },
       // value discriminator, closed: only the two known systems; an mrn is required, at most 8 characters
-      { id: 'Patient.identifier', path: 'Patient.identifier', slicing: { discriminator: [{ type: 'value', path: 'system' }], rules: 'closed' } },
+      {
+        id: 'Patient.identifier',
+        path: 'Patient.identifier',
+        slicing: { discriminator: [{ type: 'value', path: 'system' }], rules: 'closed' },
+      },
       { id: 'Patient.identifier:mrn', path: 'Patient.identifier', sliceName: 'mrn', min: 1, max: '1' },
-      { id: 'Patient.identifier:mrn.system', path: 'Patient.identifier.system', min: 1, fixedUri: 'http://example.org/mrn' },
+      {
+        id: 'Patient.identifier:mrn.system',
+        path: 'Patient.identifier.system',
+        min: 1,
+        fixedUri: 'http://example.org/mrn',
+      },
       { id: 'Patient.identifier:mrn.value', path: 'Patient.identifier.value', min: 1, maxLength: 8 },
       { id: 'Patient.identifier:ssn', path: 'Patient.identifier', sliceName: 'ssn', max: '1' },
-      { id: 'Patient.identifier:ssn.system', path: 'Patient.identifier.system', min: 1, fixedUri: 'http://example.org/ssn' },
+      {
+        id: 'Patient.identifier:ssn.system',
+        path: 'Patient.identifier.system',
+        min: 1,
+        fixedUri: 'http://example.org/ssn',
+      },
       // at most two names
       { id: 'Patient.name', path: 'Patient.name', max: '2' },
       // exists discriminator, ordered: telecoms with a period come before those without
-      { id: 'Patient.telecom', path: 'Patient.telecom', slicing: { discriminator: [{ type: 'exists', path: 'period' }], ordered: true, rules: 'open' } },
+      {
+        id: 'Patient.telecom',
+        path: 'Patient.telecom',
+        slicing: { discriminator: [{ type: 'exists', path: 'period' }], ordered: true, rules: 'open' },
+      },
       { id: 'Patient.telecom:dated', path: 'Patient.telecom', sliceName: 'dated' },
       { id: 'Patient.telecom:dated.period', path: 'Patient.telecom.period', min: 1 },
       { id: 'Patient.telecom:undated', path: 'Patient.telecom', sliceName: 'undated' },
       { id: 'Patient.telecom:undated.period', path: 'Patient.telecom.period', max: '0' },
       // fixed and pattern values
       { id: 'Patient.gender', path: 'Patient.gender', fixedCode: 'female' },
-      { id: 'Patient.maritalStatus', path: 'Patient.maritalStatus', patternCodeableConcept: { coding: [{ system: MARITAL, code: 'M' }] } },
+      {
+        id: 'Patient.maritalStatus',
+        path: 'Patient.maritalStatus',
+        patternCodeableConcept: { coding: [{ system: MARITAL, code: 'M' }] },
+      },
       // pattern discriminator, open at the end: the emergency contacts come first
-      { id: 'Patient.contact', path: 'Patient.contact', slicing: { discriminator: [{ type: 'pattern', path: 'relationship' }], rules: 'openAtEnd' } },
+      {
+        id: 'Patient.contact',
+        path: 'Patient.contact',
+        slicing: { discriminator: [{ type: 'pattern', path: 'relationship' }], rules: 'openAtEnd' },
+      },
       { id: 'Patient.contact:emergency', path: 'Patient.contact', sliceName: 'emergency' },
-      { id: 'Patient.contact:emergency.relationship', path: 'Patient.contact.relationship', patternCodeableConcept: { coding: [{ system: RELATIONSHIP, code: 'C' }] } },
+      {
+        id: 'Patient.contact:emergency.relationship',
+        path: 'Patient.contact.relationship',
+        patternCodeableConcept: { coding: [{ system: RELATIONSHIP, code: 'C' }] },
+      },
       // an invariant of the profile's own
       {
         id: 'Patient.birthDate',
         path: 'Patient.birthDate',
-        constraint: [{ key: 'chk-1', severity: 'error', human: 'born in this millennium', expression: "$this >= @2000-01-01" }],
+        constraint: [
+          { key: 'chk-1', severity: 'error', human: 'born in this millennium', expression: '$this >= @2000-01-01' },
+        ],
       },
     ],
   },
@@ -98,8 +141,17 @@ export const quantityObservation = {
   differential: {
     element: [
       { id: 'Observation', path: 'Observation' },
-      { id: 'Observation.value[x]', path: 'Observation.value[x]', slicing: { discriminator: [{ type: 'type', path: '$this' }], rules: 'closed' } },
-      { id: 'Observation.value[x]:valueQuantity', path: 'Observation.value[x]', sliceName: 'valueQuantity', type: [{ code: 'Quantity' }] },
+      {
+        id: 'Observation.value[x]',
+        path: 'Observation.value[x]',
+        slicing: { discriminator: [{ type: 'type', path: '$this' }], rules: 'closed' },
+      },
+      {
+        id: 'Observation.value[x]:valueQuantity',
+        path: 'Observation.value[x]',
+        sliceName: 'valueQuantity',
+        type: [{ code: 'Quantity' }],
+      },
     ],
   },
 } satisfies StructureDefinition;

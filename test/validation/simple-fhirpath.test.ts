@@ -15,7 +15,12 @@ import { clinicalExamples, readExample } from './corpus';
 const { fhirpath, model } = fhirpathEngine();
 
 /** The engine's answer as an invariant reads it: undefined (empty), true or false. */
-function engine(expression: string, base: string, focus: unknown, env: Record<string, unknown> = {}): boolean | undefined {
+function engine(
+  expression: string,
+  base: string,
+  focus: unknown,
+  env: Record<string, unknown> = {},
+): boolean | undefined {
   const result = fhirpath.evaluate(focus as never, { base, expression }, env as never, model) as unknown[];
   if (result.length === 0) return undefined;
   return result.length === 1 && typeof result[0] === 'boolean' ? result[0] : true;
@@ -35,7 +40,8 @@ function agrees(expression: string, base: string, focus: unknown, env?: Record<s
 
 /** Each resource (its own %resource) gets the engine's answer; the second is one the subset answers itself. */
 function answersAsEngine(expression: string, base: string, focuses: Record<string, unknown>[]): void {
-  for (const focus of focuses) expect(agrees(expression, base, focus, { resource: focus, rootResource: focus }), JSON.stringify(focus)).toBe(true);
+  for (const focus of focuses)
+    expect(agrees(expression, base, focus, { resource: focus, rootResource: focus }), JSON.stringify(focus)).toBe(true);
   expect(simple(expression, focuses[1], { resource: focuses[1], rootResource: focuses[1] })).not.toBe('engine');
 }
 
@@ -71,8 +77,8 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
 
   test.each([
     ["name.where(use = 'official').exists()"],
-    ["name.all(family.exists() or given.exists())"],
-    ["name.exists(text.exists())"],
+    ['name.all(family.exists() or given.exists())'],
+    ['name.exists(text.exists())'],
     ['name.given.count() = 2'],
     ['deceased.exists() and multipleBirth.empty()'],
     ["telecom.where(system = 'email').value.all($this.contains('@'))"],
@@ -81,20 +87,39 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
       { resourceType: 'Patient' },
       { resourceType: 'Patient', name: [{ use: 'official', family: 'a' }, { given: ['b', 'c'] }] },
       { resourceType: 'Patient', name: [{ text: 'x' }], deceasedBoolean: true },
-      { resourceType: 'Patient', telecom: [{ system: 'email', value: 'a@b' }, { system: 'email', value: 'ab' }], multipleBirthInteger: 2 },
+      {
+        resourceType: 'Patient',
+        telecom: [
+          { system: 'email', value: 'a@b' },
+          { system: 'email', value: 'ab' },
+        ],
+        multipleBirthInteger: 2,
+      },
     ];
     answersAsEngine(expression, 'Patient', focuses);
   });
 
-  test.each([["[A-Z]([A-Za-z0-9_]){0,254}"], ['ab{0,3}'], ['a|b{0,5}'], ['(a|b){0,3}'], ['x[y}]{0,2}'], ['[A-Z]([a-z]){0,2}$'], ['a(b){1,2}']])('matches(%s), its optional tail dropped', (pattern) => {
-    const focuses = ['Abc', 'abc', 'a', 'b', 'x', '123', 'ABCD', 'Abcd'].map((name) => ({ resourceType: 'Library', name }));
+  test.each([
+    ['[A-Z]([A-Za-z0-9_]){0,254}'],
+    ['ab{0,3}'],
+    ['a|b{0,5}'],
+    ['(a|b){0,3}'],
+    ['x[y}]{0,2}'],
+    ['[A-Z]([a-z]){0,2}$'],
+    ['a(b){1,2}'],
+  ])('matches(%s), its optional tail dropped', (pattern) => {
+    const focuses = ['Abc', 'abc', 'a', 'b', 'x', '123', 'ABCD', 'Abcd'].map((name) => ({
+      resourceType: 'Library',
+      name,
+    }));
     answersAsEngine(`name.matches('${pattern}')`, 'Library', focuses);
   });
 
   test('an optional last atom is dropped from a pattern only where it can be', () => {
     expect(withoutOptionalTail('[A-Z]([A-Za-z0-9_]){0,254}')).toBe('[A-Z]');
     expect(withoutOptionalTail('a[b}]{0,2}')).toBe('a');
-    for (const kept of ['[A-Z]([a-z]){0,2}$', 'ab{1,3}', 'x\\{0,2}', 'a*{0,2}', '(a{0,2}']) expect(withoutOptionalTail(kept)).toBe(kept);
+    for (const kept of ['[A-Z]([a-z]){0,2}$', 'ab{1,3}', 'x\\{0,2}', 'a*{0,2}', '(a{0,2}'])
+      expect(withoutOptionalTail(kept)).toBe(kept);
   });
 
   test('expressions outside the subset are left to the engine', () => {
@@ -123,23 +148,58 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
   test.each([
     ["status in ('proposed' | 'cancelled' | 'waitlist')"],
     ["(start.exists() and end.exists()) or (status in ('proposed' | 'cancelled'))"],
-    ["Appointment.cancelationReason.exists() implies (Appointment.status = 'noshow' or Appointment.status = 'cancelled')"],
+    [
+      "Appointment.cancelationReason.exists() implies (Appointment.status = 'noshow' or Appointment.status = 'cancelled')",
+    ],
     ['(participant.count() + slot.count()) > 1'],
     ['minutesDuration >= 0 and priority < 10 and minutesDuration <= 15 and priority > 1'],
     ["participant.all(actor.exists() = (%resource.status = 'booked'))"],
-    ["%rootResource.contained.first().is(Patient)"],
-    ["contained.first().is(Patient) or contained.first().is(Practitioner).not()"],
+    ['%rootResource.contained.first().is(Patient)'],
+    ['contained.first().is(Patient) or contained.first().is(Practitioner).not()'],
     ["participant.select(status in ('accepted' | 'declined')).allFalse()"],
     ['participant.select(actor).count() = 1'],
     ["participant.select(status & type.text).isDistinct() and (status & '-x') = 'booked-x'"],
   ])('%s', (expression) => {
     const focuses = [
       { resourceType: 'Appointment' },
-      { resourceType: 'Appointment', status: 'proposed', minutesDuration: 15, priority: 5, participant: [{ actor: { reference: 'x' } }] },
-      { resourceType: 'Appointment', status: 'booked', start: '2020', end: '2021', cancelationReason: { text: 'x' }, participant: [{ status: 'accepted' }, { actor: {} }], slot: [{}] },
-      { resourceType: 'Appointment', status: 'noshow', cancelationReason: { text: 'x' }, minutesDuration: -1, priority: 0, contained: [{ resourceType: 'Patient' }, { resourceType: 'Practitioner' }] },
-      { resourceType: 'Appointment', _status: { extension: [{ url: 'x', valueString: 'y' }] }, contained: [{ resourceType: 'Practitioner' }] },
-      { resourceType: 'Appointment', status: 'booked', participant: [{ status: 'accepted', type: [{ text: 'a' }] }, { status: 'accepted' }, { status: 'accepted', type: [{ text: 'a' }] }] },
+      {
+        resourceType: 'Appointment',
+        status: 'proposed',
+        minutesDuration: 15,
+        priority: 5,
+        participant: [{ actor: { reference: 'x' } }],
+      },
+      {
+        resourceType: 'Appointment',
+        status: 'booked',
+        start: '2020',
+        end: '2021',
+        cancelationReason: { text: 'x' },
+        participant: [{ status: 'accepted' }, { actor: {} }],
+        slot: [{}],
+      },
+      {
+        resourceType: 'Appointment',
+        status: 'noshow',
+        cancelationReason: { text: 'x' },
+        minutesDuration: -1,
+        priority: 0,
+        contained: [{ resourceType: 'Patient' }, { resourceType: 'Practitioner' }],
+      },
+      {
+        resourceType: 'Appointment',
+        _status: { extension: [{ url: 'x', valueString: 'y' }] },
+        contained: [{ resourceType: 'Practitioner' }],
+      },
+      {
+        resourceType: 'Appointment',
+        status: 'booked',
+        participant: [
+          { status: 'accepted', type: [{ text: 'a' }] },
+          { status: 'accepted' },
+          { status: 'accepted', type: [{ text: 'a' }] },
+        ],
+      },
     ];
     answersAsEngine(expression, 'Appointment', focuses);
   });
@@ -149,12 +209,14 @@ describe('the small evaluator answers as the FHIRPath engine', () => {
     const seen: { expression: string; base: string; focus: unknown; env: Record<string, unknown> }[] = [];
     const original = validator.invariants.check.bind(validator.invariants);
     validator.invariants.check = (expression, focus, base, env) => {
-      if (compileSimple(expression)) seen.push({ expression, base, focus, env: { resource: env.resource, rootResource: env.rootResource } });
+      if (compileSimple(expression))
+        seen.push({ expression, base, focus, env: { resource: env.resource, rootResource: env.rootResource } });
       return original(expression, focus, base, env);
     };
     // Every tenth example: enough for every shape of invariant, quick enough for the fast suite.
     const sample = clinicalExamples().filter((e, i) => e.size < 1_000_000 && i % 10 === 0);
-    for (const { file } of sample) await validator.validate(readExample(file), { deadline: Date.now() + 60_000, project: 'default' });
+    for (const { file } of sample)
+      await validator.validate(readExample(file), { deadline: Date.now() + 60_000, project: 'default' });
     expect(new Set(seen.map((s) => s.expression)).size).toBeGreaterThan(40);
     const disagreements = seen.filter((s) => !agrees(s.expression, s.base, s.focus, s.env));
     expect(disagreements.map((d) => `${d.base}: ${d.expression}`)).toEqual([]);

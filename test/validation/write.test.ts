@@ -22,17 +22,49 @@ describe('every create and update is checked against the R4 definitions', () => 
   });
 
   const create = (resource: Record<string, unknown>) =>
-    server.app.inject({ method: 'POST', url: `/fhir/R4/${String(resource.resourceType)}`, headers: FHIR_JSON, payload: resource });
+    server.app.inject({
+      method: 'POST',
+      url: `/fhir/R4/${String(resource.resourceType)}`,
+      headers: FHIR_JSON,
+      payload: resource,
+    });
 
   test('valid R4 the JSON schema refused is stored: an expression language outside its closed list (extensible in R4)', async () => {
-    const plan = { resourceType: 'PlanDefinition', status: 'active', action: [{ title: 'adults', condition: [{ kind: 'applicability', expression: { language: 'text/cql.identifier', expression: 'IsAdult' } }] }] };
+    const plan = {
+      resourceType: 'PlanDefinition',
+      status: 'active',
+      action: [
+        {
+          title: 'adults',
+          condition: [
+            { kind: 'applicability', expression: { language: 'text/cql.identifier', expression: 'IsAdult' } },
+          ],
+        },
+      ],
+    };
     const res = await create(plan);
     expect(res.statusCode, res.body).toBe(201);
   });
 
   test.each([
-    ['inside a contained resource', { resourceType: 'Patient', managingOrganization: { reference: '#o' }, contained: [{ resourceType: 'Organization', id: 'o', colour: 'red' }] }, 'Patient.contained[0].colour'],
-    ['inside a Bundle entry', { resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Patient', birthDate: 'soon' } }] }, 'Bundle.entry[0].resource.birthDate'],
+    [
+      'inside a contained resource',
+      {
+        resourceType: 'Patient',
+        managingOrganization: { reference: '#o' },
+        contained: [{ resourceType: 'Organization', id: 'o', colour: 'red' }],
+      },
+      'Patient.contained[0].colour',
+    ],
+    [
+      'inside a Bundle entry',
+      {
+        resourceType: 'Bundle',
+        type: 'collection',
+        entry: [{ resource: { resourceType: 'Patient', birthDate: 'soon' } }],
+      },
+      'Bundle.entry[0].resource.birthDate',
+    ],
     ['a missing required element', { resourceType: 'Observation', code: { text: 'x' } }, 'Observation.status'],
   ])('an error %s is 400 naming its FHIRPath, and nothing is stored', async (_name, resource, expression) => {
     const res = await create(resource);
@@ -79,24 +111,46 @@ describe('validation on write', () => {
     const validator = new ResourceValidator();
     const deadline = Date.now() + 30_000;
     try {
-      await validateBeforeWrite(validator, { resourceType: 'Patient', contact: [{ gender: 'male' }] } as Resource, { deadline, project: 'default' });
+      await validateBeforeWrite(validator, { resourceType: 'Patient', contact: [{ gender: 'male' }] } as Resource, {
+        deadline,
+        project: 'default',
+      });
       expect.unreachable();
     } catch (err) {
       if (!isFhirError(err)) throw err;
       expect(err.status).toBe(422);
       expect(err.code).toBe('ERR_VALIDATION_FAILED');
-      expect(err.outcome.issue[0]).toMatchObject({ severity: 'error', code: 'invariant', expression: ['Patient.contact[0]'] });
+      expect(err.outcome.issue[0]).toMatchObject({
+        severity: 'error',
+        code: 'invariant',
+        expression: ['Patient.contact[0]'],
+      });
       expect(err.outcome.issue.some((i) => i.severity === 'warning')).toBe(true);
     }
     // No narrative is a warning (dom-6): stored.
-    await expect(validateBeforeWrite(validator, { resourceType: 'Patient' } as Resource, { deadline, project: 'default' })).resolves.toBeUndefined();
+    await expect(
+      validateBeforeWrite(validator, { resourceType: 'Patient' } as Resource, { deadline, project: 'default' }),
+    ).resolves.toBeUndefined();
   });
 });
 
 describe('what the operation framework gained', () => {
-  const definition = (resource: OperationDefinition['resource'], parameter: OperationDefinition['parameter']): OperationDefinition => ({
-    resourceType: 'OperationDefinition', id: 'x', url: 'http://test.local/x', name: 'x', status: 'active', kind: 'operation', code: 'x',
-    system: false, type: true, instance: false, resource, parameter,
+  const definition = (
+    resource: OperationDefinition['resource'],
+    parameter: OperationDefinition['parameter'],
+  ): OperationDefinition => ({
+    resourceType: 'OperationDefinition',
+    id: 'x',
+    url: 'http://test.local/x',
+    name: 'x',
+    status: 'active',
+    kind: 'operation',
+    code: 'x',
+    system: false,
+    type: true,
+    instance: false,
+    resource,
+    parameter,
   });
 
   test('Resource names every resource type, DomainResource all but Binary, Bundle and Parameters', () => {
@@ -110,21 +164,34 @@ describe('what the operation framework gained', () => {
 
   test('a POST body that is a resource is the one resource-typed input, the query carrying the others', () => {
     const spec = toOperationSpec(
-      definition(['Patient'], [
-        { name: 'item', use: 'in', min: 1, max: '1', type: 'DomainResource' },
-        { name: 'flag', use: 'in', min: 0, max: '1', type: 'boolean' },
-        { name: 'return', use: 'out', min: 1, max: '1', type: 'OperationOutcome' },
-      ]),
+      definition(
+        ['Patient'],
+        [
+          { name: 'item', use: 'in', min: 1, max: '1', type: 'DomainResource' },
+          { name: 'flag', use: 'in', min: 0, max: '1', type: 'boolean' },
+          { name: 'return', use: 'out', min: 1, max: '1', type: 'OperationOutcome' },
+        ],
+      ),
     );
     const patient = { resourceType: 'Patient', id: 'p' };
-    expect(readParameters(patient, spec, { strict: false, query: { flag: 'true' } })).toEqual({ item: patient, flag: true });
-    expect(() => readParameters({ resourceType: 'Bundle', type: 'collection' }, spec, { strict: false })).toThrow("Parameter 'item' must be of type DomainResource, not Bundle");
-    const two = toOperationSpec(
-      definition(['Patient'], [
-        { name: 'a', use: 'in', min: 0, max: '1', type: 'Resource' },
-        { name: 'b', use: 'in', min: 0, max: '1', type: 'Resource' },
-      ]),
+    expect(readParameters(patient, spec, { strict: false, query: { flag: 'true' } })).toEqual({
+      item: patient,
+      flag: true,
+    });
+    expect(() => readParameters({ resourceType: 'Bundle', type: 'collection' }, spec, { strict: false })).toThrow(
+      "Parameter 'item' must be of type DomainResource, not Bundle",
     );
-    expect(() => readParameters(patient, two, { strict: false })).toThrow('An operation invoked with POST takes a Parameters resource, not Patient');
+    const two = toOperationSpec(
+      definition(
+        ['Patient'],
+        [
+          { name: 'a', use: 'in', min: 0, max: '1', type: 'Resource' },
+          { name: 'b', use: 'in', min: 0, max: '1', type: 'Resource' },
+        ],
+      ),
+    );
+    expect(() => readParameters(patient, two, { strict: false })).toThrow(
+      'An operation invoked with POST takes a Parameters resource, not Patient',
+    );
   });
 });

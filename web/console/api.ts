@@ -27,7 +27,8 @@ export async function fhir<T extends Resource = Resource>(path: string, init: Re
   } catch {
     body = undefined;
   }
-  if (!res.ok) throw new CallError(res.status, body?.resourceType === 'OperationOutcome' ? (body as OperationOutcome) : undefined);
+  if (!res.ok)
+    throw new CallError(res.status, body?.resourceType === 'OperationOutcome' ? (body as OperationOutcome) : undefined);
   return body as T;
 }
 
@@ -36,14 +37,21 @@ export async function json<T>(path: string): Promise<T> {
   const token = currentToken();
   const res = await fetch(path, { headers: token ? { authorization: `Bearer ${token}` } : {} });
   const body = (await res.json().catch(() => undefined)) as T | OperationOutcome | undefined;
-  if (!res.ok) throw new CallError(res.status, (body as OperationOutcome | undefined)?.resourceType === 'OperationOutcome' ? (body as OperationOutcome) : undefined);
+  if (!res.ok)
+    throw new CallError(
+      res.status,
+      (body as OperationOutcome | undefined)?.resourceType === 'OperationOutcome'
+        ? (body as OperationOutcome)
+        : undefined,
+    );
   return body as T;
 }
 
 /** A query string from the non-empty fields. */
 export function query(fields: Record<string, string | number | undefined>): string {
   const params = new URLSearchParams();
-  for (const [name, value] of Object.entries(fields)) if (value !== undefined && value !== '') params.set(name, String(value));
+  for (const [name, value] of Object.entries(fields))
+    if (value !== undefined && value !== '') params.set(name, String(value));
   return params.toString();
 }
 

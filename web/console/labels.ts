@@ -46,7 +46,20 @@ function codeOf(r: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
-const DATE_ELEMENTS = ['effectiveDateTime', 'effectivePeriod', 'onsetDateTime', 'performedDateTime', 'performedPeriod', 'occurrenceDateTime', 'authoredOn', 'recordedDate', 'issued', 'birthDate', 'period', 'date'];
+const DATE_ELEMENTS = [
+  'effectiveDateTime',
+  'effectivePeriod',
+  'onsetDateTime',
+  'performedDateTime',
+  'performedPeriod',
+  'occurrenceDateTime',
+  'authoredOn',
+  'recordedDate',
+  'issued',
+  'birthDate',
+  'period',
+  'date',
+];
 
 function dateOf(r: Record<string, unknown>): string | undefined {
   for (const element of DATE_ELEMENTS) {

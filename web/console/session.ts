@@ -36,7 +36,9 @@ export async function smartConfiguration(): Promise<SmartConfiguration | undefin
 /** Signs in with email and password (PKCE, S256); keeps the access token. Throws with the server's reason. */
 export async function signIn(config: SmartConfiguration, email: string, password: string): Promise<void> {
   const verifier = base64url(crypto.getRandomValues(new Uint8Array(32)));
-  const challenge = base64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))));
+  const challenge = base64url(
+    new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))),
+  );
   const login = await fetch('/auth/login', {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json' },
@@ -47,10 +49,15 @@ export async function signIn(config: SmartConfiguration, email: string, password
   const token = await fetch(config.token_endpoint as string, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-    body: new URLSearchParams({ grant_type: 'authorization_code', code: answer.code, code_verifier: verifier }).toString(),
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code: answer.code,
+      code_verifier: verifier,
+    }).toString(),
   });
   const tokens = (await token.json()) as { access_token?: string; error_description?: string };
-  if (!token.ok || !tokens.access_token) throw new Error(tokens.error_description ?? `the token request failed (${token.status})`);
+  if (!token.ok || !tokens.access_token)
+    throw new Error(tokens.error_description ?? `the token request failed (${token.status})`);
   useToken(tokens.access_token);
 }
 
@@ -65,7 +72,11 @@ export interface Me {
   project?: { id?: string; name?: string };
   user?: { id?: string; email?: string };
   client?: { reference?: string };
-  profile?: { resourceType?: string; id?: string; name?: { text?: string; given?: string[]; family?: string }[] | string };
+  profile?: {
+    resourceType?: string;
+    id?: string;
+    name?: { text?: string; given?: string[]; family?: string }[] | string;
+  };
   admin?: boolean;
   operator?: boolean;
   scope?: string;
@@ -76,7 +87,12 @@ export function describeSession(me: Me): string {
   const project = `project ${me.project?.name ?? me.project?.id ?? '?'}`;
   if (me.operator) return `operator (${project})`;
   const profile = me.profile?.name;
-  const name = typeof profile === 'string' ? profile : profile?.[0]?.text ?? [...(profile?.[0]?.given ?? []), profile?.[0]?.family].filter((p) => p).join(' ');
-  const who = [name, me.user?.email && (name ? `(${me.user.email})` : me.user.email), !me.user && me.client?.reference].filter((p) => p).join(' ');
+  const name =
+    typeof profile === 'string'
+      ? profile
+      : (profile?.[0]?.text ?? [...(profile?.[0]?.given ?? []), profile?.[0]?.family].filter((p) => p).join(' '));
+  const who = [name, me.user?.email && (name ? `(${me.user.email})` : me.user.email), !me.user && me.client?.reference]
+    .filter((p) => p)
+    .join(' ');
   return `${who || 'a token'} (${project}${me.admin ? ', administrator' : ''})`;
 }

@@ -12,13 +12,19 @@ export function terminologyBrowser(): void {
     const bundle = await fhir<Bundle>(`${type}?${query({ ...by, _count: 50, _sort: 'name' })}`);
     const found = (bundle.entry ?? []).map((e) => e.resource as ValueSet);
     if (found.length === 0) return show(results, h('p', { class: 'hint' }, 'Nothing found.'));
-    show(results, h('table', {},
-      h('tr', {}, h('th', {}, 'name'), h('th', {}, 'url'), h('th', {}, 'version')),
-      ...found.map((r) => {
-        const pick = h('a', { class: 'pick', 'data-url': r.url ?? '' }, r.title ?? r.name ?? r.id ?? '(unnamed)');
-        if (type === 'ValueSet') pick.addEventListener('click', () => void openValueSet(r));
-        return h('tr', {}, h('td', {}, pick), h('td', {}, r.url ?? ''), h('td', {}, r.version ?? ''));
-      })));
+    show(
+      results,
+      h(
+        'table',
+        {},
+        h('tr', {}, h('th', {}, 'name'), h('th', {}, 'url'), h('th', {}, 'version')),
+        ...found.map((r) => {
+          const pick = h('a', { class: 'pick', 'data-url': r.url ?? '' }, r.title ?? r.name ?? r.id ?? '(unnamed)');
+          if (type === 'ValueSet') pick.addEventListener('click', () => void openValueSet(r));
+          return h('tr', {}, h('td', {}, pick), h('td', {}, r.url ?? ''), h('td', {}, r.version ?? ''));
+        }),
+      ),
+    );
   });
 
   const expandForm = byId<HTMLFormElement>('expand');
@@ -31,11 +37,22 @@ export function terminologyBrowser(): void {
       const vs = await fhir<ValueSet>(`ValueSet/$expand?${query({ url, filter, offset, count: PAGE })}`);
       const contains = vs.expansion?.contains ?? [];
       const total = vs.expansion?.total;
-      show(expansion,
-        h('p', { class: 'hint' }, `${offset + 1}-${offset + contains.length}${total !== undefined ? ` of ${total}` : ''}`),
-        h('table', {},
+      show(
+        expansion,
+        h(
+          'p',
+          { class: 'hint' },
+          `${offset + 1}-${offset + contains.length}${total !== undefined ? ` of ${total}` : ''}`,
+        ),
+        h(
+          'table',
+          {},
           h('tr', {}, h('th', {}, 'code'), h('th', {}, 'display'), h('th', {}, 'system')),
-          ...contains.map((c) => h('tr', {}, h('td', {}, c.code ?? ''), h('td', {}, c.display ?? ''), h('td', {}, c.system ?? '')))));
+          ...contains.map((c) =>
+            h('tr', {}, h('td', {}, c.code ?? ''), h('td', {}, c.display ?? ''), h('td', {}, c.system ?? '')),
+          ),
+        ),
+      );
     } catch (err) {
       failure(expansion, err);
     }
@@ -67,11 +84,13 @@ export function terminologyBrowser(): void {
   onSubmit(byId<HTMLFormElement>('validate'), validateOut, async ({ url, system, code, display }) => {
     const answer = await fhir<Parameters>(`ValueSet/$validate-code?${query({ url, system, code, display })}`);
     const result = param(answer, 'result') === true;
-    show(validateOut,
+    show(
+      validateOut,
       h('p', { class: result ? 'ok' : 'bad', id: 'validate-verdict' }, result ? 'Valid' : 'Not valid'),
       optional('Display', param(answer, 'display')),
       optional('Message', param(answer, 'message')),
-      issuesTable(param(answer, 'issues') as OperationOutcome | undefined));
+      issuesTable(param(answer, 'issues') as OperationOutcome | undefined),
+    );
   });
 
   const lookupOut = byId('lookup-result');
@@ -82,7 +101,15 @@ export function terminologyBrowser(): void {
   const translateOut = byId('translate-result');
   onSubmit(byId<HTMLFormElement>('translate'), translateOut, async ({ url, system, code, targetsystem }) => {
     const answer = await fhir<Parameters>(`ConceptMap/$translate?${query({ url, system, code, targetsystem })}`);
-    show(translateOut, h('p', { class: param(answer, 'result') === true ? 'ok' : 'bad' }, param(answer, 'result') === true ? 'Translated' : 'No translation'), parametersTable(answer));
+    show(
+      translateOut,
+      h(
+        'p',
+        { class: param(answer, 'result') === true ? 'ok' : 'bad' },
+        param(answer, 'result') === true ? 'Translated' : 'No translation',
+      ),
+      parametersTable(answer),
+    );
   });
 }
 

@@ -17,7 +17,11 @@ let invariantOptions: Record<string, unknown> | undefined;
 export function compileExpression(expression: string, options: { base?: string; invariant?: boolean } = {}): Compiled {
   const { fhirpath, model } = fhirpathEngine();
   const path = options.base ? { base: options.base, expression } : expression;
-  const compiled = fhirpath.compile(path, model, (options.invariant ? invariantEngineOptions() : { async: false }) as { async: false });
+  const compiled = fhirpath.compile(
+    path,
+    model,
+    (options.invariant ? invariantEngineOptions() : { async: false }) as { async: false },
+  );
   return (focus, vars) => compiled(focus as never, vars as never) as unknown[];
 }
 
@@ -36,8 +40,19 @@ export function correctedInvariant(expression: string): string {
 }
 
 /** The environment of invariants: `%ucum`, `%sct`, `%loinc`, and `%resource`/`%rootResource`/the Bundle index given. */
-export function invariantVars(env: { resource: unknown; rootResource: unknown; bundle?: BundleIndex }): Record<string, unknown> {
-  return { ucum: 'http://unitsofmeasure.org', sct: 'http://snomed.info/sct', loinc: 'http://loinc.org', resource: env.resource, rootResource: env.rootResource, bundle: env.bundle };
+export function invariantVars(env: {
+  resource: unknown;
+  rootResource: unknown;
+  bundle?: BundleIndex;
+}): Record<string, unknown> {
+  return {
+    ucum: 'http://unitsofmeasure.org',
+    sct: 'http://snomed.info/sct',
+    loinc: 'http://loinc.org',
+    resource: env.resource,
+    rootResource: env.rootResource,
+    bundle: env.bundle,
+  };
 }
 
 /**
@@ -57,7 +72,11 @@ function invariantEngineOptions(): Record<string, unknown> {
     }
     return out;
   };
-  invariantOptions = { async: false, traceFn: () => undefined, userInvocationTable: { resolve: { fn: resolve, internalStructures: true } } };
+  invariantOptions = {
+    async: false,
+    traceFn: () => undefined,
+    userInvocationTable: { resolve: { fn: resolve, internalStructures: true } },
+  };
   return invariantOptions;
 }
 

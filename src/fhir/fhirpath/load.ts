@@ -41,6 +41,8 @@ export function fhirpathEngine(): FhirPathEngine {
 
 /** The engine's node type, so that what a user function answers is typed (`resolve() is Practitioner`). */
 export function fhirpathResourceNode(): ResourceNodeType {
-  resourceNode ??= (require(join(dirname(require.resolve('fhirpath')), 'types.js')) as { ResourceNode: ResourceNodeType }).ResourceNode;
+  resourceNode ??= (
+    require(join(dirname(require.resolve('fhirpath')), 'types.js')) as { ResourceNode: ResourceNodeType }
+  ).ResourceNode;
   return resourceNode;
 }

@@ -68,12 +68,14 @@ export class FhirPathPool {
     if (jobs.length === 0) return [];
     const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
     if (this.closed) return jobs.map(() => closing());
-    if (Date.now() >= deadline) return jobs.map(() => stopped('the time of the request was spent before it could be evaluated'));
+    if (Date.now() >= deadline)
+      return jobs.map(() => stopped('the time of the request was spent before it could be evaluated'));
     const outcome = await this.once(jobs, deadline);
     if ('answers' in outcome) return outcome.answers;
     const before = await this.evaluate(jobs.slice(0, outcome.at), options);
     const rest = jobs.slice(outcome.at + 1);
-    const after = options.afterOverrun === 'continue' ? await this.evaluate(rest, options) : rest.map(() => outcome.answer);
+    const after =
+      options.afterOverrun === 'continue' ? await this.evaluate(rest, options) : rest.map(() => outcome.answer);
     return [...before, outcome.answer, ...after];
   }
 
@@ -81,7 +83,11 @@ export class FhirPathPool {
   async close(): Promise<void> {
     this.closed = true;
     for (const wake of this.waiting.splice(0)) wake(undefined);
-    await Promise.all([...this.live].map((slot) => this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: closing() })));
+    await Promise.all(
+      [...this.live].map((slot) =>
+        this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: closing() }),
+      ),
+    );
   }
 
   /** Live workers (for tests and metrics). */
@@ -91,7 +97,8 @@ export class FhirPathPool {
 
   private async once(jobs: FhirPathJob[], deadline: number): Promise<Outcome> {
     const slot = await this.acquire();
-    if (!slot || !(await slot.ready)) return { at: 0, answer: slot ? unavailable('its FHIRPath worker did not start') : closing() };
+    if (!slot || !(await slot.ready))
+      return { at: 0, answer: slot ? unavailable('its FHIRPath worker did not start') : closing() };
     return new Promise<Outcome>((resolve) => {
       const watch = this.watchdog(slot, deadline);
       slot.current = (outcome) => {
@@ -116,18 +123,21 @@ export class FhirPathPool {
     const { timeoutMs } = this.options;
     let seen = -1;
     let since = Date.now();
-    const timer = setInterval(() => {
-      const now = Date.now();
-      const at = Atomics.load(slot.progress, 0);
-      if (now >= deadline) {
-        void this.stop(slot, { at: Math.max(0, at), answer: stopped('the time of the request ran out') });
-      } else if (at !== seen) {
-        seen = at;
-        since = now;
-      } else if (at >= 0 && now - since >= timeoutMs) {
-        void this.stop(slot, { at, answer: stopped(`it did not finish within ${timeoutMs} ms`) });
-      }
-    }, Math.max(5, Math.floor(timeoutMs / 4)));
+    const timer = setInterval(
+      () => {
+        const now = Date.now();
+        const at = Atomics.load(slot.progress, 0);
+        if (now >= deadline) {
+          void this.stop(slot, { at: Math.max(0, at), answer: stopped('the time of the request ran out') });
+        } else if (at !== seen) {
+          seen = at;
+          since = now;
+        } else if (at >= 0 && now - since >= timeoutMs) {
+          void this.stop(slot, { at, answer: stopped(`it did not finish within ${timeoutMs} ms`) });
+        }
+      },
+      Math.max(5, Math.floor(timeoutMs / 4)),
+    );
     timer.unref();
     return timer;
   }
@@ -163,17 +173,31 @@ export class FhirPathPool {
     // An idle worker never keeps the process alive; close() ends the busy ones.
     worker.unref();
     let started: (ok: boolean) => void = () => undefined;
-    const slot: Slot = { worker, progress: new Int32Array(progress), ready: new Promise((resolve) => (started = resolve)) };
+    const slot: Slot = {
+      worker,
+      progress: new Int32Array(progress),
+      ready: new Promise((resolve) => (started = resolve)),
+    };
     worker.on('message', (reply: BatchReply | WorkerReady) => {
       if ('ready' in reply) started(true);
       else slot.current?.({ answers: reply.answers });
     });
     worker.once('exit', () => started(false));
     worker.on('error', (err: Error & { code?: string }) => {
-      const reason = err.code === 'ERR_WORKER_OUT_OF_MEMORY' ? `it ran out of memory (${this.options.memoryMb} MB)` : `its worker failed (${err.message.slice(0, 200)})`;
+      const reason =
+        err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+          ? `it ran out of memory (${this.options.memoryMb} MB)`
+          : `its worker failed (${err.message.slice(0, 200)})`;
       void this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: stopped(reason) });
     });
-    worker.on('exit', () => void this.stop(slot, { at: Math.max(0, Atomics.load(slot.progress, 0)), answer: stopped('its worker stopped') }));
+    worker.on(
+      'exit',
+      () =>
+        void this.stop(slot, {
+          at: Math.max(0, Atomics.load(slot.progress, 0)),
+          answer: stopped('its worker stopped'),
+        }),
+    );
     this.live.add(slot);
     return slot;
   }
@@ -196,8 +220,12 @@ function stopped(message: string): FhirPathAnswer {
  * under tsx and the tests, loaded through tsx's loader (Node 20 workers do not take `--import`).
  */
 function startWorker(workerData: WorkerData, memoryMb: number): Worker {
-  const resourceLimits = { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.min(16, Math.max(1, Math.floor(memoryMb / 4))) };
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./fhirpath-worker.mjs', import.meta.url), { workerData, resourceLimits });
+  const resourceLimits = {
+    maxOldGenerationSizeMb: memoryMb,
+    maxYoungGenerationSizeMb: Math.min(16, Math.max(1, Math.floor(memoryMb / 4))),
+  };
+  if (!import.meta.url.endsWith('.ts'))
+    return new Worker(new URL('./fhirpath-worker.mjs', import.meta.url), { workerData, resourceLimits });
   const tsx = pathToFileURL(tsxEsmApi()).href;
   const entry = new URL('./worker.ts', import.meta.url).href;
   const boot = `import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(entry)}); });`;

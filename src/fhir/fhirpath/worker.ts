@@ -22,9 +22,15 @@ function compiledOf(job: FhirPathJob): Compiled | Error {
   let found = compiled.get(key);
   if (found) return found;
   try {
-    found = job.invariant ? compileExpression(correctedInvariant(job.expression), { base, invariant: true }) : compileExpression(job.expression);
+    found = job.invariant
+      ? compileExpression(correctedInvariant(job.expression), { base, invariant: true })
+      : compileExpression(job.expression);
   } catch (err) {
-    found = new Error(`does not compile: ${String((err as Error).message).split('\n')[0].slice(0, 200)}`);
+    found = new Error(
+      `does not compile: ${String((err as Error).message)
+        .split('\n')[0]
+        .slice(0, 200)}`,
+    );
   }
   if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value as string);
   compiled.set(key, found);
@@ -39,9 +45,17 @@ function evaluate(job: FhirPathJob): FhirPathAnswer {
     const first = typeof result[0] === 'boolean' ? result[0] : undefined;
     const summary = { length: result.length, first, hasFalse: result.includes(false) };
     // Through JSON: what goes back is plain data, whatever the engine answered.
-    return job.values ? { ok: true, summary, values: JSON.parse(JSON.stringify(result)) as unknown[] } : { ok: true, summary };
+    return job.values
+      ? { ok: true, summary, values: JSON.parse(JSON.stringify(result)) as unknown[] }
+      : { ok: true, summary };
   } catch (err) {
-    return { ok: false, error: 'invalid', message: String((err as Error).message).split('\n')[0].slice(0, 200) };
+    return {
+      ok: false,
+      error: 'invalid',
+      message: String((err as Error).message)
+        .split('\n')[0]
+        .slice(0, 200),
+    };
   }
 }
 

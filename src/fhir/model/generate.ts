@@ -41,7 +41,10 @@ export function buildModel(): R4Model {
   const resources = readBundledDefinitions('profiles-resources.json');
   const types = readBundledDefinitions('profiles-types.json');
   // The administrative types (Project, User, ...) and the complex type they use, from Medplum's definitions.
-  const medplum = readBundledDefinitions('profiles-medplum.json').entry?.filter((e) => MEDPLUM_TYPES.includes(e.resource?.id as string)) ?? [];
+  const medplum =
+    readBundledDefinitions('profiles-medplum.json').entry?.filter((e) =>
+      MEDPLUM_TYPES.includes(e.resource?.id as string),
+    ) ?? [];
   const model: R4Model = { elements: {}, compartments: {} };
   for (const entry of [...(types.entry ?? []), ...(resources.entry ?? []), ...medplum]) {
     const resource = entry.resource;

@@ -14,7 +14,9 @@ export class ElementModel {
   constructor(private readonly model: R4Model) {}
 
   static load(): ElementModel {
-    return new ElementModel(JSON.parse(readFileSync(join(DEFINITIONS_DIR, 'model', 'r4-model.json'), 'utf8')) as R4Model);
+    return new ElementModel(
+      JSON.parse(readFileSync(join(DEFINITIONS_DIR, 'model', 'r4-model.json'), 'utf8')) as R4Model,
+    );
   }
 
   /** The element `path` (below the type) of a resource or complex data type. */

@@ -32,17 +32,33 @@ export function registerBulkRoutes(app: FastifyInstance, deps: BulkRouteDeps): v
       },
       ctx,
     );
-    const outcome: OperationOutcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'information', code: 'informational', details: { text: 'The export has started' } }] };
+    const outcome: OperationOutcome = {
+      resourceType: 'OperationOutcome',
+      issue: [{ severity: 'information', code: 'informational', details: { text: 'The export has started' } }],
+    };
     return reply.code(202).header('content-location', `${ctx.baseUrl}/bulk/status/${id}`).type(FHIR_JSON).send(outcome);
   };
-  for (const [path, level] of [['/$export', 'system'], ['/Patient/$export', 'patient'], ['/Group/:id/$export', 'group']] as const) {
+  for (const [path, level] of [
+    ['/$export', 'system'],
+    ['/Patient/$export', 'patient'],
+    ['/Group/:id/$export', 'group'],
+  ] as const) {
     app.route({ method: ['GET', 'POST'], url: `${deps.base}${path}`, handler: kickOff(level) });
   }
 
   app.get(`${deps.base}/bulk/status/:id`, async (request, reply) => {
     const status = await deps.exports.status((request.params as { id: string }).id, deps.contextOf(request));
-    if (status.state === 'running') return reply.code(202).header('x-progress', status.progress).header('retry-after', String(RETRY_AFTER_SECONDS)).send();
-    return reply.code(200).header('expires', new Date(status.expires).toUTCString()).type('application/json').send(status.manifest);
+    if (status.state === 'running')
+      return reply
+        .code(202)
+        .header('x-progress', status.progress)
+        .header('retry-after', String(RETRY_AFTER_SECONDS))
+        .send();
+    return reply
+      .code(200)
+      .header('expires', new Date(status.expires).toUTCString())
+      .type('application/json')
+      .send(status.manifest);
   });
 
   app.delete(`${deps.base}/bulk/status/:id`, async (request, reply) => {

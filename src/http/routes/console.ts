@@ -22,7 +22,9 @@ export function registerConsoleRoutes(routes: PublicRoutes): void {
     return files;
   };
   routes.get('/', async (request, reply) => sendStatic(reply, (await load()).get('index.html'), request.url, 0));
-  routes.under('/console', async (request, reply) => sendStatic(reply, (await load()).get(fileUnder(request.url, '/console')), request.url));
+  routes.under('/console', async (request, reply) =>
+    sendStatic(reply, (await load()).get(fileUnder(request.url, '/console')), request.url),
+  );
 }
 
 async function consoleFiles(): Promise<Map<string, StaticFile>> {

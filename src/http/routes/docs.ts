@@ -13,7 +13,13 @@ export interface DocsOptions {
 }
 
 /** The Swagger UI files served (from the pinned swagger-ui-dist package, never a CDN). */
-const SWAGGER_FILES = ['swagger-ui.css', 'swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js', 'favicon-32x32.png', 'favicon-16x16.png'];
+const SWAGGER_FILES = [
+  'swagger-ui.css',
+  'swagger-ui-bundle.js',
+  'swagger-ui-standalone-preset.js',
+  'favicon-32x32.png',
+  'favicon-16x16.png',
+];
 /** The parts offered first (the whole document has ~2,600 operations and renders slowly). */
 const TERMINOLOGY_TYPES = 'CodeSystem,ValueSet,ConceptMap,NamingSystem';
 
@@ -34,7 +40,8 @@ export function registerDocsRoutes(routes: PublicRoutes, options: DocsOptions): 
       builtRevision = revision;
     }
     const asked = (request.query as { types?: unknown }).types;
-    const types = typeof asked === 'string' ? [...new Set(asked.split(','))].filter((t) => known.has(t)).sort() : undefined;
+    const types =
+      typeof asked === 'string' ? [...new Set(asked.split(','))].filter((t) => known.has(t)).sort() : undefined;
     const key = types?.join(',') ?? '';
     let text = built.get(key);
     if (text === undefined) {

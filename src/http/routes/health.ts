@@ -21,7 +21,12 @@ export function registerHealthRoutes(routes: PublicRoutes, checks: Record<string
       try {
         await check();
       } catch (err) {
-        const failure = isFhirError(err) ? err : fhirError('ERR_SERVER_NOT_READY', { check: name, reason: err instanceof Error ? err.message.slice(0, 200) : String(err).slice(0, 200) });
+        const failure = isFhirError(err)
+          ? err
+          : fhirError('ERR_SERVER_NOT_READY', {
+              check: name,
+              reason: err instanceof Error ? err.message.slice(0, 200) : String(err).slice(0, 200),
+            });
         return sendError(reply, failure);
       }
     }

@@ -35,7 +35,11 @@ export interface MetadataOptions<S> {
 const MAX_BASES = 20;
 
 export function registerMetadataRoute<S>(app: FastifyInstance, options: MetadataOptions<S>): void {
-  const build = () => ({ revision: options.searchParamsRevision?.() ?? 0, statement: buildCapabilityStatement(options), byBase: new Map<string, string>() });
+  const build = () => ({
+    revision: options.searchParamsRevision?.() ?? 0,
+    statement: buildCapabilityStatement(options),
+    byBase: new Map<string, string>(),
+  });
   let built = build();
   app.get(`${options.base}/metadata`, async (request, reply) => {
     const mode = (request.query as { mode?: string }).mode;
@@ -46,7 +50,10 @@ export function registerMetadataRoute<S>(app: FastifyInstance, options: Metadata
       const base = options.baseUrlOf(request);
       let text = built.byBase.get(base);
       if (text === undefined) {
-        const statement = { ...built.statement, rest: built.statement.rest?.map((rest) => ({ ...rest, security: options.security?.(base) })) };
+        const statement = {
+          ...built.statement,
+          rest: built.statement.rest?.map((rest) => ({ ...rest, security: options.security?.(base) })),
+        };
         text = JSON.stringify(statement);
         if (built.byBase.size < MAX_BASES) built.byBase.set(base, text);
       }
@@ -100,14 +107,21 @@ export function buildCapabilityStatement<S>(options: MetadataOptions<S>): Capabi
     status: 'active',
     date: now,
     kind: 'instance',
-    software: { name: options.software.name, version: options.software.version, releaseDate: options.software.releaseDate ?? now },
+    software: {
+      name: options.software.name,
+      version: options.software.version,
+      releaseDate: options.software.releaseDate ?? now,
+    },
     implementation: { description: 'FHIR R4 terminology server' },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json'],
     rest: [
       {
         mode: 'server',
-        security: { cors: false, description: 'Bearer tokens (Authorization: Bearer <token>) when AUTH_TOKENS is configured' },
+        security: {
+          cors: false,
+          description: 'Bearer tokens (Authorization: Bearer <token>) when AUTH_TOKENS is configured',
+        },
         resource: resources,
         operation: options.registry.operations
           .filter((op) => op.spec.system)

@@ -24,7 +24,16 @@ export interface OAuthRouteDeps {
   tokenEndpoints: string[];
 }
 
-export const SMART_SCOPES = ['openid', 'offline_access', 'system/*.*', 'system/*.rs', 'user/*.*', 'user/*.rs', 'patient/*.*', 'patient/*.rs'];
+export const SMART_SCOPES = [
+  'openid',
+  'offline_access',
+  'system/*.*',
+  'system/*.rs',
+  'user/*.*',
+  'user/*.rs',
+  'patient/*.*',
+  'patient/*.rs',
+];
 
 export function registerOAuthRoutes(app: FastifyInstance, deps: OAuthRouteDeps): void {
   registerSignIn(app, deps);
@@ -89,8 +98,16 @@ function registerAuthorizePages(app: FastifyInstance, deps: OAuthRouteDeps): voi
       return reply.redirect(withParams(form.redirect_uri as string, { code, state: form.state }), 302);
     } catch (err) {
       if (!(err instanceof OAuthError)) throw err;
-      if (err.error === 'invalid_grant' || err.error === 'slow_down') return sendPage(reply, err.status, loginPage(form, err.description));
-      return reply.redirect(withParams(form.redirect_uri as string, { error: err.error, error_description: err.description, state: form.state }), 302);
+      if (err.error === 'invalid_grant' || err.error === 'slow_down')
+        return sendPage(reply, err.status, loginPage(form, err.description));
+      return reply.redirect(
+        withParams(form.redirect_uri as string, {
+          error: err.error,
+          error_description: err.description,
+          state: form.state,
+        }),
+        302,
+      );
     }
   });
 }
@@ -129,7 +146,17 @@ function registerDiscovery(app: FastifyInstance, deps: OAuthRouteDeps): void {
       scopes_supported: SMART_SCOPES,
       response_types_supported: ['code'],
       code_challenge_methods_supported: ['S256'],
-      capabilities: ['launch-standalone', 'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric', 'permission-v1', 'permission-v2', 'permission-patient', 'permission-user', 'permission-offline'],
+      capabilities: [
+        'launch-standalone',
+        'client-public',
+        'client-confidential-symmetric',
+        'client-confidential-asymmetric',
+        'permission-v1',
+        'permission-v2',
+        'permission-patient',
+        'permission-user',
+        'permission-offline',
+      ],
     };
   };
   app.get('/.well-known/smart-configuration', { config: open }, smart);
@@ -199,10 +226,16 @@ async function checkAuthorize(auth: AuthService, q: Fields): Promise<{ error: st
   if (!q.redirect_uri) return { error: 'redirect_uri is required' };
   const client = await auth.authorizeClient(q.client_id, q.redirect_uri);
   if (!client) return { error: 'the client is not known, or redirect_uri is not one registered for it' };
-  const back = (error: string, description: string) => ({ redirectError: withParams(q.redirect_uri as string, { error, error_description: description, state: q.state }) });
+  const back = (error: string, description: string) => ({
+    redirectError: withParams(q.redirect_uri as string, { error, error_description: description, state: q.state }),
+  });
   if (q.response_type !== 'code') return back('unsupported_response_type', 'response_type must be code');
   if (!q.code_challenge) return back('invalid_request', 'code_challenge is required (PKCE with S256)');
-  if (q.code_challenge_method !== 'S256') return back('invalid_request', `code_challenge_method '${(q.code_challenge_method ?? '').slice(0, 20)}' is not supported: only S256`);
+  if (q.code_challenge_method !== 'S256')
+    return back(
+      'invalid_request',
+      `code_challenge_method '${(q.code_challenge_method ?? '').slice(0, 20)}' is not supported: only S256`,
+    );
   return {};
 }
 
@@ -216,13 +249,26 @@ function sendPage(reply: FastifyReply, status: number, html: string): FastifyRep
   return reply
     .code(status)
     .header('cache-control', 'no-store')
-    .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+    .header(
+      'content-security-policy',
+      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    )
     .header('x-frame-options', 'DENY')
     .type('text/html; charset=utf-8')
     .send(html);
 }
 
-const PASSED = ['response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'code_challenge', 'code_challenge_method', 'aud', 'launch'];
+const PASSED = [
+  'response_type',
+  'client_id',
+  'redirect_uri',
+  'scope',
+  'state',
+  'code_challenge',
+  'code_challenge_method',
+  'aud',
+  'launch',
+];
 
 function loginPage(q: Fields, message: string | undefined): string {
   const hidden = PASSED.filter((name) => q[name] !== undefined)

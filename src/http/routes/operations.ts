@@ -39,12 +39,15 @@ export function registerOperationRoutes<S>(app: FastifyInstance, deps: Operation
     if (spec.resources.length > PER_TYPE_ROUTES) {
       const types = new Set(spec.resources);
       if (spec.typeLevel) route(scope, { deps, op, url: `${deps.base}/:type/$${spec.code}`, level: 'type', types });
-      if (spec.instance) route(scope, { deps, op, url: `${deps.base}/:type/:id/$${spec.code}`, level: 'instance', types });
+      if (spec.instance)
+        route(scope, { deps, op, url: `${deps.base}/:type/:id/$${spec.code}`, level: 'instance', types });
       return;
     }
     for (const type of spec.resources) {
-      if (spec.typeLevel) route(scope, { deps, op, url: `${deps.base}/${type}/$${spec.code}`, level: 'type', types: type });
-      if (spec.instance) route(scope, { deps, op, url: `${deps.base}/${type}/:id/$${spec.code}`, level: 'instance', types: type });
+      if (spec.typeLevel)
+        route(scope, { deps, op, url: `${deps.base}/${type}/$${spec.code}`, level: 'type', types: type });
+      if (spec.instance)
+        route(scope, { deps, op, url: `${deps.base}/${type}/:id/$${spec.code}`, level: 'instance', types: type });
     }
   };
   for (const op of deps.registry.operations) if (!op.raw) routes(app, op);
@@ -84,13 +87,18 @@ function route<S>(app: FastifyInstance, { deps, op, url, level, types }: RouteOp
       if (op.raw) {
         // A form body reaches raw operations as the name/value object it stands for.
         const body = call.body instanceof FormBody ? Object.fromEntries(call.body.params) : call.body;
-        const out = await deps.invoker.invokeRaw({ ...call, body, contentType: headerValue(request, 'content-type') }, ctx, op);
+        const out = await deps.invoker.invokeRaw(
+          { ...call, body, contentType: headerValue(request, 'content-type') },
+          ctx,
+          op,
+        );
         return reply.code(out.status).type(out.contentType).send(out.body);
       }
       // A reused answer is still only for callers allowed to ask.
       deps.invoker.authorize(op, call, ctx);
       // An answer shaped by `_graphql` is not reused.
-      const token = op.answerToken && call.query._graphql === undefined ? await deps.invoker.answerToken(op, ctx) : undefined;
+      const token =
+        op.answerToken && call.query._graphql === undefined ? await deps.invoker.answerToken(op, ctx) : undefined;
       const key = token === undefined ? undefined : answerKey(request, ctx);
       if (key !== undefined) {
         const known = deps.answers.get(key, token as string);
@@ -107,7 +115,12 @@ function route<S>(app: FastifyInstance, { deps, op, url, level, types }: RouteOp
   });
 }
 
-function callOf<S>(request: FastifyRequest, op: BoundOperation<S>, level: Level, type: string | undefined): OperationCall {
+function callOf<S>(
+  request: FastifyRequest,
+  op: BoundOperation<S>,
+  level: Level,
+  type: string | undefined,
+): OperationCall {
   return {
     code: op.spec.code,
     level,

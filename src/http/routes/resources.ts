@@ -14,7 +14,13 @@ export interface ResourceRouteDeps {
 }
 
 const METHODS: FhirMethod[] = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'];
-const HONOURED_HEADERS: (keyof RequestHeaders)[] = ['if-match', 'if-none-match', 'if-modified-since', 'if-none-exist', 'content-type'];
+const HONOURED_HEADERS: (keyof RequestHeaders)[] = [
+  'if-match',
+  'if-none-match',
+  'if-modified-since',
+  'if-none-exist',
+  'content-type',
+];
 
 /**
  * Everything under the base that is not an operation or metadata: translated into a FhirRequest

@@ -33,26 +33,38 @@ const CLOSE_GRACE_MS = 1000;
  * the process at most `maxConnections`.
  * Without these, sockets opened and left idle held a descriptor each until the process ran out.
  */
-export async function registerSubscriptionSocketRoute(app: FastifyInstance, options: SubscriptionSocketOptions): Promise<void> {
+export async function registerSubscriptionSocketRoute(
+  app: FastifyInstance,
+  options: SubscriptionSocketOptions,
+): Promise<void> {
   const { hub, bindTimeoutMs } = options;
   const gate = new SocketGate(options);
   // Registered after every other route: the plugin wraps the handler of each route declared after
   // it (to refuse upgrades there), which broke the console's sign-in when the oauth routes came later.
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   // No HEAD twin: the plugin would hand a HEAD request to the socket handler (a 500).
-  app.get('/ws/subscriptions-r4', { websocket: true, exposeHeadRoute: false, config: { public: true }, preHandler: (request, reply, done) => gate.admit(request, reply, done) }, (socket, request) => {
-    const deadline = setTimeout(() => {
-      if (!hub.isBound(socket)) closeFirmly(socket, 'not bound in time (send bind-with-token first)');
-    }, bindTimeoutMs);
-    socket.on('message', (data: Buffer) => {
-      void hub.message(socket, data.toString('utf8')).catch(() => socket.close(1011, 'internal error'));
-    });
-    socket.on('close', () => {
-      clearTimeout(deadline);
-      hub.unbind(socket);
-      gate.release(request.raw);
-    });
-  });
+  app.get(
+    '/ws/subscriptions-r4',
+    {
+      websocket: true,
+      exposeHeadRoute: false,
+      config: { public: true },
+      preHandler: (request, reply, done) => gate.admit(request, reply, done),
+    },
+    (socket, request) => {
+      const deadline = setTimeout(() => {
+        if (!hub.isBound(socket)) closeFirmly(socket, 'not bound in time (send bind-with-token first)');
+      }, bindTimeoutMs);
+      socket.on('message', (data: Buffer) => {
+        void hub.message(socket, data.toString('utf8')).catch(() => socket.close(1011, 'internal error'));
+      });
+      socket.on('close', () => {
+        clearTimeout(deadline);
+        hub.unbind(socket);
+        gate.release(request.raw);
+      });
+    },
+  );
 }
 
 /**
@@ -73,8 +85,10 @@ class SocketGate {
     // No address only for app.injectWS (tests): one in-process client.
     const address = request.ip ? clientNetwork(request.ip) : 'in-process';
     const count = this.open.get(address) ?? 0;
-    if (count >= this.limits.maxPerAddress) return done(fhirError('ERR_SUBSCRIPTION_SOCKETS', { max: this.limits.maxPerAddress }));
-    if (this.total >= this.limits.maxConnections) return done(fhirError('ERR_SUBSCRIPTION_SOCKETS_FULL', { max: this.limits.maxConnections }));
+    if (count >= this.limits.maxPerAddress)
+      return done(fhirError('ERR_SUBSCRIPTION_SOCKETS', { max: this.limits.maxPerAddress }));
+    if (this.total >= this.limits.maxConnections)
+      return done(fhirError('ERR_SUBSCRIPTION_SOCKETS_FULL', { max: this.limits.maxConnections }));
     this.open.set(address, count + 1);
     this.total += 1;
     let released = false;

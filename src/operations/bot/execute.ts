@@ -26,11 +26,18 @@ export const botExecute = defineRawOperation<AppServices>({
 async function botByIdentifier(input: RawInput, ctx: OperationContext<AppServices>): Promise<BotResource> {
   const raw = input.query.identifier;
   const identifier = Array.isArray(raw) ? raw[0] : raw;
-  if (!identifier) throw fhirError('ERR_BOT_INPUT', { reason: 'name the bot: Bot/[id]/$execute, or Bot/$execute?identifier=system|value' });
-  const found = await ctx.services.rest.handle({ method: 'GET', path: 'Bot', query: { identifier: [identifier], _count: ['2'] }, headers: {} }, ctx.request);
+  if (!identifier)
+    throw fhirError('ERR_BOT_INPUT', {
+      reason: 'name the bot: Bot/[id]/$execute, or Bot/$execute?identifier=system|value',
+    });
+  const found = await ctx.services.rest.handle(
+    { method: 'GET', path: 'Bot', query: { identifier: [identifier], _count: ['2'] }, headers: {} },
+    ctx.request,
+  );
   const bots = ((found.body as Bundle).entry ?? []).map((e) => e.resource as BotResource);
   if (bots.length === 0) throw fhirError('ERR_BOT_NOT_FOUND', { what: `identifier ${identifier.slice(0, 200)}` });
-  if (bots.length > 1) throw fhirError('ERR_BOT_INPUT', { reason: `more than one Bot has identifier ${identifier.slice(0, 200)}` });
+  if (bots.length > 1)
+    throw fhirError('ERR_BOT_INPUT', { reason: `more than one Bot has identifier ${identifier.slice(0, 200)}` });
   return bots[0];
 }
 
@@ -47,7 +54,12 @@ function botInput(input: RawInput, ctx: OperationContext<AppServices>): BotInput
 /** JSON as JSON (FHIR JSON when it is a resource), text as text (HL7 v2 when HL7 v2 came in). */
 function answerOf(answer: BotAnswer, inputType: string): RawOutput {
   if (answer.kind === 'none') return { status: 200, contentType: 'text/plain; charset=utf-8', body: '' };
-  if (answer.kind === 'text') return { status: 200, contentType: inputType === HL7_V2 ? HL7_V2 : 'text/plain; charset=utf-8', body: answer.value };
+  if (answer.kind === 'text')
+    return {
+      status: 200,
+      contentType: inputType === HL7_V2 ? HL7_V2 : 'text/plain; charset=utf-8',
+      body: answer.value,
+    };
   const isResource = /^\{\s*"resourceType"\s*:/.test(answer.value);
   return { status: 200, contentType: isResource ? FHIR_JSON : 'application/json; charset=utf-8', body: answer.value };
 }

@@ -38,7 +38,11 @@ export const codeSystemLookup = defineOperation<AppServices, CodeSystemLookupInp
       const { property, usedSupplements, ...rest } = found;
       return {
         ...rest,
-        property: property.map((p) => ({ code: p.code, value: new TypedValue(p.type, p.value), description: p.description })),
+        property: property.map((p) => ({
+          code: p.code,
+          value: new TypedValue(p.type, p.value),
+          description: p.description,
+        })),
         'used-supplement': usedSupplements,
       };
     }),

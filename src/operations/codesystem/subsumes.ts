@@ -16,7 +16,11 @@ export interface CodeSystemSubsumesInput {
   'tx-resource'?: Resource[];
 }
 
-export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsumesInput, { outcome: SubsumptionOutcome }>({
+export const codeSystemSubsumes = defineOperation<
+  AppServices,
+  CodeSystemSubsumesInput,
+  { outcome: SubsumptionOutcome }
+>({
   definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes',
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
@@ -27,9 +31,13 @@ export const codeSystemSubsumes = defineOperation<AppServices, CodeSystemSubsume
       const codeB = input.codingB?.code ?? input.codeB;
       if (codeA === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'codeA (or codingA)' });
       if (codeB === undefined) throw fhirError('ERR_PARAM_MISSING', { name: 'codeB (or codingB)' });
-      const systems = new Set([input.codingA?.system, input.codingB?.system, input.system, target?.url].filter((s): s is string => !!s));
+      const systems = new Set(
+        [input.codingA?.system, input.codingB?.system, input.system, target?.url].filter((s): s is string => !!s),
+      );
       if (systems.size > 1) {
-        throw fhirError('ERR_PARAM_RULE', { message: `codeA and codeB must be in one code system, not ${[...systems].join(' and ')}` });
+        throw fhirError('ERR_PARAM_RULE', {
+          message: `codeA and codeB must be in one code system, not ${[...systems].join(' and ')}`,
+        });
       }
       const [system] = systems;
       if (!system) throw fhirError('ERR_PARAM_MISSING', { name: 'system' });

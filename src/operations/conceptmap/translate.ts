@@ -43,16 +43,24 @@ interface MatchOutput {
   product?: { element?: string; concept: Coding }[];
 }
 
-export const conceptMapTranslate = defineOperation<AppServices, ConceptMapTranslateInput, { result: boolean; message?: string; match: MatchOutput[] }>({
+export const conceptMapTranslate = defineOperation<
+  AppServices,
+  ConceptMapTranslateInput,
+  { result: boolean; message?: string; match: MatchOutput[] }
+>({
   definition: 'http://hl7.org/fhir/OperationDefinition/ConceptMap-translate',
   answerToken: terminologyAnswerToken,
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const terminology = await terminologySession(input, ctx, 'translate');
-      const reverseR5 = input.targetCode !== undefined || input.targetCoding !== undefined || input.targetCodeableConcept !== undefined;
+      const reverseR5 =
+        input.targetCode !== undefined || input.targetCoding !== undefined || input.targetCodeableConcept !== undefined;
       const reverse = reverseR5 || input.reverse === true;
       const codings = reverseR5 ? targetCodings(input) : sourceCodings(input);
-      if (codings.length === 0) throw fhirError('ERR_PARAM_MISSING', { name: 'code and system (or coding, codeableConcept, sourceCode, targetCode)' });
+      if (codings.length === 0)
+        throw fhirError('ERR_PARAM_MISSING', {
+          name: 'code and system (or coding, codeableConcept, sourceCode, targetCode)',
+        });
       // Forwards the answer is in the target system; in reverse, R5 names the source system to answer in.
       const resultSystem = reverseR5 ? input.sourceSystem : (input.targetSystem ?? input.targetsystem);
       const answer = terminology.translate({
@@ -97,7 +105,11 @@ function targetCodings(input: ConceptMapTranslateInput): Coding[] {
 }
 
 /** The map named (inline, by url, or the instance), or undefined for "every map that fits". */
-function chosenMaps(input: ConceptMapTranslateInput, ctx: OperationContext<AppServices>, resolver: Resolver): ConceptMap[] | undefined {
+function chosenMaps(
+  input: ConceptMapTranslateInput,
+  ctx: OperationContext<AppServices>,
+  resolver: Resolver,
+): ConceptMap[] | undefined {
   if (input.conceptMap) return [input.conceptMap];
   if (input.url) {
     const [url, pinned] = input.url.split('|');

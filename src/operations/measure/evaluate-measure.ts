@@ -31,9 +31,17 @@ export const measureEvaluateMeasure = defineOperation<AppServices, EvaluateMeasu
     const measure = targetOf<Measure>(ctx, 'Measure') ?? (await findMeasure(input.measure, ctx));
     const subjectType = input.subject === undefined ? undefined : parseSubject(input.subject).type;
     const reportType = (input.reportType ?? (subjectType === 'Patient' ? 'subject' : 'population')) as ReportType;
-    if (!REPORT_TYPES.includes(reportType)) throw fhirError('ERR_PARAM_VALUE', { name: 'reportType', type: `report type (${REPORT_TYPES.join(', ')})`, value: String(input.reportType).slice(0, 40) });
+    if (!REPORT_TYPES.includes(reportType))
+      throw fhirError('ERR_PARAM_VALUE', {
+        name: 'reportType',
+        type: `report type (${REPORT_TYPES.join(', ')})`,
+        value: String(input.reportType).slice(0, 40),
+      });
     if (reportType === 'subject' && subjectType !== 'Patient') {
-      throw fhirError('ERR_MEASURE_SUBJECT', { subject: input.subject ?? '(none)', reason: 'reportType=subject needs one Patient as subject' });
+      throw fhirError('ERR_MEASURE_SUBJECT', {
+        subject: input.subject ?? '(none)',
+        reason: 'reportType=subject needs one Patient as subject',
+      });
     }
     const { services, request } = ctx;
     const subjectRef = input.subject === undefined ? undefined : `${subjectType}/${parseSubject(input.subject).id}`;
@@ -46,7 +54,10 @@ export const measureEvaluateMeasure = defineOperation<AppServices, EvaluateMeasu
         reportPeriod: { start: input.periodStart, end: input.periodEnd },
         reportType,
         subject: subjectRef,
-        subjects: subjectsOf({ subject: input.subject, practitioner: input.practitioner }, { rest: services.rest, search: services.search, ctx: request }),
+        subjects: subjectsOf(
+          { subject: input.subject, practitioner: input.practitioner },
+          { rest: services.rest, search: services.search, ctx: request },
+        ),
       },
       {
         search: services.search,
@@ -55,7 +66,8 @@ export const measureEvaluateMeasure = defineOperation<AppServices, EvaluateMeasu
         ctx: request,
         fhirpath: services.fhirpath,
         checkBudget: () => {
-          if (Date.now() > ctx.deadline) throw fhirError('ERR_OP_TIMEOUT', { code: 'evaluate-measure', ms: services.config.operationTimeoutMs });
+          if (Date.now() > ctx.deadline)
+            throw fhirError('ERR_OP_TIMEOUT', { code: 'evaluate-measure', ms: services.config.operationTimeoutMs });
         },
       },
     );
@@ -76,7 +88,12 @@ export function measurementPeriod(start: string, end: string): { start: string; 
 
 function bound(date: string, side: 'start' | 'end'): string {
   const match = /^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$/.exec(date);
-  if (!match) throw fhirError('ERR_PARAM_VALUE', { name: side === 'start' ? 'periodStart' : 'periodEnd', type: 'date', value: date.slice(0, 40) });
+  if (!match)
+    throw fhirError('ERR_PARAM_VALUE', {
+      name: side === 'start' ? 'periodStart' : 'periodEnd',
+      type: 'date',
+      value: date.slice(0, 40),
+    });
   const [, y, m, d] = match;
   if (side === 'start') return `${y}-${m ?? '01'}-${d ?? '01'}T00:00:00.000`;
   const month = m ?? '12';
@@ -103,7 +120,12 @@ async function findMeasure(ref: string | undefined, ctx: OperationContext<AppSer
 }
 
 /** A resource by canonical url (and version), through search in the request's project; the latest version when none is asked. */
-async function findCanonical<T extends Library | Measure>(type: T['resourceType'], url: string, version: string | undefined, ctx: OperationContext<AppServices>): Promise<T | undefined> {
+async function findCanonical<T extends Library | Measure>(
+  type: T['resourceType'],
+  url: string,
+  version: string | undefined,
+  ctx: OperationContext<AppServices>,
+): Promise<T | undefined> {
   const query: Record<string, string[]> = { url: [url], _count: ['50'] };
   if (version !== undefined) query.version = [version];
   const bundle = await ctx.services.search.search({ level: 'type', type }, query, ctx.request);

@@ -34,18 +34,24 @@ interface Position {
 
 const DEFAULT_COUNT = 1000;
 const COMPARTMENT = r4Model().compartment('Patient') ?? {};
-const COMPARTMENT_TYPES = Object.keys(COMPARTMENT).filter((t) => t !== 'Patient').sort();
+const COMPARTMENT_TYPES = Object.keys(COMPARTMENT)
+  .filter((t) => t !== 'Patient')
+  .sort();
 
 export const patientEverything = defineOperation<AppServices, EverythingInput, { return: Bundle }>({
   definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything',
   handle: async (input, ctx) => {
     const count = Math.max(1, Math.min(input._count ?? DEFAULT_COUNT, DEFAULT_COUNT));
-    const only = input._type?.flatMap((t) => t.split(',')).map((t) => t.trim()).filter((t) => t !== '');
+    const only = input._type
+      ?.flatMap((t) => t.split(','))
+      .map((t) => t.trim())
+      .filter((t) => t !== '');
     const wanted = (type: string) => only === undefined || only.includes(type);
     const phases = ['Patient', ...COMPARTMENT_TYPES].filter(wanted);
     const referenced = SUPPORTING_TYPES.filter(wanted);
     const patient = targetOf<Patient>(ctx, 'Patient');
-    let position: Position = input._cursor !== undefined ? decodePosition(input._cursor) : { phase: 0, patient: patient?.id };
+    let position: Position =
+      input._cursor !== undefined ? decodePosition(input._cursor) : { phase: 0, patient: patient?.id };
     const entries: BundleEntry[] = [];
     const stream = new Stream(ctx, input, phases, referenced);
     let done = false;
@@ -73,10 +79,16 @@ export const patientEverything = defineOperation<AppServices, EverythingInput, {
     }
     const base = `${ctx.request.baseUrl}/Patient${patient ? `/${patient.id}` : ''}/$everything`;
     const params = new URLSearchParams();
-    for (const name of ['start', 'end', '_since'] as const) if (input[name] !== undefined) params.append(name, String(input[name]));
+    for (const name of ['start', 'end', '_since'] as const)
+      if (input[name] !== undefined) params.append(name, String(input[name]));
     if (only) params.append('_type', only.join(','));
     params.append('_count', String(count));
-    const links: Bundle['link'] = [{ relation: 'self', url: `${base}?${params}${input._cursor ? `&_cursor=${encodeURIComponent(input._cursor)}` : ''}` }];
+    const links: Bundle['link'] = [
+      {
+        relation: 'self',
+        url: `${base}?${params}${input._cursor ? `&_cursor=${encodeURIComponent(input._cursor)}` : ''}`,
+      },
+    ];
     if (!done) links.push({ relation: 'next', url: `${base}?${params}&_cursor=${encodePosition(position)}` });
     const bundle: Bundle = { resourceType: 'Bundle', type: 'searchset', link: links };
     if (entries.length > 0) bundle.entry = entries;
@@ -139,11 +151,18 @@ class Stream {
     return { entries, next: phase > this.phases.length ? undefined : { ...position, phase, inner } };
   }
 
-  private async compartmentPage(type: string, id: string, room: number, cursor?: string): Promise<{ entries: BundleEntry[]; next?: string }> {
+  private async compartmentPage(
+    type: string,
+    id: string,
+    room: number,
+    cursor?: string,
+  ): Promise<{ entries: BundleEntry[]; next?: string }> {
     const query: Record<string, string[]> = { _count: [String(room)] };
     if (type === 'Patient' && cursor === undefined) {
       // The patient itself leads; patients linked to it follow through the compartment.
-      const self = await this.guarded(() => this.ctx.services.search.search({ level: 'type', type: 'Patient' }, { _id: [id] }, this.request));
+      const self = await this.guarded(() =>
+        this.ctx.services.search.search({ level: 'type', type: 'Patient' }, { _id: [id] }, this.request),
+      );
       const own = (self?.entry ?? []).map((e) => ({ ...e, search: { mode: 'match' as const } }));
       if (room - own.length <= 0) return { entries: own, next: own.length > 0 ? 'linked' : undefined };
       const rest = await this.compartmentPage(type, id, room - own.length, 'linked');
@@ -157,23 +176,43 @@ class Stream {
       if (this.input.end !== undefined) dates.push(`le${this.input.end}`);
       if (dates.length > 0) query.date = dates;
     }
-    const bundle = await this.guarded(() => this.ctx.services.search.search({ level: 'compartment', compartment: 'Patient', id, type }, query, this.request));
+    const bundle = await this.guarded(() =>
+      this.ctx.services.search.search({ level: 'compartment', compartment: 'Patient', id, type }, query, this.request),
+    );
     if (!bundle) return { entries: [] };
-    const entries = (bundle.entry ?? []).filter((e) => e.search?.mode === 'match' && !(type === 'Patient' && e.resource?.id === id));
+    const entries = (bundle.entry ?? []).filter(
+      (e) => e.search?.mode === 'match' && !(type === 'Patient' && e.resource?.id === id),
+    );
     return { entries, next: cursorOf(bundle) };
   }
 
-  private async referencedPage(id: string, room: number, cursor?: string): Promise<{ entries: BundleEntry[]; next?: string }> {
-    const after = cursor === undefined ? undefined : { type: cursor.slice(0, cursor.indexOf('/')), id: cursor.slice(cursor.indexOf('/') + 1) };
-    const targets = await this.ctx.services.search.referencedFrom({ compartment: 'Patient', id, targetTypes: this.referenced, after, limit: room + 1 }, this.request);
+  private async referencedPage(
+    id: string,
+    room: number,
+    cursor?: string,
+  ): Promise<{ entries: BundleEntry[]; next?: string }> {
+    const after =
+      cursor === undefined
+        ? undefined
+        : { type: cursor.slice(0, cursor.indexOf('/')), id: cursor.slice(cursor.indexOf('/') + 1) };
+    const targets = await this.ctx.services.search.referencedFrom(
+      { compartment: 'Patient', id, targetTypes: this.referenced, after, limit: room + 1 },
+      this.request,
+    );
     const page = targets.slice(0, room);
     const entries: BundleEntry[] = [];
     const since = this.input._since === undefined ? undefined : Date.parse(this.input._since);
     for (const target of page) {
-      const resource = await this.guarded(() => this.ctx.services.rest.readResource(target.type, target.id, this.request));
+      const resource = await this.guarded(() =>
+        this.ctx.services.rest.readResource(target.type, target.id, this.request),
+      );
       if (!resource) continue;
       if (since !== undefined && Date.parse(resource.meta?.lastUpdated ?? '') < since) continue;
-      entries.push({ fullUrl: `${this.request.baseUrl}/${target.type}/${target.id}`, resource, search: { mode: 'include' } });
+      entries.push({
+        fullUrl: `${this.request.baseUrl}/${target.type}/${target.id}`,
+        resource,
+        search: { mode: 'include' },
+      });
     }
     const last = page[page.length - 1];
     return { entries, next: targets.length > room && last ? `${last.type}/${last.id}` : undefined };
@@ -184,7 +223,8 @@ class Stream {
     try {
       return await work();
     } catch (err) {
-      if (err instanceof FhirError && (err.status === 403 || err.status === 404 || err.status === 410)) return undefined;
+      if (err instanceof FhirError && (err.status === 403 || err.status === 404 || err.status === 410))
+        return undefined;
       throw err;
     }
   }

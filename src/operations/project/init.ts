@@ -2,7 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Practitioner, Reference, Resource } from 'fhir/r4';
 import { normalizeEmail, referenceParts } from '../../auth/accounts';
 import { MIN_PASSWORD_LENGTH } from '../../auth/passwords';
-import type { ClientApplicationResource, ProjectMembershipResource, ProjectResource, UserResource } from '../../fhir/admin-types';
+import type {
+  ClientApplicationResource,
+  ProjectMembershipResource,
+  ProjectResource,
+  UserResource,
+} from '../../fhir/admin-types';
 import { fhirError, type FhirError } from '../../fhir/errors';
 import type { AppServices } from '../../services';
 import { SYSTEM_PROJECT } from '../../storage/store';
@@ -34,10 +39,13 @@ export const projectInit = defineOperation<AppServices, InitInput, { return: Res
     const name = input.name.trim();
     if (name === '') throw invalid('name is empty');
     if (input.owner && input.ownerEmail) throw invalid('give the owner as ownerEmail or as owner, not both');
-    if (input.ownerPassword !== undefined && !input.ownerEmail) throw invalid('ownerPassword is for a new owner named by ownerEmail');
-    if (input.ownerPassword !== undefined && input.ownerPassword.length < MIN_PASSWORD_LENGTH) throw invalid(`ownerPassword must have at least ${MIN_PASSWORD_LENGTH} characters`);
+    if (input.ownerPassword !== undefined && !input.ownerEmail)
+      throw invalid('ownerPassword is for a new owner named by ownerEmail');
+    if (input.ownerPassword !== undefined && input.ownerPassword.length < MIN_PASSWORD_LENGTH)
+      throw invalid(`ownerPassword must have at least ${MIN_PASSWORD_LENGTH} characters`);
     const email = input.ownerEmail === undefined ? undefined : normalizeEmail(input.ownerEmail);
-    if (email !== undefined && !/^[^\s@]+@[^\s@]+$/.test(email)) throw invalid(`'${email.slice(0, 100)}' is not an email address`);
+    if (email !== undefined && !/^[^\s@]+@[^\s@]+$/.test(email))
+      throw invalid(`'${email.slice(0, 100)}' is not an email address`);
 
     const system = repository.in(SYSTEM_PROJECT);
     let user: UserResource | undefined;
@@ -45,13 +53,18 @@ export const projectInit = defineOperation<AppServices, InitInput, { return: Res
     if (input.owner) {
       const parts = referenceParts(input.owner);
       if (parts?.type !== 'User') throw invalid('owner must be a reference to a User (User/[id])');
-      user = (await system.read('User', parts.id).catch(() => {
-        throw invalid(`owner ${parts.type}/${parts.id} is not a User of this server`);
-      })).resource as UserResource;
+      user = (
+        await system.read('User', parts.id).catch(() => {
+          throw invalid(`owner ${parts.type}/${parts.id} is not a User of this server`);
+        })
+      ).resource as UserResource;
     } else if (email !== undefined) {
       const existing = await accounts.userByEmail(email);
       if (existing) {
-        if (input.ownerPassword !== undefined) throw invalid('a user has this email already; their password is not changed by $init (leave ownerPassword out)');
+        if (input.ownerPassword !== undefined)
+          throw invalid(
+            'a user has this email already; their password is not changed by $init (leave ownerPassword out)',
+          );
         user = (await system.read('User', existing)).resource as UserResource;
       } else {
         // A User has a first and a last name; when not given, the email's name and 'Administrator'.
@@ -60,7 +73,8 @@ export const projectInit = defineOperation<AppServices, InitInput, { return: Res
         user = { resourceType: 'User', id: randomUUID(), email, firstName, lastName };
         newUser = true;
         // Emails are unique: the claim is the one place two concurrent requests can meet.
-        if (!(await accounts.claimEmail(email, user.id as string))) throw invalid('a user with this email was created at the same moment; try again');
+        if (!(await accounts.claimEmail(email, user.id as string)))
+          throw invalid('a user with this email was created at the same moment; try again');
       }
     }
 
@@ -76,12 +90,23 @@ export const projectInit = defineOperation<AppServices, InitInput, { return: Res
       defaultScope: DEFAULT_CLIENT_SCOPE,
     };
     const members: ProjectMembershipResource[] = [
-      { resourceType: 'ProjectMembership', project: { reference: `Project/${projectId}` }, user: { reference: `ClientApplication/${client.id}` }, profile: { reference: `ClientApplication/${client.id}` }, admin: false },
+      {
+        resourceType: 'ProjectMembership',
+        project: { reference: `Project/${projectId}` },
+        user: { reference: `ClientApplication/${client.id}` },
+        profile: { reference: `ClientApplication/${client.id}` },
+        admin: false,
+      },
     ];
     let profile: Practitioner | undefined;
     if (user) {
-      profile = { resourceType: 'Practitioner', id: randomUUID(), telecom: user.email ? [{ system: 'email', use: 'work', value: user.email }] : undefined };
-      if (user.firstName || user.lastName) profile.name = [{ given: user.firstName ? [user.firstName] : undefined, family: user.lastName }];
+      profile = {
+        resourceType: 'Practitioner',
+        id: randomUUID(),
+        telecom: user.email ? [{ system: 'email', use: 'work', value: user.email }] : undefined,
+      };
+      if (user.firstName || user.lastName)
+        profile.name = [{ given: user.firstName ? [user.firstName] : undefined, family: user.lastName }];
       members.unshift({
         resourceType: 'ProjectMembership',
         project: { reference: `Project/${projectId}` },
@@ -97,10 +122,12 @@ export const projectInit = defineOperation<AppServices, InitInput, { return: Res
         const inProject = tx.in(projectId);
         if (profile) await inProject.create('Practitioner', checked(checkResource, profile, projectId), profile.id);
         await inProject.create('ClientApplication', checked(checkResource, client, projectId), client.id);
-        for (const member of members) await inProject.create('ProjectMembership', checked(checkResource, member, projectId));
+        for (const member of members)
+          await inProject.create('ProjectMembership', checked(checkResource, member, projectId));
         return stored.version.resource as Resource;
       });
-      if (user && newUser && input.ownerPassword !== undefined) await auth.setPassword(user.id as string, input.ownerPassword);
+      if (user && newUser && input.ownerPassword !== undefined)
+        await auth.setPassword(user.id as string, input.ownerPassword);
       ctx.log.info({ project: projectId, owner: user?.id }, 'project created');
       return { return: created };
     } catch (err) {

@@ -25,16 +25,25 @@ export const resourceValidate = defineOperation<AppServices, ResourceValidateInp
   handle: async (input, ctx) => {
     const mode = input.mode;
     if (mode !== undefined && !MODES.includes(mode)) {
-      throw fhirError('ERR_PARAM_VALUE', { name: 'mode', type: 'mode (create | update | delete | profile)', value: mode.slice(0, 50) });
+      throw fhirError('ERR_PARAM_VALUE', {
+        name: 'mode',
+        type: 'mode (create | update | delete | profile)',
+        value: mode.slice(0, 50),
+      });
     }
     if ((mode === 'update' || mode === 'delete') && ctx.level !== 'instance') {
-      throw fhirError('ERR_PARAM_RULE', { message: `Mode '${mode}' validates against an existing resource: invoke it as POST [type]/[id]/$validate` });
+      throw fhirError('ERR_PARAM_RULE', {
+        message: `Mode '${mode}' validates against an existing resource: invoke it as POST [type]/[id]/$validate`,
+      });
     }
     if (mode === 'delete') return { return: toOutcome(await referrers(ctx)) };
     const resource = input.resource;
     if (!resource) throw fhirError('ERR_PARAM_MISSING', { name: 'resource' });
     if (ctx.resourceType && resource.resourceType !== ctx.resourceType) {
-      throw fhirError('ERR_RESOURCE_TYPE_MISMATCH', { expected: ctx.resourceType, found: String(resource.resourceType).slice(0, 64) });
+      throw fhirError('ERR_RESOURCE_TYPE_MISMATCH', {
+        expected: ctx.resourceType,
+        found: String(resource.resourceType).slice(0, 64),
+      });
     }
     if (mode === 'profile' && !input.profile) throw fhirError('ERR_PARAM_MISSING', { name: 'profile' });
     const issues = await ctx.services.validator.validate(resource, {
@@ -51,9 +60,17 @@ export const resourceValidate = defineOperation<AppServices, ResourceValidateInp
 /** An update needs the id, and at the instance level the id of the resource in the URL. */
 function updateRules(resource: Resource, ctx: OperationContext<AppServices>): ValidationIssue[] {
   const at = `${resource.resourceType}.id`;
-  if (resource.id === undefined) return [{ severity: 'error', code: 'required', message: 'A resource to update must carry its id', expression: at }];
+  if (resource.id === undefined)
+    return [{ severity: 'error', code: 'required', message: 'A resource to update must carry its id', expression: at }];
   if (ctx.target && resource.id !== ctx.target.id) {
-    return [{ severity: 'error', code: 'invalid', message: `The id '${resource.id}' is not the id of the resource in the URL ('${ctx.target.id}')`, expression: at }];
+    return [
+      {
+        severity: 'error',
+        code: 'invalid',
+        message: `The id '${resource.id}' is not the id of the resource in the URL ('${ctx.target.id}')`,
+        expression: at,
+      },
+    ];
   }
   return [];
 }
@@ -66,7 +83,9 @@ async function referrers(ctx: OperationContext<AppServices>): Promise<Validation
   const wanted = `${target.resourceType}/${target.id}`;
   // A reference is indexed under every parameter that reads it (subject and patient): one warning per resource.
   const byResource = new Map<string, string[]>();
-  for (const r of await ctx.services.repository.in(ctx.request.project).referrers(target.resourceType, target.id as string, 10 * (MAX_LISTED + 1))) {
+  for (const r of await ctx.services.repository
+    .in(ctx.request.project)
+    .referrers(target.resourceType, target.id as string, 10 * (MAX_LISTED + 1))) {
     const key = `${r.type}/${r.id}`;
     byResource.set(key, [...(byResource.get(key) ?? []), r.param]);
   }
@@ -78,8 +97,12 @@ async function referrers(ctx: OperationContext<AppServices>): Promise<Validation
     expression: target.resourceType,
   }));
   if (found.length > MAX_LISTED) {
-    issues.push({ severity: 'information', code: 'informational', message: `More resources than the ${MAX_LISTED} listed refer to ${wanted}`, expression: target.resourceType });
+    issues.push({
+      severity: 'information',
+      code: 'informational',
+      message: `More resources than the ${MAX_LISTED} listed refer to ${wanted}`,
+      expression: target.resourceType,
+    });
   }
   return issues;
 }
-

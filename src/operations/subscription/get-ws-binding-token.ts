@@ -15,11 +15,27 @@ export const subscriptionBindingToken = defineOperation<AppServices, object, Bin
   definition: 'urn:fhir-tx-server:OperationDefinition:Subscription-get-ws-binding-token',
   handle: async (_input, ctx) => {
     const sub = targetOf<Subscription>(ctx, 'Subscription');
-    if (!sub?.id) throw fhirError('ERR_PARAM_RULE', { message: '$get-ws-binding-token is called on a Subscription: Subscription/[id]/$get-ws-binding-token' });
-    if (sub.channel?.type !== 'websocket') throw fhirError('ERR_SUBSCRIPTION_INVALID', { path: 'Subscription.channel.type', reason: 'binding tokens are for websocket channels' });
-    if (sub.status !== 'active') throw fhirError('ERR_SUBSCRIPTION_INVALID', { path: 'Subscription.status', reason: `the Subscription is ${sub.status}, not active` });
+    if (!sub?.id)
+      throw fhirError('ERR_PARAM_RULE', {
+        message: '$get-ws-binding-token is called on a Subscription: Subscription/[id]/$get-ws-binding-token',
+      });
+    if (sub.channel?.type !== 'websocket')
+      throw fhirError('ERR_SUBSCRIPTION_INVALID', {
+        path: 'Subscription.channel.type',
+        reason: 'binding tokens are for websocket channels',
+      });
+    if (sub.status !== 'active')
+      throw fhirError('ERR_SUBSCRIPTION_INVALID', {
+        path: 'Subscription.status',
+        reason: `the Subscription is ${sub.status}, not active`,
+      });
     const { token, expiresAt } = await ctx.services.subscriptions.websocket.issueToken(ctx.request.project, sub.id);
-    return { token, expiration: new Date(expiresAt).toISOString(), subscription: sub.id, 'websocket-url': websocketUrl(ctx.request.baseUrl) };
+    return {
+      token,
+      expiration: new Date(expiresAt).toISOString(),
+      subscription: sub.id,
+      'websocket-url': websocketUrl(ctx.request.baseUrl),
+    };
   },
 });
 

@@ -13,8 +13,15 @@ export const graphqlOperation = defineRawOperation<AppServices>({
   raw: async (input, ctx) => {
     const request = requestOf(input);
     if ('error' in request) {
-      const outcome = { resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: 'invalid', details: { text: request.error } }] };
-      return { status: 400, contentType: 'application/json', body: { errors: [{ message: request.error, extensions: { outcome, resource: outcome } }] } };
+      const outcome = {
+        resourceType: 'OperationOutcome',
+        issue: [{ severity: 'error', code: 'invalid', details: { text: request.error } }],
+      };
+      return {
+        status: 400,
+        contentType: 'application/json',
+        body: { errors: [{ message: request.error, extensions: { outcome, resource: outcome } }] },
+      };
     }
     const answer = await ctx.services.graphql.run(request, ctx.request, { method: input.method, target: ctx.target });
     return { status: answer.status, contentType: 'application/json', body: answer.body };
@@ -43,7 +50,9 @@ function requestOf(input: RawInput): GraphQLRequest | { error: string } {
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     const fields = body as Record<string, unknown>;
     if (fields.resourceType === 'Parameters') {
-      const query = (fields.parameter as { name?: string; valueString?: string }[] | undefined)?.find((p) => p.name === 'query')?.valueString;
+      const query = (fields.parameter as { name?: string; valueString?: string }[] | undefined)?.find(
+        (p) => p.name === 'query',
+      )?.valueString;
       return { query };
     }
     return { query: fields.query, variables: fields.variables, operationName: fields.operationName };

@@ -30,7 +30,9 @@ export const importPackageOperation = defineOperation<AppServices, ImportPackage
   operatorsOnly: true,
   handle: async (input, ctx) => {
     const { config, repository, checkResource } = ctx.services;
-    const pkg = await unpackPackage(Buffer.from(input.package, 'base64'), { maxUnpackedBytes: config.bodyLimit * UNPACKED_PER_BODY_BYTE });
+    const pkg = await unpackPackage(Buffer.from(input.package, 'base64'), {
+      maxUnpackedBytes: config.bodyLimit * UNPACKED_PER_BODY_BYTE,
+    });
     const summary = await importPackage(pkg, {
       repository: repository.in(SYSTEM_PROJECT),
       checkResource: (type, resource) => checkResource(type, resource, SYSTEM_PROJECT),
@@ -38,7 +40,10 @@ export const importPackageOperation = defineOperation<AppServices, ImportPackage
       tooLong: () => fhirError('ERR_OP_TIMEOUT', { code: 'import-package', ms: config.operationTimeoutMs }),
     });
     const loaded = Object.entries(summary.types).map(([type, counts]) => ({ type, ...counts }));
-    ctx.log.info({ package: `${summary.name}#${summary.version}`, loaded, ms: summary.milliseconds }, 'package imported');
+    ctx.log.info(
+      { package: `${summary.name}#${summary.version}`, loaded, ms: summary.milliseconds },
+      'package imported',
+    );
     return {
       name: summary.name,
       version: summary.version,

@@ -23,8 +23,18 @@ export const valueSetCompare = defineOperation<AppServices, ValueSetCompareInput
   handle: (input, ctx) =>
     withTerminologyErrors(async () => {
       const terminology = await terminologySession(input, ctx, 'compare');
-      const first = targetValueSet({ url: input.thisUrl, valueSetVersion: input.thisVersion, valueSet: input.thisValueSet }, ctx, terminology.resolver, 'compare');
-      const second = targetValueSet({ url: input.otherUrl, valueSetVersion: input.otherVersion, valueSet: input.otherValueSet }, ctx, terminology.resolver, 'compare');
+      const first = targetValueSet(
+        { url: input.thisUrl, valueSetVersion: input.thisVersion, valueSet: input.thisValueSet },
+        ctx,
+        terminology.resolver,
+        'compare',
+      );
+      const second = targetValueSet(
+        { url: input.otherUrl, valueSetVersion: input.otherVersion, valueSet: input.otherValueSet },
+        ctx,
+        terminology.resolver,
+        'compare',
+      );
       return terminology.compare(first, second, ctx.services.config.expansionLimit);
     }),
 });

@@ -35,7 +35,8 @@ export const valueSetExpand = defineOperation<AppServices, ValueSetExpandInput, 
     // The definition types both as integer; a negative page is no page at all.
     for (const name of ['count', 'offset'] as const) {
       const value = input[name];
-      if (value !== undefined && value < 0) throw fhirError('ERR_PARAM_VALUE', { name, type: 'integer of 0 or more', value: String(value) });
+      if (value !== undefined && value < 0)
+        throw fhirError('ERR_PARAM_VALUE', { name, type: 'integer of 0 or more', value: String(value) });
     }
     return withTerminologyErrors(async () => {
       const terminology = await terminologySession(input, ctx, 'expand');

@@ -28,9 +28,14 @@ export const valueSetValidateCode = defineOperation<AppServices, ValueSetValidat
     withTerminologyErrors(async () => {
       const terminology = await terminologySession(input, ctx, 'validate-code');
       const valueSet = targetValueSet(input, ctx, terminology.resolver, 'validate-code');
-      const coded = terminology.codedValue(
-        { code: input.code, system: input.system, version: input.systemVersion, display: input.display, coding: input.coding, codeableConcept: input.codeableConcept },
-      );
+      const coded = terminology.codedValue({
+        code: input.code,
+        system: input.system,
+        version: input.systemVersion,
+        display: input.display,
+        coding: input.coding,
+        codeableConcept: input.codeableConcept,
+      });
       if (!coded) throw fhirError('ERR_TX_NOTHING_TO_VALIDATE', {});
       return terminology.validateInValueSet(valueSet, coded);
     }),
@@ -67,14 +72,26 @@ export function targetValueSet(
 /** The not-found answers, with the tx-issue-type coding and message id the ecosystem expects. */
 function txNotFound(code: 'ERR_TX_VALUESET_UNKNOWN' | 'ERR_TX_VALUESET_VERSION_UNKNOWN', url: string) {
   const text = message('Unable_to_resolve_value_Set_', url);
-  return fhirError(code, { url }, {
-    issues: [
-      {
-        extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id', valueString: 'Unable_to_resolve_value_Set_' }],
-        severity: 'error',
-        code: code === 'ERR_TX_VALUESET_UNKNOWN' ? 'invalid' : 'not-found',
-        details: { coding: [{ system: 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type', code: 'not-found' }], text },
-      },
-    ],
-  });
+  return fhirError(
+    code,
+    { url },
+    {
+      issues: [
+        {
+          extension: [
+            {
+              url: 'http://hl7.org/fhir/StructureDefinition/operationoutcome-message-id',
+              valueString: 'Unable_to_resolve_value_Set_',
+            },
+          ],
+          severity: 'error',
+          code: code === 'ERR_TX_VALUESET_UNKNOWN' ? 'invalid' : 'not-found',
+          details: {
+            coding: [{ system: 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type', code: 'not-found' }],
+            text,
+          },
+        },
+      ],
+    },
+  );
 }

@@ -65,9 +65,21 @@ export type Criterion =
   /** `:missing=true|false`. */
   | { kind: 'missing'; index: string; paramType: ScalarType | 'composite'; missing: boolean }
   /** A token `:in`/`:not-in`/`:below`/`:above`: matched against the codes the terminology engine accepts. */
-  | { kind: 'terminology'; index: string; modifier: 'in' | 'not-in' | 'below' | 'above'; values: { system?: string; code?: string; valueSet?: string }[] }
+  | {
+      kind: 'terminology';
+      index: string;
+      modifier: 'in' | 'not-in' | 'below' | 'above';
+      values: { system?: string; code?: string; valueSet?: string }[];
+    }
   /** Composite: each value a tuple of component values, all within one element (rows under `indexes`, sharing `grp` when `tied`). */
-  | { kind: 'composite'; index: string; indexes: string[]; tied: boolean; components: ScalarType[]; values: TypedValue[][] }
+  | {
+      kind: 'composite';
+      index: string;
+      indexes: string[];
+      tied: boolean;
+      components: ScalarType[];
+      values: TypedValue[][];
+    }
   /** Chaining: the reference parameter points at a resource (of one of the types) that meets `next`. */
   | { kind: 'chain'; index: string; targetTypes: string[]; next: Criterion }
   /** Reverse chaining: some resource of `type` points here through its parameter `index` and meets `next`. */

@@ -11,7 +11,10 @@ export interface Cursor {
 }
 
 export function encodeCursor(cursor: Cursor): string {
-  return Buffer.from(JSON.stringify([cursor.direction === 'next' ? 'n' : 'p', cursor.rid, ...cursor.keys]), 'utf8').toString('base64url');
+  return Buffer.from(
+    JSON.stringify([cursor.direction === 'next' ? 'n' : 'p', cursor.rid, ...cursor.keys]),
+    'utf8',
+  ).toString('base64url');
 }
 
 export function decodeCursor(text: string, sortKeys: number): Cursor {

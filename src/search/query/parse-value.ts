@@ -48,12 +48,19 @@ export function parseValue(type: ScalarType, raw: string, site: ValueSite): Type
       const parts = splitEscaped(rest, '|');
       const range = decimalRange(parts[0]);
       if (!range || parts.length === 2 || parts.length > 3) throw bad();
-      const value: QuantityValue = { prefix, value: Number(parts[0]), range, system: parts[1] || undefined, code: parts[2] || undefined };
+      const value: QuantityValue = {
+        prefix,
+        value: Number(parts[0]),
+        range,
+        system: parts[1] || undefined,
+        code: parts[2] || undefined,
+      };
       if (value.system === UCUM && value.code) {
         const low = canonicalQuantity(range.low, value.code);
         const high = canonicalQuantity(range.high, value.code);
         const point = canonicalQuantity(value.value, value.code);
-        if (low && high && point) value.canonical = { code: point.code, value: point.value, range: { low: low.value, high: high.value } };
+        if (low && high && point)
+          value.canonical = { code: point.code, value: point.value, range: { low: low.value, high: high.value } };
       }
       return { type, value };
     }
@@ -99,7 +106,8 @@ const PREFIXES: Prefix[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'
 
 function prefixOf(raw: string): { prefix: Prefix; rest: string } {
   const two = raw.slice(0, 2) as Prefix;
-  if (PREFIXES.includes(two) && raw.length > 2 && !/^[a-z]/.test(raw.slice(2))) return { prefix: two, rest: raw.slice(2) };
+  if (PREFIXES.includes(two) && raw.length > 2 && !/^[a-z]/.test(raw.slice(2)))
+    return { prefix: two, rest: raw.slice(2) };
   return { prefix: 'eq', rest: raw };
 }
 

@@ -1,7 +1,16 @@
 import { fhirError } from '../../fhir/errors';
 import type { SearchParam, SearchParameterRegistry } from '../registry';
 import { UNSUPPORTED_PARAMS } from '../registry';
-import type { Criterion, Include, ScalarType, SearchQuery, SortKey, SummaryMode, TotalMode, TypedValue } from './criteria';
+import type {
+  Criterion,
+  Include,
+  ScalarType,
+  SearchQuery,
+  SortKey,
+  SummaryMode,
+  TotalMode,
+  TypedValue,
+} from './criteria';
 import { clip, parseToken, parseValue } from './parse-value';
 import { splitEscaped, splitOn, splitValues, unescapeValue } from './split';
 
@@ -19,7 +28,20 @@ const MAX_COUNT = 1000;
 const MAX_CHAIN_DEPTH = 3;
 
 /** Parameters about the result rather than the match (and HTTP's own). */
-const RESULT_PARAMS = new Set(['_count', '_sort', '_include', '_revinclude', '_total', '_summary', '_elements', '_format', '_pretty', '_cursor', '_type', '_offset']);
+const RESULT_PARAMS = new Set([
+  '_count',
+  '_sort',
+  '_include',
+  '_revinclude',
+  '_total',
+  '_summary',
+  '_elements',
+  '_format',
+  '_pretty',
+  '_cursor',
+  '_type',
+  '_offset',
+]);
 
 const MODIFIERS: Record<ScalarType | 'composite', string[]> = {
   string: ['exact', 'contains', 'missing'],
@@ -40,7 +62,12 @@ interface ParseOptions {
   indexing?: (type: string, code: string) => boolean;
 }
 
-export function parseSearch(types: string[], query: Record<string, string[]>, registry: SearchParameterRegistry, options: ParseOptions): SearchQuery {
+export function parseSearch(
+  types: string[],
+  query: Record<string, string[]>,
+  registry: SearchParameterRegistry,
+  options: ParseOptions,
+): SearchQuery {
   const parser = new Parser(registry, options);
   const result: SearchQuery = {
     types,
@@ -115,7 +142,8 @@ class Parser {
     if (UNSUPPORTED_PARAMS.has(code)) throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
     const found = (types.length > 0 ? types : ['Resource']).map((t) => this.registry.get(t, code)?.param);
     if (found.some((p) => p === undefined)) {
-      if (this.options.strict) throw fhirError('ERR_SEARCH_UNKNOWN', { name, types: types.join(', ') || 'all resources' });
+      if (this.options.strict)
+        throw fhirError('ERR_SEARCH_UNKNOWN', { name, types: types.join(', ') || 'all resources' });
       return undefined;
     }
     const params = found as SearchParam[];
@@ -127,7 +155,11 @@ class Parser {
   private valueCriterion(param: SearchParam, name: string, modifier: string | undefined, raw: string): Criterion {
     const type = param.type;
     if (type === 'special') throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
-    if (modifier !== undefined && !MODIFIERS[type].includes(modifier) && !(type === 'reference' && /^[A-Z][A-Za-z]+$/.test(modifier))) {
+    if (
+      modifier !== undefined &&
+      !MODIFIERS[type].includes(modifier) &&
+      !(type === 'reference' && /^[A-Z][A-Za-z]+$/.test(modifier))
+    ) {
       throw badModifier(name, modifier);
     }
     if (modifier === 'missing') {
@@ -135,13 +167,22 @@ class Parser {
       if (type === 'composite') {
         // A composite is there when its first component is.
         const first = this.registry.paramByUrl(param.components[0]?.definition ?? '');
-        if (!first || first.type === 'composite' || first.type === 'special') throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
-        return { kind: 'missing', index: this.registry.compositeLayout(param).indexes[0], paramType: first.type, missing: raw === 'true' };
+        if (!first || first.type === 'composite' || first.type === 'special')
+          throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
+        return {
+          kind: 'missing',
+          index: this.registry.compositeLayout(param).indexes[0],
+          paramType: first.type,
+          missing: raw === 'true',
+        };
       }
       return { kind: 'missing', index: param.code, paramType: type, missing: raw === 'true' };
     }
     if (type === 'composite') return this.composite(param, name, raw);
-    if (type === 'token' && (modifier === 'in' || modifier === 'not-in' || modifier === 'below' || modifier === 'above')) {
+    if (
+      type === 'token' &&
+      (modifier === 'in' || modifier === 'not-in' || modifier === 'below' || modifier === 'above')
+    ) {
       return {
         kind: 'terminology',
         index: param.code,
@@ -155,7 +196,12 @@ class Parser {
       };
     }
     if (type === 'reference' && modifier === 'identifier') {
-      return { kind: 'value', index: `${param.code}:identifier`, paramType: 'token', values: splitValues(raw).map((v) => ({ type: 'token', value: parseToken(v) })) };
+      return {
+        kind: 'value',
+        index: `${param.code}:identifier`,
+        paramType: 'token',
+        values: splitValues(raw).map((v) => ({ type: 'token', value: parseToken(v) })),
+      };
     }
     if (type === 'token' && modifier === 'of-type') {
       const values = splitValues(raw).map((v): TypedValue => {
@@ -165,31 +211,50 @@ class Parser {
       });
       return { kind: 'value', index: `${param.code}:of-type`, paramType: 'token', values };
     }
-    const values = splitValues(raw).map((v) => parseValue(type, v, { name, modifier, param, localBases: this.options.localBases }));
+    const values = splitValues(raw).map((v) =>
+      parseValue(type, v, { name, modifier, param, localBases: this.options.localBases }),
+    );
     return { kind: 'value', index: param.code, paramType: type, modifier, values };
   }
 
   private composite(param: SearchParam, name: string, raw: string): Criterion {
     const components = param.components.map((c) => this.registry.paramByUrl(c.definition));
-    if (components.some((c) => c === undefined || c.type === 'composite' || c.type === 'special')) throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
+    if (components.some((c) => c === undefined || c.type === 'composite' || c.type === 'special'))
+      throw fhirError('ERR_SEARCH_UNSUPPORTED', { name });
     const types = (components as SearchParam[]).map((c) => c.type as ScalarType);
     const values = splitValues(raw).map((v) => {
       const parts = splitOn(v, '$');
       if (parts.length !== types.length) throw fhirError('ERR_SEARCH_PARAM', { name, value: clip(v) });
-      return parts.map((part, i) => parseValue(types[i], part, { name, modifier: undefined, param: components[i] as SearchParam, localBases: this.options.localBases }));
+      return parts.map((part, i) =>
+        parseValue(types[i], part, {
+          name,
+          modifier: undefined,
+          param: components[i] as SearchParam,
+          localBases: this.options.localBases,
+        }),
+      );
     });
     const { indexes, tied } = this.registry.compositeLayout(param);
     return { kind: 'composite', index: param.code, indexes, tied, components: types, values };
   }
 
   /** `subject:Patient.name=x`, `subject.name=x`: the reference's targets must meet the rest. */
-  private chain(types: string[], param: SearchParam, head: ChainHead, raw: string, depth: number): Criterion | undefined {
+  private chain(
+    types: string[],
+    param: SearchParam,
+    head: ChainHead,
+    raw: string,
+    depth: number,
+  ): Criterion | undefined {
     const { name, modifier, rest } = head;
     if (depth >= MAX_CHAIN_DEPTH) throw fhirError('ERR_SEARCH_CHAIN_DEPTH', { name, limit: MAX_CHAIN_DEPTH });
     if (param.type !== 'reference') throw fhirError('ERR_SEARCH_PARAM', { name, value: clip(raw) });
     const nextCode = rest.split(/[.:]/)[0];
     let targets = modifier !== undefined ? [modifier] : param.target;
-    if (modifier === undefined) targets = targets.filter((t) => nextCode === '_id' || nextCode.startsWith('_has') || this.registry.get(t, nextCode) !== undefined);
+    if (modifier === undefined)
+      targets = targets.filter(
+        (t) => nextCode === '_id' || nextCode.startsWith('_has') || this.registry.get(t, nextCode) !== undefined,
+      );
     if (targets.length === 0) {
       if (this.options.strict) throw fhirError('ERR_SEARCH_UNKNOWN', { name, types: types.join(', ') });
       return undefined;
@@ -228,12 +293,14 @@ class Parser {
     }
     const total = one('_total');
     if (total !== undefined) {
-      if (total !== 'none' && total !== 'estimate' && total !== 'accurate') throw fhirError('ERR_SEARCH_PARAM', { name: '_total', value: clip(total) });
+      if (total !== 'none' && total !== 'estimate' && total !== 'accurate')
+        throw fhirError('ERR_SEARCH_PARAM', { name: '_total', value: clip(total) });
       result.total = total as TotalMode;
     }
     const summary = one('_summary');
     if (summary !== undefined) {
-      if (!['true', 'false', 'text', 'data', 'count'].includes(summary)) throw fhirError('ERR_SEARCH_PARAM', { name: '_summary', value: clip(summary) });
+      if (!['true', 'false', 'text', 'data', 'count'].includes(summary))
+        throw fhirError('ERR_SEARCH_PARAM', { name: '_summary', value: clip(summary) });
       result.summary = summary as SummaryMode;
     }
     const elements = query._elements;
@@ -243,11 +310,14 @@ class Parser {
         throw fhirError('ERR_SEARCH_PARAM', { name: '_elements', value: clip(elements.join(',')) });
       }
     }
-    for (const raw of query._sort ?? []) for (const key of splitValues(raw)) result.sort.push(this.sortKey(result.types, key));
+    for (const raw of query._sort ?? [])
+      for (const key of splitValues(raw)) result.sort.push(this.sortKey(result.types, key));
     for (const raw of query._include ?? []) result.include.push(this.include(raw, '_include', result.types));
-    for (const raw of query['_include:iterate'] ?? []) result.include.push({ ...this.include(raw, '_include', result.types), iterate: true });
+    for (const raw of query['_include:iterate'] ?? [])
+      result.include.push({ ...this.include(raw, '_include', result.types), iterate: true });
     for (const raw of query._revinclude ?? []) result.revinclude.push(this.include(raw, '_revinclude', result.types));
-    for (const raw of query['_revinclude:iterate'] ?? []) result.revinclude.push({ ...this.include(raw, '_revinclude', result.types), iterate: true });
+    for (const raw of query['_revinclude:iterate'] ?? [])
+      result.revinclude.push({ ...this.include(raw, '_revinclude', result.types), iterate: true });
   }
 
   private sortKey(types: string[], key: string): SortKey {
@@ -255,7 +325,8 @@ class Parser {
     const code = descending ? key.slice(1) : key;
     if (code === '_id') return { index: '_id', paramType: 'id', descending };
     const param = this.param(types, code, '_sort');
-    if (!param || param.type === 'composite' || param.type === 'special') throw fhirError('ERR_SEARCH_PARAM', { name: '_sort', value: clip(key) });
+    if (!param || param.type === 'composite' || param.type === 'special')
+      throw fhirError('ERR_SEARCH_PARAM', { name: '_sort', value: clip(key) });
     const rowsOf = this.unionOf(types, param)?.map((q) => q.code);
     return { index: param.code, paramType: param.type, descending, ...(rowsOf ? { rowsOf } : {}) };
   }

@@ -1,7 +1,19 @@
 import { INDEX_TABLES, type IndexKind } from '../../storage/index-schema';
 import { SHARED_TYPES, SYSTEM_PROJECT, type StoreReader } from '../../storage/store';
 import { MAX_INSTANT, MIN_INSTANT } from '../values';
-import type { Criterion, DateValue, NumberValue, QuantityValue, ReferenceValue, ScalarType, SortKey, StringValue, TokenValue, TypedValue, UriValue } from './criteria';
+import type {
+  Criterion,
+  DateValue,
+  NumberValue,
+  QuantityValue,
+  ReferenceValue,
+  ScalarType,
+  SortKey,
+  StringValue,
+  TokenValue,
+  TypedValue,
+  UriValue,
+} from './criteria';
 
 /**
  * Criteria as SQL that both backends run (`?` placeholders, row values, byte-wise text
@@ -86,7 +98,8 @@ export class SqlBuilder {
     if (this.ownOnly || this.project === SYSTEM_PROJECT) return own;
     const shared = types.length === 0 ? SHARED_TYPES : types.filter((t) => SHARED_TYPES.includes(t));
     if (shared.length === 0) return own;
-    if (shared.length === types.length) return `${x}.project IN (${this.bind(this.project)}, ${this.bind(SYSTEM_PROJECT)})`;
+    if (shared.length === types.length)
+      return `${x}.project IN (${this.bind(this.project)}, ${this.bind(SYSTEM_PROJECT)})`;
     return `(${own} OR (${x}.project = ${this.bind(SYSTEM_PROJECT)} AND ${x}.type IN (${shared.map((t) => this.bind(t)).join(', ')})))`;
   }
 
@@ -144,7 +157,10 @@ export class SqlBuilder {
     const bySystem = new Map<string | null, string[]>();
     for (const p of codes.pairs) bySystem.set(p.system, [...(bySystem.get(p.system) ?? []), p.code]);
     const matches = [...bySystem]
-      .map(([system, list]) => `(${system === null ? `${x}.system IS NULL` : `${x}.system = ${this.bind(system)}`} AND ${x}.code IN (${list.map((code) => this.bind(code)).join(', ')}))`)
+      .map(
+        ([system, list]) =>
+          `(${system === null ? `${x}.system IS NULL` : `${x}.system = ${this.bind(system)}`} AND ${x}.code IN (${list.map((code) => this.bind(code)).join(', ')}))`,
+      )
       .join(' OR ');
     return `${r}.rid ${negate ? 'NOT ' : ''}IN (SELECT ${x}.rid FROM search_token ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)} AND (${matches}))`;
   }
@@ -153,8 +169,12 @@ export class SqlBuilder {
     const tuples = c.values.map((tuple) => {
       const aliases = tuple.map(() => this.alias('c'));
       const tables = c.components.map((t, i) => `${INDEX_TABLES[TABLE_OF[t]].name} ${aliases[i]}`);
-      const joins = aliases.slice(1).map((a) => `${a}.rid = ${aliases[0]}.rid${c.tied ? ` AND ${a}.grp = ${aliases[0]}.grp` : ''}`);
-      const conditions = tuple.map((v, i) => `${aliases[i]}.param = ${this.bind(c.indexes[i])} AND (${this.value(aliases[i], v, undefined)})`);
+      const joins = aliases
+        .slice(1)
+        .map((a) => `${a}.rid = ${aliases[0]}.rid${c.tied ? ` AND ${a}.grp = ${aliases[0]}.grp` : ''}`);
+      const conditions = tuple.map(
+        (v, i) => `${aliases[i]}.param = ${this.bind(c.indexes[i])} AND (${this.value(aliases[i], v, undefined)})`,
+      );
       return `SELECT ${aliases[0]}.rid FROM ${tables.join(', ')} WHERE ${this.scoped(aliases[0], types)} AND ${[...joins, ...conditions].join(' AND ')}`;
     });
     return `${r}.rid IN (${tuples.join(' UNION ')})`;
@@ -165,7 +185,9 @@ export class SqlBuilder {
     const t = this.alias('t');
     const inner = this.criterion(c.next, t, c.targetTypes);
     // Index rows exist only for live resources, so a criterion with index rows needs no deleted check.
-    const targets = restrictsType(c.next) ? `${t}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(t, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
+    const targets = restrictsType(c.next)
+      ? `${t}.project = ${this.bind(this.project)} AND ${inner}`
+      : `${this.scoped(t, c.targetTypes)} AND ${t}.deleted = FALSE AND ${inner}`;
     return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${this.scoped(x, types)} AND ${x}.param = ${this.bind(c.index)}
           AND (${x}.target_type, ${x}.target_id) IN (SELECT ${t}.type, ${t}.id FROM resources ${t} WHERE ${targets}))`;
   }
@@ -174,7 +196,10 @@ export class SqlBuilder {
     const x = this.alias('x');
     const o = this.alias('o');
     const inner = c.next ? this.criterion(c.next, o, [c.type]) : '1 = 1';
-    const sources = c.next && restrictsType(c.next) ? `${o}.project = ${this.bind(this.project)} AND ${inner}` : `${this.scoped(o, [c.type])} AND ${o}.deleted = FALSE AND ${inner}`;
+    const sources =
+      c.next && restrictsType(c.next)
+        ? `${o}.project = ${this.bind(this.project)} AND ${inner}`
+        : `${this.scoped(o, [c.type])} AND ${o}.deleted = FALSE AND ${inner}`;
     // With one type searched the target type is a constant, and the subquery is not correlated.
     const targetType = types.length === 1 ? this.bind(types[0]) : `${r}.type`;
     return `${r}.id IN (SELECT ${x}.target_id FROM search_reference ${x} WHERE ${this.scoped(x, [c.type])} AND ${x}.param = ${this.bind(c.index)} AND ${x}.target_type = ${targetType}
@@ -184,7 +209,10 @@ export class SqlBuilder {
   private compartmentCriterion(c: CriterionOf<'compartment'>, r: string): string {
     if (c.byType.length === 0) return '1 = 0';
     const x = this.alias('x');
-    const byType = c.byType.map(([type, indexes]) => `(${x}.type = ${this.bind(type)} AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}))`);
+    const byType = c.byType.map(
+      ([type, indexes]) =>
+        `(${x}.type = ${this.bind(type)} AND ${x}.param IN (${indexes.map((p) => this.bind(p)).join(', ')}))`,
+    );
     return `${r}.rid IN (SELECT ${x}.rid FROM search_reference ${x} WHERE ${x}.project = ${this.bind(this.project)} AND (${byType.join(' OR ')})
           AND ${x}.target_type = ${this.bind(c.targetType)} AND ${x}.target_id = ${this.bind(c.targetId)})`;
   }
@@ -239,7 +267,12 @@ export class SqlBuilder {
    * high]. eq: stored within; gt/lt: extends beyond; ge/le: either; sa/eb: wholly after/before;
    * ap: overlaps the value widened by 10% of its distance from now (dates) or of itself (numbers).
    */
-  private range(x: string, v: DateValue | NumberValue, kind: 'date' | 'number', columns = { low: `${x}.low`, high: `${x}.high` }): string {
+  private range(
+    x: string,
+    v: DateValue | NumberValue,
+    kind: 'date' | 'number',
+    columns = { low: `${x}.low`, high: `${x}.high` },
+  ): string {
     const { low, high } = columns;
     const vl = v.range.low;
     const vh = v.range.high;
@@ -278,7 +311,12 @@ export class SqlBuilder {
       const canonical = v.canonical;
       if (canonical) {
         // Commensurable UCUM units compare in canonical units; others by system and code.
-        const inCanonical = this.range(x, { prefix: v.prefix, value: canonical.value, range: canonical.range }, 'number', { low: `${x}.canon_low`, high: `${x}.canon_high` });
+        const inCanonical = this.range(
+          x,
+          { prefix: v.prefix, value: canonical.value, range: canonical.range },
+          'number',
+          { low: `${x}.canon_low`, high: `${x}.canon_high` },
+        );
         return `((${x}.canon_code = ${this.bind(canonical.code)} AND ${inCanonical}) OR (${x}.system = ${this.bind(v.system)} AND ${x}.code = ${this.bind(v.code)} AND ${this.range(x, v, 'number')}))`;
       }
       parts.push(`${x}.system = ${this.bind(v.system)} AND ${x}.code = ${this.bind(v.code)}`);
@@ -304,7 +342,8 @@ export class SqlBuilder {
   }
 
   private uri(x: string, v: UriValue, modifier: string | undefined): string {
-    if (modifier === 'below') return `(${x}.value = ${this.bind(v.value)} OR ${this.prefix(`${x}.value`, v.value.endsWith('/') ? v.value : `${v.value}/`)})`;
+    if (modifier === 'below')
+      return `(${x}.value = ${this.bind(v.value)} OR ${this.prefix(`${x}.value`, v.value.endsWith('/') ? v.value : `${v.value}/`)})`;
     if (modifier === 'above') {
       const prefixes = abovePrefixes(v.value);
       return `${x}.value IN (${prefixes.map((p) => this.bind(p)).join(', ')})`;
@@ -319,10 +358,18 @@ export class SqlBuilder {
     const column = SORT_COLUMN[key.paramType as ScalarType] ?? 'low';
     const s = this.alias('s');
     const fn = key.descending ? 'MAX' : 'MIN';
-    const pick = key.descending && (key.paramType === 'date' || key.paramType === 'number' || key.paramType === 'quantity') ? `${s}.high` : `${s}.${column}`;
-    const [lowest, highest] = key.paramType === 'date' ? [MIN_INSTANT, MAX_INSTANT] : [-Number.MAX_VALUE, Number.MAX_VALUE];
-    const missing = isTextSort(key) ? this.bind(key.descending ? '' : TEXT_MAX) : this.bind(key.descending ? lowest : highest);
-    const param = key.rowsOf ? `${s}.param IN (${key.rowsOf.map((p) => this.bind(p)).join(', ')})` : `${s}.param = ${this.bind(key.index)}`;
+    const pick =
+      key.descending && (key.paramType === 'date' || key.paramType === 'number' || key.paramType === 'quantity')
+        ? `${s}.high`
+        : `${s}.${column}`;
+    const [lowest, highest] =
+      key.paramType === 'date' ? [MIN_INSTANT, MAX_INSTANT] : [-Number.MAX_VALUE, Number.MAX_VALUE];
+    const missing = isTextSort(key)
+      ? this.bind(key.descending ? '' : TEXT_MAX)
+      : this.bind(key.descending ? lowest : highest);
+    const param = key.rowsOf
+      ? `${s}.param IN (${key.rowsOf.map((p) => this.bind(p)).join(', ')})`
+      : `${s}.param = ${this.bind(key.index)}`;
     return `COALESCE((SELECT ${fn}(${pick}) FROM ${table} ${s} WHERE ${s}.rid = ${r}.rid AND ${param}), ${missing})`;
   }
 }
@@ -338,7 +385,13 @@ const SORT_COLUMN: Record<ScalarType, string> = {
 };
 
 export function isTextSort(key: SortKey): boolean {
-  return key.paramType === 'id' || key.paramType === 'string' || key.paramType === 'token' || key.paramType === 'reference' || key.paramType === 'uri';
+  return (
+    key.paramType === 'id' ||
+    key.paramType === 'string' ||
+    key.paramType === 'token' ||
+    key.paramType === 'reference' ||
+    key.paramType === 'uri'
+  );
 }
 
 function normalize(text: string): string {

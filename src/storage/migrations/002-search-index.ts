@@ -46,7 +46,9 @@ function indexTableDdl(d: Dialect): string {
       `CREATE TABLE ${table.name} (type ${type('text')} NOT NULL, param ${type('text')} NOT NULL, rid ${type('int')} NOT NULL, grp INTEGER NOT NULL, ${columns})`,
     );
     statements.push(`CREATE INDEX ${table.name}_rid ON ${table.name} (rid, param)`);
-    table.lookups.forEach((cols, i) => statements.push(`CREATE INDEX ${table.name}_l${i} ON ${table.name} (type, param, ${cols.join(', ')})`));
+    table.lookups.forEach((cols, i) =>
+      statements.push(`CREATE INDEX ${table.name}_l${i} ON ${table.name} (type, param, ${cols.join(', ')})`),
+    );
   }
   return statements.map((s) => `${s};`).join('\n');
 }

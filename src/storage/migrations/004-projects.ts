@@ -9,7 +9,10 @@ import type { Dialect, Migration } from './dialect';
  */
 export const projects: Migration = {
   version: 4,
-  up: (d) => (d.name === 'postgres' ? `${POSTGRES_TABLES}\n   ${projectIndex(d)}\n   ${POSTGRES_NO_DEFAULTS}` : `${SQLITE_TABLES}\n   ${projectIndex(d)}`),
+  up: (d) =>
+    d.name === 'postgres'
+      ? `${POSTGRES_TABLES}\n   ${projectIndex(d)}\n   ${POSTGRES_NO_DEFAULTS}`
+      : `${SQLITE_TABLES}\n   ${projectIndex(d)}`,
 };
 
 const SQLITE_TABLES = `CREATE TABLE resources_p (

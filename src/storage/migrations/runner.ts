@@ -25,17 +25,29 @@ export interface MigrationTarget {
  * `schema_migrations`. The recorded version is read again in each transaction, under the lock, so
  * a process that waited for another's migrations goes on from where that one stopped.
  */
-export async function runMigrations(target: MigrationTarget, migrations: readonly Migration[], options: { upTo?: number } = {}): Promise<void> {
+export async function runMigrations(
+  target: MigrationTarget,
+  migrations: readonly Migration[],
+  options: { upTo?: number } = {},
+): Promise<void> {
   const upTo = options.upTo ?? Infinity;
   for (;;) {
     const applied = await target.transaction(async (session) => {
-      await session.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at ${target.dialect.timestamp} NOT NULL)`);
-      const [{ v }] = await session.query<{ v: number | string }>('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations', []);
+      await session.exec(
+        `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at ${target.dialect.timestamp} NOT NULL)`,
+      );
+      const [{ v }] = await session.query<{ v: number | string }>(
+        'SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations',
+        [],
+      );
       const next = migrations.find((m) => m.version > Number(v));
       if (!next || next.version > upTo) return false;
       const sql = next.up(target.dialect);
       if (sql !== '') await session.exec(sql);
-      await session.query('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)', [next.version, new Date().toISOString()]);
+      await session.query('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)', [
+        next.version,
+        new Date().toISOString(),
+      ]);
       return true;
     });
     if (!applied) return;

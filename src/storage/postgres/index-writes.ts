@@ -23,7 +23,14 @@ const INDEX_WRITE_SQL = (() => {
   for (const kind of INDEX_KINDS) {
     const table = INDEX_TABLES[kind] as IndexTable;
     parts.push(`d_${kind} AS (DELETE FROM ${table.name} WHERE rid = ANY($1::bigint[]))`);
-    const arrays = [`$${++n}::text[]`, `$${++n}::text[]`, `$${++n}::bigint[]`, `$${++n}::text[]`, `$${++n}::int[]`, ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`)];
+    const arrays = [
+      `$${++n}::text[]`,
+      `$${++n}::text[]`,
+      `$${++n}::bigint[]`,
+      `$${++n}::text[]`,
+      `$${++n}::int[]`,
+      ...table.columns.map((c) => `$${++n}::${ARRAY_TYPE[c.kind]}`),
+    ];
     const columns = table.columns.map((c) => c.name);
     const aliases = columns.map((_, i) => `c${i}`);
     parts.push(
@@ -50,7 +57,13 @@ function indexWriteParams(batch: IndexBatch): unknown[] {
         list.push(row);
       }
     }
-    params.push(projects, types, rids, list.map((r) => r.param), list.map((r) => r.grp));
+    params.push(
+      projects,
+      types,
+      rids,
+      list.map((r) => r.param),
+      list.map((r) => r.grp),
+    );
     for (const column of table.columns) params.push(list.map((r) => r[column.name] ?? null));
   }
   return params;

@@ -81,7 +81,12 @@ export class PgNotices implements Notices {
   private connect(): Promise<void> {
     if (this.client) return Promise.resolve();
     this.attempt ??= (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString, application_name: 'fhir-tx-server-listen', keepAlive: true, connectionTimeoutMillis: 10_000 });
+      const client = new pg.Client({
+        connectionString: this.connectionString,
+        application_name: 'fhir-tx-server-listen',
+        keepAlive: true,
+        connectionTimeoutMillis: 10_000,
+      });
       client.on('notification', (message) => {
         for (const listener of this.listeners.get(message.channel) ?? []) listener.onMessage(message.payload ?? '');
       });

@@ -4,9 +4,28 @@ import { SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { insertJob, SqlJobStore, type JobStore } from '../jobs';
 import { SqlBulkStore, type BulkStore } from '../bulk';
 import { PgNotices } from './pg-notices';
-import { ChangeMarksCache, CHANGES_NOTICE_CHANNEL, CheckEveryTime, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
+import {
+  ChangeMarksCache,
+  CHANGES_NOTICE_CHANNEL,
+  CheckEveryTime,
+  NotifiedChanges,
+  type ChangeWatch,
+  type FreshnessCheck,
+} from '../change-watch';
 import { LATEST_VERSION, MIGRATIONS, POSTGRES, runMigrations, type MigrationSession } from '../migrations';
-import { changeFromRow, StorageTimeoutError, StorageUnavailableError, type Change, type ResourceStore, type StoredVersion, type StoreReader, type StoreTx, type VersionRow, type WriteOp, type WriteResult } from '../store';
+import {
+  changeFromRow,
+  StorageTimeoutError,
+  StorageUnavailableError,
+  type Change,
+  type ResourceStore,
+  type StoredVersion,
+  type StoreReader,
+  type StoreTx,
+  type VersionRow,
+  type WriteOp,
+  type WriteResult,
+} from '../store';
 import { CLIENT_GRACE_MS, CURRENT, isCancelled, isRaceLost, longQuery, numbered, readerOf, translate } from './sql';
 import { writeIndex } from './index-writes';
 import { writeIn, writeManyIn } from './writes';
@@ -37,11 +56,18 @@ type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 export class PostgresStore implements ResourceStore {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
-  readonly ephemeral: EphemeralStore = new SqlEphemeralStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
+  readonly ephemeral: EphemeralStore = new SqlEphemeralStore((sql, params) =>
+    this.run<Record<string, unknown>>(this.pool, sql, params),
+  );
 
-  readonly jobs: JobStore = new SqlJobStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params), 'postgres');
+  readonly jobs: JobStore = new SqlJobStore(
+    (sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params),
+    'postgres',
+  );
 
-  readonly bulk: BulkStore = new SqlBulkStore((sql, params) => this.run<Record<string, unknown>>(this.pool, sql, params));
+  readonly bulk: BulkStore = new SqlBulkStore((sql, params) =>
+    this.run<Record<string, unknown>>(this.pool, sql, params),
+  );
 
   readonly notices: PgNotices;
 
@@ -53,7 +79,10 @@ export class PostgresStore implements ResourceStore {
   /** The sessions' statement_timeout; a query the database answers nothing to fails CLIENT_GRACE_MS later. */
   private readonly statementTimeoutMs: number;
 
-  constructor(connectionString: string, options: { max?: number; freshness?: FreshnessCheck; statementTimeoutMs?: number } = {}) {
+  constructor(
+    connectionString: string,
+    options: { max?: number; freshness?: FreshnessCheck; statementTimeoutMs?: number } = {},
+  ) {
     this.statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
     if (options.freshness === 'request') {
       this.changes = new CheckEveryTime();
@@ -62,7 +91,13 @@ export class PostgresStore implements ResourceStore {
       this.changes = this.notified;
     }
     this.marksCache = new ChangeMarksCache(this.changes, async (project) =>
-      (await this.run<{ type: string; seq: string }>(this.pool, 'SELECT type, seq FROM change_marks WHERE project = ?', [project])).map((row) => ({ type: row.type, seq: Number(row.seq) })),
+      (
+        await this.run<{ type: string; seq: string }>(
+          this.pool,
+          'SELECT type, seq FROM change_marks WHERE project = ?',
+          [project],
+        )
+      ).map((row) => ({ type: row.type, seq: Number(row.seq) })),
     );
     this.notices = new PgNotices(connectionString, async (channel, payload) => {
       await this.run(this.pool, 'SELECT pg_notify(?, ?)', [channel, payload]);
@@ -90,11 +125,19 @@ export class PostgresStore implements ResourceStore {
   }
 
   async migrate(options: { upTo?: number } = {}): Promise<void> {
-    await runMigrations({ dialect: POSTGRES, transaction: (work) => this.migrationTransaction(work) }, MIGRATIONS, options);
+    await runMigrations(
+      { dialect: POSTGRES, transaction: (work) => this.migrationTransaction(work) },
+      MIGRATIONS,
+      options,
+    );
     if (this.notified && (options.upTo === undefined || options.upTo >= LATEST_VERSION)) {
       const notified = this.notified;
       // Until the connection listens, the watch trusts nothing (every use reads the marks).
-      this.unlistenChanges = await this.notices.listen(CHANGES_NOTICE_CHANNEL, () => notified.changed(), () => notified.changed());
+      this.unlistenChanges = await this.notices.listen(
+        CHANGES_NOTICE_CHANNEL,
+        () => notified.changed(),
+        () => notified.changed(),
+      );
       notified.every(SAFETY_CHECK_MS, () => notified.changed());
     }
   }
@@ -115,7 +158,8 @@ export class PostgresStore implements ResourceStore {
         exec: async (sql) => {
           await client.query(longQuery(sql));
         },
-        query: async <R extends object>(sql: string, params: unknown[]) => (await client.query<R & pg.QueryResultRow>(longQuery(numbered(sql), params))).rows,
+        query: async <R extends object>(sql: string, params: unknown[]) =>
+          (await client.query<R & pg.QueryResultRow>(longQuery(numbered(sql), params))).rows,
       });
     });
   }
@@ -202,7 +246,11 @@ export class PostgresStore implements ResourceStore {
   }
 
   async setSetting(key: string, value: string): Promise<void> {
-    await this.run(this.pool, 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [key, value]);
+    await this.run(
+      this.pool,
+      'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+      [key, value],
+    );
   }
 
   async close(): Promise<void> {
@@ -240,7 +288,8 @@ export class PostgresStore implements ResourceStore {
       const failure = translate(err, this.statementTimeoutMs);
       // A client whose database went silent would wait out another read timeout for the ROLLBACK;
       // it is destroyed instead, which ends the transaction on the database's side.
-      if (!(failure instanceof StorageTimeoutError && !isCancelled(err))) await client.query('ROLLBACK').catch(() => undefined);
+      if (!(failure instanceof StorageTimeoutError && !isCancelled(err)))
+        await client.query('ROLLBACK').catch(() => undefined);
       if (failure instanceof StorageUnavailableError) lost ??= failure;
       throw failure;
     } finally {

@@ -1,5 +1,13 @@
 import type pg from 'pg';
-import { optionalVersion, StorageFullError, StorageTimeoutError, StorageUnavailableError, versionFromRow, type StoreReader, type VersionRow } from '../store';
+import {
+  optionalVersion,
+  StorageFullError,
+  StorageTimeoutError,
+  StorageUnavailableError,
+  versionFromRow,
+  type StoreReader,
+  type VersionRow,
+} from '../store';
 
 /** How much longer than the database's own timeout the client waits for any answer. */
 export const CLIENT_GRACE_MS = 2000;
@@ -20,11 +28,26 @@ type Run = <R extends object>(sql: string, params: readonly unknown[]) => Promis
 
 export function readerOf(run: Run): StoreReader {
   return {
-    read: async (project, type, id) => optionalVersion((await run<VersionRow>(`${CURRENT} WHERE r.project = ? AND r.type = ? AND r.id = ?`, [project, type, id]))[0]),
+    read: async (project, type, id) =>
+      optionalVersion(
+        (await run<VersionRow>(`${CURRENT} WHERE r.project = ? AND r.type = ? AND r.id = ?`, [project, type, id]))[0],
+      ),
     readVersion: async (project, type, id, versionId) =>
-      optionalVersion((await run<VersionRow>('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?', [project, type, id, versionId]))[0]),
+      optionalVersion(
+        (
+          await run<VersionRow>(
+            'SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?',
+            [project, type, id, versionId],
+          )
+        )[0],
+      ),
     history: async (project, type, id) =>
-      (await run<VersionRow>('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC', [project, type, id])).map((row) => versionFromRow(row)),
+      (
+        await run<VersionRow>(
+          'SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC',
+          [project, type, id],
+        )
+      ).map((row) => versionFromRow(row)),
     query: run,
   };
 }
@@ -64,7 +87,19 @@ export function translate(err: unknown, statementTimeoutMs: number): unknown {
   if (code === '53100') return new StorageFullError(message);
   if (message === 'Query read timeout') return new StorageTimeoutError(message, statementTimeoutMs + CLIENT_GRACE_MS);
   const connectionLost =
-    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', '57P01', '57P02', '57P03', '08000', '08003', '08006'].includes(code) ||
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ETIMEDOUT',
+      'EPIPE',
+      'ENOTFOUND',
+      '57P01',
+      '57P02',
+      '57P03',
+      '08000',
+      '08003',
+      '08006',
+    ].includes(code) ||
     /terminat|Connection terminated|timeout exceeded when trying to connect|not queryable/i.test(message);
   return connectionLost ? new StorageUnavailableError(message) : err;
 }

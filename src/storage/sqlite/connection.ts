@@ -40,7 +40,10 @@ export async function beginImmediate(db: Database.Database): Promise<void> {
       return;
     } catch (err) {
       if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
-      if (Date.now() >= deadline) throw new StorageUnavailableError(`another process held the database's write lock for ${WRITE_LOCK_WAIT_MS / 1000} s`);
+      if (Date.now() >= deadline)
+        throw new StorageUnavailableError(
+          `another process held the database's write lock for ${WRITE_LOCK_WAIT_MS / 1000} s`,
+        );
     }
     await new Promise((resolve) => setTimeout(resolve, pause));
   }
@@ -54,7 +57,8 @@ export async function beginImmediate(db: Database.Database): Promise<void> {
 export function writeFailure(err: unknown): unknown {
   const code = (err as { code?: unknown }).code;
   if (code === 'SQLITE_FULL') return new StorageFullError((err as Error).message);
-  if (typeof code === 'string' && code.startsWith('SQLITE_IOERR')) return new StorageUnavailableError((err as Error).message);
+  if (typeof code === 'string' && code.startsWith('SQLITE_IOERR'))
+    return new StorageUnavailableError((err as Error).message);
   return err;
 }
 

@@ -5,14 +5,39 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { yieldIfHeld } from '../../context/budget';
 import { Mutex } from '../mutex';
-import { ChangeMarksCache, CHANGES_NOTICE_CHANNEL, NotifiedChanges, type ChangeWatch, type FreshnessCheck } from '../change-watch';
+import {
+  ChangeMarksCache,
+  CHANGES_NOTICE_CHANNEL,
+  NotifiedChanges,
+  type ChangeWatch,
+  type FreshnessCheck,
+} from '../change-watch';
 import { SqlEphemeralStore, type EphemeralStore } from '../ephemeral';
 import { SqlJobStore, type JobStore } from '../jobs';
 import { SqlBulkStore, type BulkStore } from '../bulk';
 import { MIGRATIONS, LATEST_VERSION, runMigrations } from '../migrations';
-import { changeFromRow, StorageFullError, type Change, type ResourceStore, type StoredVersion, type StoreTx, type VersionRow, type WriteOp, type WriteResult } from '../store';
+import {
+  changeFromRow,
+  StorageFullError,
+  type Change,
+  type ResourceStore,
+  type StoredVersion,
+  type StoreTx,
+  type VersionRow,
+  type WriteOp,
+  type WriteResult,
+} from '../store';
 import { beginImmediate, migrationTarget, open, writeFailure } from './connection';
-import { cachedStatement, CURRENT, readerOf, readStatements, runOn, writeStatements, type ReadStatements, type WriteStatements } from './statements';
+import {
+  cachedStatement,
+  CURRENT,
+  readerOf,
+  readStatements,
+  runOn,
+  writeStatements,
+  type ReadStatements,
+  type WriteStatements,
+} from './statements';
 import { transactionOn, writeVersion, type TxState } from './writes';
 
 /**
@@ -95,8 +120,13 @@ export class SqliteStore implements ResourceStore {
       this.notified = new NotifiedChanges();
       this.changes = this.notified;
     }
-    this.marksCache = new ChangeMarksCache(this.changes, async (project) =>
-      cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as { type: string; seq: number }[],
+    this.marksCache = new ChangeMarksCache(
+      this.changes,
+      async (project) =>
+        cachedStatement(this.sql.reader, 'SELECT type, seq FROM change_marks WHERE project = ?').all(project) as {
+          type: string;
+          seq: number;
+        }[],
     );
     if (dataDir === ':memory:') {
       this.temporaryDir = mkdtempSync(join(tmpdir(), 'fhir-sqlite-'));
@@ -116,7 +146,9 @@ export class SqliteStore implements ResourceStore {
   limitSize(bytes: number | undefined): void {
     this.maxSizeBytes = bytes;
     const pageSize = this.writer.pragma('page_size', { simple: true }) as number;
-    this.writer.pragma(`max_page_count = ${bytes === undefined ? UNLIMITED_PAGES : Math.max(1, Math.ceil(bytes / pageSize))}`);
+    this.writer.pragma(
+      `max_page_count = ${bytes === undefined ? UNLIMITED_PAGES : Math.max(1, Math.ceil(bytes / pageSize))}`,
+    );
   }
 
   /**
@@ -128,7 +160,11 @@ export class SqliteStore implements ResourceStore {
   async writable(): Promise<void> {
     if (!this.full) return;
     await this.locked(() => {
-      runOn(this.writer, `INSERT INTO settings (key, value) VALUES ('space-probe', zeroblob(${SPACE_PROBE_BYTES})) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, []);
+      runOn(
+        this.writer,
+        `INSERT INTO settings (key, value) VALUES ('space-probe', zeroblob(${SPACE_PROBE_BYTES})) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+        [],
+      );
       runOn(this.writer, "DELETE FROM settings WHERE key = 'space-probe'", []);
     });
   }
@@ -171,7 +207,8 @@ export class SqliteStore implements ResourceStore {
   }
 
   private get sql() {
-    if (!this.reads || !this.writes || !this.txReads || !this.reader) throw new Error('SqliteStore used before migrate()');
+    if (!this.reads || !this.writes || !this.txReads || !this.reader)
+      throw new Error('SqliteStore used before migrate()');
     return { reads: this.reads, txReads: this.txReads, writes: this.writes, reader: this.reader };
   }
 

@@ -13,8 +13,12 @@ export type WriteStatements = ReturnType<typeof writeStatements>;
 export function readStatements(db: Database.Database) {
   return {
     read: db.prepare(`${CURRENT} WHERE r.project = ? AND r.type = ? AND r.id = ?`),
-    readVersion: db.prepare('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?'),
-    history: db.prepare('SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC'),
+    readVersion: db.prepare(
+      'SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? AND version = ?',
+    ),
+    history: db.prepare(
+      'SELECT * FROM resource_versions WHERE project = ? AND type = ? AND id = ? ORDER BY version DESC',
+    ),
   };
 }
 
@@ -22,7 +26,9 @@ export function writeStatements(db: Database.Database) {
   return {
     current: db.prepare('SELECT rid, version, deleted FROM resources WHERE project = ? AND type = ? AND id = ?'),
     nextRid: db.prepare('SELECT COALESCE(MAX(rid), 0) + 1 AS rid FROM resources'),
-    insertVersion: db.prepare('INSERT INTO resource_versions (project, type, id, version, last_updated, content, method) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+    insertVersion: db.prepare(
+      'INSERT INTO resource_versions (project, type, id, version, last_updated, content, method) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ),
     bumpMark: db.prepare(
       `INSERT INTO change_marks (project, type, seq) VALUES (?, ?, 1)
        ON CONFLICT (project, type) DO UPDATE SET seq = seq + 1 RETURNING seq`,
@@ -38,7 +44,9 @@ export function writeStatements(db: Database.Database) {
       Database.Statement
     >,
     getSetting: db.prepare('SELECT value FROM settings WHERE key = ?'),
-    setSetting: db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
+    setSetting: db.prepare(
+      'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+    ),
   };
 }
 

@@ -9,7 +9,11 @@ import { versionMatches } from '../versions';
  * select, with the supplements in force; one that cannot be enumerated here (unknown, without
  * content, a supplement, a version the rules refuse) ends the expansion.
  */
-export function expansionCodeSystem(system: string, stated: string | undefined, env: ValidationEnv): CodeSystemProvider {
+export function expansionCodeSystem(
+  system: string,
+  stated: string | undefined,
+  env: ValidationEnv,
+): CodeSystemProvider {
   const { resolver, params } = env;
   const version = params.versionFor(system, stated);
   const cs = resolver.codeSystem(system, version);
@@ -17,7 +21,11 @@ export function expansionCodeSystem(system: string, stated: string | undefined, 
     const known = resolver.codeSystemVersions(system);
     if (!version) throw new TerminologyError(txIssue('UNKNOWN_CODESYSTEM_EXP', [system]), 422, system);
     if (known.length === 0) {
-      throw new TerminologyError(txIssue('UNKNOWN_CODESYSTEM_VERSION_EXP_NONE', [system, version]), 422, `${system}|${version}`);
+      throw new TerminologyError(
+        txIssue('UNKNOWN_CODESYSTEM_VERSION_EXP_NONE', [system, version]),
+        422,
+        `${system}|${version}`,
+      );
     }
     throw new TerminologyError(
       txIssue('UNKNOWN_CODESYSTEM_VERSION_EXP', [system, version, known.join(known.length === 2 ? ' or ' : ', ')]),
@@ -31,7 +39,8 @@ export function expansionCodeSystem(system: string, stated: string | undefined, 
   }
   const supplements = resolver.supplementsFor(cs, env.requiredSupplements);
   const provider = resolver.provider(cs, supplements);
-  for (const required of env.requiredSupplements) if (provider.hasSupplement(required)) env.usedSupplements.add(required);
+  for (const required of env.requiredSupplements)
+    if (provider.hasSupplement(required)) env.usedSupplements.add(required);
   for (const rule of params.rulesFor(system)) {
     if (rule.mode === 'check' && !versionMatches(rule.version, provider.version)) {
       throw new TerminologyError(txIssue('VALUESET_VERSION_CHECK', [system, provider.version, rule.version]), 400);
@@ -50,6 +59,7 @@ export function statusWarning(resource: ValueSet | CodeSystem, source: ValueSet)
   if (ss === 'withdrawn' && standards(source) !== 'withdrawn') return 'warning-withdrawn';
   if (resource.status === 'retired' && source.status !== 'retired') return 'warning-retired';
   if (resource.experimental && !source.experimental) return 'warning-experimental';
-  if ((resource.status === 'draft' || ss === 'draft') && source.status !== 'draft' && standards(source) !== 'draft') return 'warning-draft';
+  if ((resource.status === 'draft' || ss === 'draft') && source.status !== 'draft' && standards(source) !== 'draft')
+    return 'warning-draft';
   return undefined;
 }

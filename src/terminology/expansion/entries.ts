@@ -12,17 +12,32 @@ import type { ExpandOptions } from './options';
  */
 
 export const VS_EXP_PROP = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.expansion.property';
-export const VS_CONT_PROP = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.expansion.contains.property';
+export const VS_CONT_PROP =
+  'http://hl7.org/fhir/5.0/StructureDefinition/extension-ValueSet.expansion.contains.property';
 const PROPERTY_URI = 'http://hl7.org/fhir/concept-properties#';
 
 const ext = (name: string) => `http://hl7.org/fhir/StructureDefinition/${name}`;
-const CS_EXTENSIONS_KEPT = new Set([ext('coding-sctdescid'), ext('rendering-style'), ext('rendering-xhtml'), ext('codesystem-alternate')]);
+const CS_EXTENSIONS_KEPT = new Set([
+  ext('coding-sctdescid'),
+  ext('rendering-style'),
+  ext('rendering-xhtml'),
+  ext('codesystem-alternate'),
+]);
 const VS_EXTENSIONS_KEPT = new Set([
-  ext('valueset-supplement'), ext('valueset-deprecated'), ext('structuredefinition-standards-status'), ext('valueset-concept-definition'),
-  ext('coding-sctdescid'), ext('rendering-style'), ext('rendering-xhtml'),
+  ext('valueset-supplement'),
+  ext('valueset-deprecated'),
+  ext('structuredefinition-standards-status'),
+  ext('valueset-concept-definition'),
+  ext('coding-sctdescid'),
+  ext('rendering-style'),
+  ext('rendering-xhtml'),
 ]);
 const DESIGNATION_EXTENSIONS_KEPT = new Set([
-  ext('coding-sctdescid'), ext('rendering-style'), ext('rendering-xhtml'), ext('structuredefinition-standards-status'), ext('codesystem-alternate'),
+  ext('coding-sctdescid'),
+  ext('rendering-style'),
+  ext('rendering-xhtml'),
+  ext('structuredefinition-standards-status'),
+  ext('codesystem-alternate'),
 ]);
 
 /** The property definitions an expansion declares, in the order they were first used. */
@@ -31,7 +46,9 @@ export class PropertyDeclarations {
 
   /** Declares a property (by uri when it has one, else by code); answers the code to use. */
   declare(code: string, uri: string | undefined): string {
-    const found = uri ? this.list.find((p) => p.uri === uri || p.code === code) : this.list.find((p) => p.code === code);
+    const found = uri
+      ? this.list.find((p) => p.uri === uri || p.code === code)
+      : this.list.find((p) => p.code === code);
     if (found) {
       if (uri && !found.uri) found.uri = uri;
       return found.code;
@@ -76,13 +93,27 @@ export function entryFor(member: Member, ctx: EntryContext): ValueSetExpansionCo
 
   const designations = cs.designations(concept);
   if (member.listed?.display) {
-    designations.unshift({ language: ctx.valueSetLanguage, value: member.listed.display, status: 'active', isDisplay: true });
+    designations.unshift({
+      language: ctx.valueSetLanguage,
+      value: member.listed.display,
+      status: 'active',
+      isDisplay: true,
+    });
   }
   for (const d of member.listed?.designation ?? []) {
-    designations.push({ language: d.language, use: d.use, value: d.value, status: 'active', isDisplay: false, extension: d.extension });
+    designations.push({
+      language: d.language,
+      use: d.use,
+      value: d.value,
+      status: 'active',
+      isDisplay: false,
+      extension: d.extension,
+    });
   }
   const list = DisplayList.of(designations, cs.language);
-  const display = list.preferredDisplay(ctx.languages) ?? (ctx.languages?.refusesOthers ? undefined : list.preferredDisplay(undefined));
+  const display =
+    list.preferredDisplay(ctx.languages) ??
+    (ctx.languages?.refusesOthers ? undefined : list.preferredDisplay(undefined));
   if (display) entry.display = display;
   if (ctx.options.includeDesignations) {
     const chosen = designations.find((d) => d.value === display);
@@ -126,7 +157,13 @@ function propertiesOf(member: Member, ctx: EntryContext): Extension[] {
   const { cs, concept } = member;
   if (!cs || !concept) return [];
   const values: { code: string; uri?: string; type: string; value: PropertyValue['value'] }[] = [];
-  const set = (code: string, uri: string | undefined, type: string, value: PropertyValue['value'] | undefined, repeatable = false) => {
+  const set = (
+    code: string,
+    uri: string | undefined,
+    type: string,
+    value: PropertyValue['value'] | undefined,
+    repeatable = false,
+  ) => {
     if (value === undefined) return;
     const existing = values.find((v) => v.code === code && (!repeatable || v.value === value));
     if (existing && !repeatable) existing.value = value;
@@ -163,7 +200,9 @@ function propertiesOf(member: Member, ctx: EntryContext): Extension[] {
   return values.map((v) => {
     const code = ctx.declarations.declare(v.code, v.uri);
     const valueKey = `value${v.type.charAt(0).toUpperCase()}${v.type.slice(1)}`;
-    return { url: VS_CONT_PROP, extension: [{ url: 'code', valueCode: code }, { url: 'value', [valueKey]: v.value } as Extension] };
+    return {
+      url: VS_CONT_PROP,
+      extension: [{ url: 'code', valueCode: code }, { url: 'value', [valueKey]: v.value } as Extension],
+    };
   });
 }
-

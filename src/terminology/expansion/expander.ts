@@ -1,4 +1,10 @@
-import type { CodeSystem, ValueSet, ValueSetComposeInclude, ValueSetComposeIncludeConcept, ValueSetExpansionParameter } from 'fhir/r4';
+import type {
+  CodeSystem,
+  ValueSet,
+  ValueSetComposeInclude,
+  ValueSetComposeIncludeConcept,
+  ValueSetExpansionParameter,
+} from 'fhir/r4';
 import { FilterNotSupportedError, type CodeSystemProvider, type ConceptHandle } from '../providers/provider';
 import { filterOp, MAX_IMPORT_DEPTH, pinImport, resolveImport } from '../compose';
 import { TerminologyError, txIssue } from '../issues';
@@ -58,7 +64,15 @@ export class ValueSetExpander {
         if (!entry.system || !entry.code) continue;
         const { contains: _nested, ...flat } = entry;
         const key = this.key(entry.system, entry.version, entry.code);
-        if (!this.byKey.has(key)) this.push({ key, system: entry.system, version: entry.version, code: entry.code, imported: flat, children: [] });
+        if (!this.byKey.has(key))
+          this.push({
+            key,
+            system: entry.system,
+            version: entry.version,
+            code: entry.code,
+            imported: flat,
+            children: [],
+          });
       }
       this.canBeHierarchy = false;
     }
@@ -68,11 +82,13 @@ export class ValueSetExpander {
       this.doingVersion = versioning.doingVersion;
       this.excludeAcrossVersions = versioning.excludeAcrossVersions;
       if (versioning.versionsMatch) this.addParameter({ name: 'versionsMatch', valueBoolean: true });
-      for (const [i, set] of (compose.exclude ?? []).entries()) await this.excludeSet(set, `ValueSet.compose.exclude[${i}]`);
+      for (const [i, set] of (compose.exclude ?? []).entries())
+        await this.excludeSet(set, `ValueSet.compose.exclude[${i}]`);
       const includes = [...compose.include].sort((a, b) =>
         a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0,
       );
-      for (const set of includes) await this.includeSet(set, `ValueSet.compose.include[${compose.include.indexOf(set)}]`);
+      for (const set of includes)
+        await this.includeSet(set, `ValueSet.compose.include[${compose.include.indexOf(set)}]`);
     }
     return {
       members: this.members,
@@ -86,7 +102,9 @@ export class ValueSetExpander {
   }
 
   private key(system: string, version: string | undefined, code: string): string {
-    return this.doingVersion && !this.env.params.versionsMatch ? `${system}|${version ?? ''}\u0000${code}` : memberKey(system, code);
+    return this.doingVersion && !this.env.params.versionsMatch
+      ? `${system}|${version ?? ''}\u0000${code}`
+      : memberKey(system, code);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -132,7 +150,9 @@ export class ValueSetExpander {
         visited.add(node);
         if (pacer.due()) await pacer.pause();
         let here = parent;
-        const selectable = !(this.options.excludeNotForUI && cs.isAbstract(node)) && !(this.env.params.activeOnly && cs.isInactive(node));
+        const selectable =
+          !(this.options.excludeNotForUI && cs.isAbstract(node)) &&
+          !(this.env.params.activeOnly && cs.isInactive(node));
         if (selectable && passesImports(node.code) && this.passesText(cs, node)) {
           here = this.add(cs, node, undefined, this.filter.isEmpty ? parent : undefined) ?? parent;
         }
@@ -168,7 +188,12 @@ export class ValueSetExpander {
    * value set that stands for it (its expansion basis) that the filters keep, in an expansion
    * marked unclosed. Without such a value set the expansion cannot be done.
    */
-  private async includeFromBasis(cs: CodeSystemProvider, set: ValueSetComposeInclude, path: string, passesImports: (code: string) => boolean): Promise<void> {
+  private async includeFromBasis(
+    cs: CodeSystemProvider,
+    set: ValueSetComposeInclude,
+    path: string,
+    passesImports: (code: string) => boolean,
+  ): Promise<void> {
     const basis = cs.expansionBasis ? this.env.resolver.valueSet(cs.expansionBasis) : undefined;
     if (!basis) throw new TerminologyError(txIssue('CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     const filters = (set.filter ?? []).map((f, i) => this.compileFilter(cs, f, `${path}.filter[${i}]`));
@@ -183,22 +208,33 @@ export class ValueSetExpander {
       for (const listed of include.concept ?? []) {
         await this.env.pacer.step();
         const node = cs.locate(listed.code);
-        if (!node || !filters.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node)) continue;
+        if (!node || !filters.every((f) => f.contains(node)) || !passesImports(node.code) || !this.passesText(cs, node))
+          continue;
         this.add(cs, node, undefined, undefined);
       }
     }
   }
 
-  private compileFilter(cs: CodeSystemProvider, f: NonNullable<ValueSetComposeInclude['filter']>[number], path: string) {
+  private compileFilter(
+    cs: CodeSystemProvider,
+    f: NonNullable<ValueSetComposeInclude['filter']>[number],
+    path: string,
+  ) {
     const op = filterOp(f);
     if (f.value === undefined || f.value === '') {
-      throw new TerminologyError(txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], { path }), 400);
+      throw new TerminologyError(
+        txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, op], { path }),
+        400,
+      );
     }
     try {
       return cs.filter(f.property, op, f.value);
     } catch (err) {
       if (!(err instanceof FilterNotSupportedError)) throw err;
-      throw new TerminologyError(txIssue('FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]), 400);
+      throw new TerminologyError(
+        txIssue('FILTER_NOT_UNDERSTOOD', [f.property, op, f.value, canonicalOf(this.valueSet), cs.url]),
+        400,
+      );
     }
   }
 
@@ -208,7 +244,12 @@ export class ValueSetExpander {
   }
 
   /** Adds a member; answers it, or undefined when it is excluded or already there. */
-  private add(cs: CodeSystemProvider, concept: ConceptHandle, listed: ValueSetComposeIncludeConcept | undefined, parent: Member | undefined): Member | undefined {
+  private add(
+    cs: CodeSystemProvider,
+    concept: ConceptHandle,
+    listed: ValueSetComposeIncludeConcept | undefined,
+    parent: Member | undefined,
+  ): Member | undefined {
     if (cs.isInactive(concept) && this.valueSet.compose?.inactive === false) return undefined;
     const key = this.key(cs.url, cs.version, concept.code);
     if (this.isExcluded(cs.url, cs.version, concept.code)) return undefined;
@@ -216,7 +257,18 @@ export class ValueSetExpander {
       this.canBeHierarchy = false;
       return undefined;
     }
-    const member: Member = { key, system: cs.url, version: cs.version, code: concept.code, cs, concept, listed, parent, children: [], showVersion: this.doingVersion };
+    const member: Member = {
+      key,
+      system: cs.url,
+      version: cs.version,
+      code: concept.code,
+      cs,
+      concept,
+      listed,
+      parent,
+      children: [],
+      showVersion: this.doingVersion,
+    };
     this.push(member);
     return member;
   }
@@ -247,17 +299,20 @@ export class ValueSetExpander {
       const [first, ...others] = imports;
       for (const member of first?.members ?? []) {
         if (pacer.due()) await pacer.pause();
-        if (others.every((o) => o.keys.has(member.key))) this.excluded.add(this.key(member.system, member.version, member.code));
+        if (others.every((o) => o.keys.has(member.key)))
+          this.excluded.add(this.key(member.system, member.version, member.code));
       }
       return;
     }
     const cs = this.codeSystem(set.system, set.version);
     const passesImports = (code: string) => imports.every((i) => i.keys.has(memberKey(cs.url, code)));
     const exclude = (code: string) => this.excluded.add(this.key(cs.url, cs.version, code));
-    const needsListing = (set.filter ?? []).length > 0 || (!set.concept && (imports.length > 0 || this.excludeAcrossVersions));
+    const needsListing =
+      (set.filter ?? []).length > 0 || (!set.concept && (imports.length > 0 || this.excludeAcrossVersions));
     if (!cs.enumerable && needsListing) throw new TerminologyError(txIssue('CODESYSTEM_NOT_ENUMERABLE', [cs.url]), 422);
     if (!set.concept && !set.filter) {
-      if (imports.length === 0 && !this.excludeAcrossVersions) this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
+      if (imports.length === 0 && !this.excludeAcrossVersions)
+        this.excludedSystems.add(this.doingVersion ? `${cs.url}|${cs.version ?? ''}` : cs.url);
       else {
         for (const node of cs.all()) {
           if (pacer.due()) await pacer.pause();
@@ -335,12 +390,30 @@ export class ValueSetExpander {
     let imported = imports.get(target);
     if (!imported) {
       if (chain.length >= MAX_IMPORT_DEPTH) {
-        throw new TerminologyError(txIssue('VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]), 422);
+        throw new TerminologyError(
+          txIssue('VALUESET_IMPORTS_TOO_DEEP', [canonicalOf(this.valueSet), MAX_IMPORT_DEPTH]),
+          422,
+        );
       }
-      const innerOptions = { ...this.options, filter: undefined, count: undefined, offset: undefined, excludeNested: true, limit: INTERNAL_LIMIT };
-      const inner = new ValueSetExpander(this.env, innerOptions, target, { chain: [...chain, canonicalOf(this.valueSet)], imports });
+      const innerOptions = {
+        ...this.options,
+        filter: undefined,
+        count: undefined,
+        offset: undefined,
+        excludeNested: true,
+        limit: INTERNAL_LIMIT,
+      };
+      const inner = new ValueSetExpander(this.env, innerOptions, target, {
+        chain: [...chain, canonicalOf(this.valueSet)],
+        imports,
+      });
       const collected = await inner.collect();
-      imported = { keys: new Set(collected.members.map((m) => m.key)), members: collected.members, properties: collected.importedProperties, collected };
+      imported = {
+        keys: new Set(collected.members.map((m) => m.key)),
+        members: collected.members,
+        properties: collected.importedProperties,
+        collected,
+      };
       imports.set(target, imported);
     }
     for (const p of imported.collected.parameters) this.addParameter(p);
@@ -351,7 +424,8 @@ export class ValueSetExpander {
   }
 
   private importPropertyDefinitions(imported: ImportedExpansion): void {
-    for (const p of imported.properties) if (!this.importedProperties.some((q) => q.code === p.code)) this.importedProperties.push(p);
+    for (const p of imported.properties)
+      if (!this.importedProperties.some((q) => q.code === p.code)) this.importedProperties.push(p);
   }
 
   private pinValueSet(url: string): string {
@@ -377,7 +451,10 @@ export class ValueSetExpander {
 
   private addParameter(p: ValueSetExpansionParameter): void {
     const value = p.valueUri ?? p.valueString ?? p.valueCode ?? p.valueBoolean ?? p.valueInteger;
-    const same = this.parameters.some((q) => q.name === p.name && (q.valueUri ?? q.valueString ?? q.valueCode ?? q.valueBoolean ?? q.valueInteger) === value);
+    const same = this.parameters.some(
+      (q) =>
+        q.name === p.name && (q.valueUri ?? q.valueString ?? q.valueCode ?? q.valueBoolean ?? q.valueInteger) === value,
+    );
     if (!same) this.parameters.push(p);
   }
 }

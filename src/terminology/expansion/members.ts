@@ -1,4 +1,9 @@
-import type { ValueSet, ValueSetComposeIncludeConcept, ValueSetExpansionContains, ValueSetExpansionParameter } from 'fhir/r4';
+import type {
+  ValueSet,
+  ValueSetComposeIncludeConcept,
+  ValueSetExpansionContains,
+  ValueSetExpansionParameter,
+} from 'fhir/r4';
 import type { CodeSystemProvider, ConceptHandle } from '../providers/provider';
 import { canonicalOf } from '../membership/state';
 
@@ -52,7 +57,9 @@ export interface Nesting {
 
 /** The value set's own standing: a client expanding a withdrawn or retired value set is told so. */
 export function ownStatusParameters(valueSet: ValueSet): ValueSetExpansionParameter[] {
-  const standards = valueSet.extension?.find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status')?.valueCode;
+  const standards = valueSet.extension?.find(
+    (e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status',
+  )?.valueCode;
   const valueUri = canonicalOf(valueSet);
   if (standards === 'deprecated') return [{ name: 'warning-deprecated', valueUri }];
   if (standards === 'withdrawn') return [{ name: 'warning-withdrawn', valueUri }];

@@ -36,6 +36,7 @@ export function decideVersioning(compose: NonNullable<ValueSet['compose']>, para
       out.versionsMatch = true;
     }
   }
-  if (params.versionsMatch && compose.extension?.some((e) => e.extension?.some((x) => x.valueCode === 'versionsMatch'))) out.versionsMatch = true;
+  if (params.versionsMatch && compose.extension?.some((e) => e.extension?.some((x) => x.valueCode === 'versionsMatch')))
+    out.versionsMatch = true;
   return out;
 }

@@ -47,10 +47,7 @@ export class ValueSetChecker {
   prepare(): void {
     const key = this.canonical;
     if (this.chain.includes(key)) {
-      throw new TerminologyError(
-        txIssue('VALUESET_CIRCULAR_REFERENCE', [key, [...this.chain, key].join(', ')]),
-        400,
-      );
+      throw new TerminologyError(txIssue('VALUESET_CIRCULAR_REFERENCE', [key, [...this.chain, key].join(', ')]), 400);
     }
     const compose = this.valueSet.compose;
     if (!compose) return;
@@ -76,7 +73,10 @@ export class ValueSetChecker {
         if (this.chain.length >= MAX_IMPORT_DEPTH) {
           throw new TerminologyError(txIssue('VALUESET_IMPORTS_TOO_DEEP', [this.canonical, MAX_IMPORT_DEPTH]), 422);
         }
-        checker = new ValueSetChecker(this.env, other, { chain: [...this.chain, this.canonical], prepared: this.prepared });
+        checker = new ValueSetChecker(this.env, other, {
+          chain: [...this.chain, this.canonical],
+          prepared: this.prepared,
+        });
         checker.prepare();
         this.prepared.set(other, checker);
       }
@@ -90,7 +90,9 @@ export class ValueSetChecker {
     (set.filter ?? []).forEach((filter, i) => {
       if (filter.value === undefined || filter.value === '') {
         throw new TerminologyError(
-          txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, filter.property, filterOp(filter)], { path: `ValueSet.compose.${where}.filter[${i}]` }),
+          txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, filter.property, filterOp(filter)], {
+            path: `ValueSet.compose.${where}.filter[${i}]`,
+          }),
           400,
         );
       }
@@ -117,7 +119,8 @@ export class ValueSetChecker {
     const supplements = this.env.resolver.supplementsFor(cs, this.env.requiredSupplements);
     for (const s of supplements) this.env.usedSupplements.add(s.version ? `${s.url}|${s.version}` : (s.url as string));
     const provider = this.env.resolver.provider(cs, supplements);
-    for (const required of this.env.requiredSupplements) if (provider.hasSupplement(required)) this.env.usedSupplements.add(required);
+    for (const required of this.env.requiredSupplements)
+      if (provider.hasSupplement(required)) this.env.usedSupplements.add(required);
     return provider;
   }
 
@@ -174,7 +177,11 @@ export class ValueSetChecker {
       this.env.checkBudget();
       if (!include.system) {
         result = true;
-      } else if (include.system === system && (!chosenVersion || include.version === chosenVersion) && this.useThisVersion(include, version)) {
+      } else if (
+        include.system === system &&
+        (!chosenVersion || include.version === chosenVersion) &&
+        this.useThisVersion(include, version)
+      ) {
         const v = this.determineVersion(path, include.system, include.version, version, state);
         const cs = this.provider(system, v);
         if (!cs && this.env.params.membershipOnly && isEnumeration(include)) {
@@ -213,7 +220,10 @@ export class ValueSetChecker {
         excluded = true;
       } else {
         const cs = this.provider(exclude.system, this.env.params.versionFor(exclude.system, exclude.version));
-        excluded = cs !== undefined && cs.url === system && checkConceptSet(this, { path, role: 'not in', cs, set: exclude, code, state });
+        excluded =
+          cs !== undefined &&
+          cs.url === system &&
+          checkConceptSet(this, { path, role: 'not in', cs, set: exclude, code, state });
       }
       for (const url of exclude.valueSet ?? []) {
         const checker = this.imports.get(this.pinValueSet(url));
@@ -237,7 +247,11 @@ export class ValueSetChecker {
     state.contentMode = cs.content;
     const concept = cs.locate(code);
     if (!concept) {
-      state.issues.add(txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], { path: addToPath(path, 'code') }));
+      state.issues.add(
+        txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], {
+          path: addToPath(path, 'code'),
+        }),
+      );
       return false;
     }
     state.displays.add(cs.designations(concept));
@@ -249,7 +263,9 @@ export class ValueSetChecker {
   private checkVersionRules(path: string, system: string, version: string | undefined, state: CodingState): void {
     for (const rule of this.env.params.rulesFor(system)) {
       if (rule.mode !== 'check' || versionMatches(rule.version, version)) continue;
-      const issue = txIssue('VALUESET_VERSION_CHECK', [system, version, rule.version], { path: addToPath(path, 'version') });
+      const issue = txIssue('VALUESET_VERSION_CHECK', [system, version, rule.version], {
+        path: addToPath(path, 'version'),
+      });
       if (state.issues.add(issue)) state.messages.push(issue.text);
     }
   }
@@ -257,7 +273,11 @@ export class ValueSetChecker {
   /** The error for a code system (or version) that cannot be found; the answer is "cannot say". */
   private unknownSystem(path: string, system: string, version: string | undefined, state: CodingState): Membership {
     if (this.env.params.membershipOnly) return false;
-    let id: 'UNKNOWN_CODESYSTEM' | 'UNKNOWN_CODESYSTEM_VERSION' | 'UNKNOWN_CODESYSTEM_VERSION_NONE' | 'CODESYSTEM_CONTENT_NOT_PRESENT' = 'UNKNOWN_CODESYSTEM';
+    let id:
+      | 'UNKNOWN_CODESYSTEM'
+      | 'UNKNOWN_CODESYSTEM_VERSION'
+      | 'UNKNOWN_CODESYSTEM_VERSION_NONE'
+      | 'CODESYSTEM_CONTENT_NOT_PRESENT' = 'UNKNOWN_CODESYSTEM';
     let key = system;
     let args: string[] = [system];
     const contentless = this.env.resolver.codeSystem(system, version);
@@ -282,7 +302,13 @@ export class ValueSetChecker {
    * The version of `system` to check against: the value set's (after version rules), or the
    * coding's when the value set leaves it open. Reports a coding version that disagrees.
    */
-  private determineVersion(path: string, system: string, versionVS: string | undefined, versionCoding: string | undefined, state: CodingState): string | undefined {
+  private determineVersion(
+    path: string,
+    system: string,
+    versionVS: string | undefined,
+    versionCoding: string | undefined,
+    state: CodingState,
+  ): string | undefined {
     const { params, resolver } = this.env;
     let result = params.versionFor(system, versionVS);
     if (!versionCoding) return result;
@@ -305,12 +331,16 @@ export class ValueSetChecker {
       if (!resolver.codeSystem(system, versionCoding)) {
         const known = resolver.codeSystemVersions(system);
         state.unknownSystems.add(`${system}|${versionCoding}`);
-        const unknown = txIssue('UNKNOWN_CODESYSTEM_VERSION', [system, versionCoding, presentVersions(known)], { path: addToPath(path, 'system') });
+        const unknown = txIssue('UNKNOWN_CODESYSTEM_VERSION', [system, versionCoding, presentVersions(known)], {
+          path: addToPath(path, 'system'),
+        });
         state.issues.add(unknown);
         state.messages.push(unknown.text);
       }
     } else if (!cs && result !== versionCoding) {
-      const issue = txIssue('VALUESET_VALUE_MISMATCH', [system, result, versionCoding], { path: addToPath(path, 'version') });
+      const issue = txIssue('VALUESET_VALUE_MISMATCH', [system, result, versionCoding], {
+        path: addToPath(path, 'version'),
+      });
       state.issues.add(issue);
       state.messages.push(issue.text);
     }
@@ -318,7 +348,12 @@ export class ValueSetChecker {
   }
 
   /** Several includes of one system at different versions: the newest one the code is in (with that display). */
-  private pickApplicableVersion(versions: Set<string>, system: string, code: string, display?: string): string | undefined {
+  private pickApplicableVersion(
+    versions: Set<string>,
+    system: string,
+    code: string,
+    display?: string,
+  ): string | undefined {
     const found: string[] = [];
     for (const v of versions) {
       const cs = this.provider(system, v);
@@ -342,7 +377,11 @@ export class ValueSetChecker {
     if (systems.length === 1) return systems[0];
     const vs = this.canonical;
     if (systems.length > 1) {
-      const issue = txIssue('Unable_to_resolve_system__value_set_has_multiple_matches', [code, vs, systems.join(', ')], { path: 'code' });
+      const issue = txIssue(
+        'Unable_to_resolve_system__value_set_has_multiple_matches',
+        [code, vs, systems.join(', ')],
+        { path: 'code' },
+      );
       state.messages.push(issue.text);
       state.issues.add(issue);
     } else {
@@ -363,7 +402,8 @@ export class ValueSetChecker {
         if (cs && inList) found.push(include.system);
       }
       for (const url of include.valueSet ?? []) {
-        for (const s of this.imports.get(this.pinValueSet(url))?.systemsFor(code) ?? []) if (!found.includes(s)) found.push(s);
+        for (const s of this.imports.get(this.pinValueSet(url))?.systemsFor(code) ?? [])
+          if (!found.includes(s)) found.push(s);
       }
     }
     for (const entry of flatten(this.valueSet.expansion?.contains ?? [])) {
@@ -379,7 +419,9 @@ const sortedIncludes = new WeakMap<NonNullable<ValueSet['compose']>, ValueSetCom
 function newestFirst(compose: NonNullable<ValueSet['compose']>): ValueSetComposeInclude[] {
   let includes = sortedIncludes.get(compose);
   if (!includes) {
-    includes = [...compose.include].sort((a, b) => (a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0));
+    includes = [...compose.include].sort((a, b) =>
+      a.system === b.system && a.version && b.version ? -compareVersions(a.version, b.version) : 0,
+    );
     sortedIncludes.set(compose, includes);
   }
   return includes;
@@ -389,7 +431,11 @@ function flatten(entries: ValueSetExpansionContains[]): ValueSetExpansionContain
   return entries.flatMap((e) => [e, ...flatten(e.contains ?? [])]);
 }
 
-function findInExpansion(entries: ValueSetExpansionContains[], system: string, code: string): ValueSetExpansionContains | undefined {
+function findInExpansion(
+  entries: ValueSetExpansionContains[],
+  system: string,
+  code: string,
+): ValueSetExpansionContains | undefined {
   return flatten(entries).find((e) => e.system === system && e.code === code);
 }
 

@@ -1,5 +1,10 @@
 import type { ValueSetComposeInclude, ValueSetComposeIncludeConcept } from 'fhir/r4';
-import { FilterNotSupportedError, type CodeSystemProvider, type ConceptFilter, type ConceptHandle } from '../providers/provider';
+import {
+  FilterNotSupportedError,
+  type CodeSystemProvider,
+  type ConceptFilter,
+  type ConceptHandle,
+} from '../providers/provider';
 import { filterOp } from '../compose';
 import { addToPath, TerminologyError, txIssue } from '../issues';
 import { message } from '../messages';
@@ -21,7 +26,10 @@ export interface ConceptSetCheck {
 
 /** Concept lists indexed by code, and filters compiled per provider: built once per include. */
 const conceptIndex = new WeakMap<ValueSetComposeInclude, Map<string, ValueSetComposeIncludeConcept>>();
-const compiledFilters = new WeakMap<ValueSetComposeInclude, WeakMap<CodeSystemProvider, ConceptFilter<ConceptHandle>[]>>();
+const compiledFilters = new WeakMap<
+  ValueSetComposeInclude,
+  WeakMap<CodeSystemProvider, ConceptFilter<ConceptHandle>[]>
+>();
 
 function conceptsOf(set: ValueSetComposeInclude): Map<string, ValueSetComposeIncludeConcept> {
   let map = conceptIndex.get(set);
@@ -32,7 +40,11 @@ function conceptsOf(set: ValueSetComposeInclude): Map<string, ValueSetComposeInc
   return map;
 }
 
-export function filtersOf(checker: ValueSetChecker, set: ValueSetComposeInclude, cs: CodeSystemProvider): ConceptFilter<ConceptHandle>[] {
+export function filtersOf(
+  checker: ValueSetChecker,
+  set: ValueSetComposeInclude,
+  cs: CodeSystemProvider,
+): ConceptFilter<ConceptHandle>[] {
   let byProvider = compiledFilters.get(set);
   if (!byProvider) {
     byProvider = new WeakMap();
@@ -42,7 +54,10 @@ export function filtersOf(checker: ValueSetChecker, set: ValueSetComposeInclude,
   if (!filters) {
     filters = (set.filter ?? []).map((f) => {
       if (f.value === undefined || f.value === '') {
-        throw new TerminologyError(txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, filterOp(f)]), 400);
+        throw new TerminologyError(
+          txIssue('UNABLE_TO_HANDLE_SYSTEM_FILTER_WITH_NO_VALUE', [cs.url, f.property, filterOp(f)]),
+          400,
+        );
       }
       try {
         return cs.filter(f.property, filterOp(f), f.value);
@@ -90,15 +105,26 @@ function checkWholeSystem(checker: ValueSetChecker, check: ConceptSetCheck): boo
     // A fragment says other codes may exist elsewhere; every other kind of content that lacks
     // the code (complete, example) means the code is not known.
     if (cs.content === 'fragment') {
-      state.issues.add(txIssue('UNKNOWN_CODE_IN_FRAGMENT', [code, cs.url, cs.version], { path: addToPath(path, 'code') }));
+      state.issues.add(
+        txIssue('UNKNOWN_CODE_IN_FRAGMENT', [code, cs.url, cs.version], { path: addToPath(path, 'code') }),
+      );
       return true;
     }
     state.issues.add(
-      txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], { path: addToPath(path, 'code') }),
+      txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [code, cs.url, cs.version], {
+        path: addToPath(path, 'code'),
+      }),
     );
     // A grammar can say what is wrong with the code; the ecosystem gives that as a plain note.
     const reason = cs.explainUnknown?.(code);
-    if (reason) state.issues.add({ severity: 'information', code: 'code-invalid', type: 'invalid-code', text: reason, path: addToPath(path, 'code') });
+    if (reason)
+      state.issues.add({
+        severity: 'information',
+        code: 'code-invalid',
+        type: 'invalid-code',
+        text: reason,
+        path: addToPath(path, 'code'),
+      });
     return false;
   }
   return acceptConcept(checker, check, concept, undefined);
@@ -108,12 +134,21 @@ function checkWholeSystem(checker: ValueSetChecker, check: ConceptSetCheck): boo
  * The code is in the set: record its displays and status, and refuse it where it is abstract
  * (abstract=false) or inactive (activeOnly, or compose.inactive=false).
  */
-function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept: ConceptHandle, listed: ValueSetComposeIncludeConcept | undefined): boolean {
+function acceptConcept(
+  checker: ValueSetChecker,
+  check: ConceptSetCheck,
+  concept: ConceptHandle,
+  listed: ValueSetComposeIncludeConcept | undefined,
+): boolean {
   const { cs, code, state, path, role } = check;
   const { params } = checker.env;
   if (concept.code !== code) {
     // The code system is case-insensitive and the code differs from its own spelling by case.
-    state.issues.add(txIssue('CODE_CASE_DIFFERENCE', [code, concept.code, cs.version ? `${cs.url}|${cs.version}` : cs.url], { path: addToPath(path, 'code') }));
+    state.issues.add(
+      txIssue('CODE_CASE_DIFFERENCE', [code, concept.code, cs.version ? `${cs.url}|${cs.version}` : cs.url], {
+        path: addToPath(path, 'code'),
+      }),
+    );
     state.normalForm = concept.code;
   }
   state.displays.add(cs.designations(concept));
@@ -121,7 +156,15 @@ function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept
   if (listed) {
     const vsLanguage = checker.valueSet.language;
     if (listed.display) state.displays.addIncludeDisplay(listed.display, vsLanguage);
-    state.displays.add((listed.designation ?? []).map((d) => ({ language: d.language, use: d.use, value: d.value, status: 'active', isDisplay: false })));
+    state.displays.add(
+      (listed.designation ?? []).map((d) => ({
+        language: d.language,
+        use: d.use,
+        value: d.value,
+        status: 'active',
+        isDisplay: false,
+      })),
+    );
   }
   const inactive = cs.isInactive(concept);
   if (!params.abstractOk && cs.isAbstract(concept)) {
@@ -151,12 +194,19 @@ function acceptConcept(checker: ValueSetChecker, check: ConceptSetCheck, concept
   return true;
 }
 
-function reportDeprecatedInValueSet(checker: ValueSetChecker, check: ConceptSetCheck, listed: ValueSetComposeIncludeConcept): void {
+function reportDeprecatedInValueSet(
+  checker: ValueSetChecker,
+  check: ConceptSetCheck,
+  listed: ValueSetComposeIncludeConcept,
+): void {
   const standards = listed.extension?.find((e) => e.url === STANDARDS_STATUS)?.valueCode;
   const deprecated = listed.extension?.some((e) => e.url === VS_DEPRECATED);
-  const status = standards === 'withdrawn' || standards === 'deprecated' ? standards : deprecated ? 'deprecated' : undefined;
+  const status =
+    standards === 'withdrawn' || standards === 'deprecated' ? standards : deprecated ? 'deprecated' : undefined;
   if (!status) return;
   check.state.issues.add(
-    txIssue('CONCEPT_DEPRECATED_IN_VALUESET', [check.cs.url, check.code, status, canonicalOf(checker.valueSet)], { path: addToPath(check.path, 'code') }),
+    txIssue('CONCEPT_DEPRECATED_IN_VALUESET', [check.cs.url, check.code, status, canonicalOf(checker.valueSet)], {
+      path: addToPath(check.path, 'code'),
+    }),
   );
 }

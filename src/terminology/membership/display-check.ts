@@ -34,19 +34,30 @@ export function checkDisplay(check: DisplayCheck): void {
       const allowed = displays.allowedDisplays();
       const status = displays.statusOf(display);
       issues.add(
-        txIssue('INACTIVE_DISPLAY_FOUND', [display, coding.code, allowed.join('", "'), status === 'withdrawn' ? 'deprecated' : status], { path: at }),
+        txIssue(
+          'INACTIVE_DISPLAY_FOUND',
+          [display, coding.code, allowed.join('", "'), status === 'withdrawn' ? 'deprecated' : status],
+          { path: at },
+        ),
       );
     }
     return;
   }
   if (check.ownDisplay) {
-    const issue = txIssue('Display_Name_Not_Fixed_use_Supplement', [display, coding.system, coding.code, displays.present(langs, true), params.langSummary()], { path: at });
+    const issue = txIssue(
+      'Display_Name_Not_Fixed_use_Supplement',
+      [display, coding.system, coding.code, displays.present(langs, true), params.langSummary()],
+      { path: at },
+    );
     note(issue.text);
     issues.add(issue);
     return;
   }
   let severity: Severity = params.displayWarning ? 'warning' : 'error';
-  const base = found.difference === 'normalized' ? 'Display_Name_WS_for__should_be_one_of__instead_of' : 'Display_Name_for__should_be_one_of__instead_of';
+  const base =
+    found.difference === 'normalized'
+      ? 'Display_Name_WS_for__should_be_one_of__instead_of'
+      : 'Display_Name_for__should_be_one_of__instead_of';
   let count = displays.displayCount(langs, undefined, true);
   if (count === 0) {
     severity = 'warning';

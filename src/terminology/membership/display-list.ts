@@ -35,13 +35,23 @@ export class DisplayList {
   add(designations: Designation[]): void {
     for (const d of designations) {
       if (!d.value) continue;
-      this.entries.push({ language: d.language ? new Language(d.language) : undefined, use: d.use, value: d.value, status: d.status });
+      this.entries.push({
+        language: d.language ? new Language(d.language) : undefined,
+        use: d.use,
+        value: d.value,
+        status: d.status,
+      });
     }
   }
 
   /** A ValueSet include concept's own display, in the value set's language. */
   addIncludeDisplay(display: string, language: string | undefined): void {
-    this.entries.push({ language: language ? new Language(language) : undefined, use: DISPLAY_USE, value: display.trim(), status: 'active' });
+    this.entries.push({
+      language: language ? new Language(language) : undefined,
+      use: DISPLAY_USE,
+      value: display.trim(),
+      status: 'active',
+    });
   }
 
   get count(): number {
@@ -54,16 +64,22 @@ export class DisplayList {
     value: string,
     activeOnly: boolean,
   ): { found: boolean; difference: DisplayDifference } {
-    const candidates = this.entries.filter((e) => this.langsMatch(langs, e.language, 'language', defLang) && (!activeOnly || isActive(e)));
-    if (candidates.some((e) => e.value.toLowerCase() === value.toLowerCase())) return { found: true, difference: 'none' };
-    if (candidates.some((e) => normalize(e.value) === normalize(value))) return { found: false, difference: 'normalized' };
+    const candidates = this.entries.filter(
+      (e) => this.langsMatch(langs, e.language, 'language', defLang) && (!activeOnly || isActive(e)),
+    );
+    if (candidates.some((e) => e.value.toLowerCase() === value.toLowerCase()))
+      return { found: true, difference: 'none' };
+    if (candidates.some((e) => normalize(e.value) === normalize(value)))
+      return { found: false, difference: 'normalized' };
     return { found: false, difference: 'none' };
   }
 
   /** How many displays the wanted languages have, trying the closest match depth first. */
   displayCount(langs: LanguageList | undefined, defLang: Language | undefined, displayOnly: boolean): number {
     for (const depth of ['full', 'region', 'language'] as MatchDepth[]) {
-      const n = this.entries.filter((e) => (!displayOnly || isDisplay(e)) && this.langsMatch(langs, e.language, depth, defLang)).length;
+      const n = this.entries.filter(
+        (e) => (!displayOnly || isDisplay(e)) && this.langsMatch(langs, e.language, depth, defLang),
+      ).length;
       if (n > 0) return n;
     }
     return 0;
@@ -71,7 +87,9 @@ export class DisplayList {
 
   /** `'Display 1' (en) or 'Anzeige 1' (de)`: the valid displays, for a message. */
   present(langs: LanguageList | undefined, displayOnly: boolean): string {
-    let chosen = this.entries.filter((e) => (!displayOnly || isDisplay(e)) && this.langsMatch(langs, e.language, 'language', undefined));
+    let chosen = this.entries.filter(
+      (e) => (!displayOnly || isDisplay(e)) && this.langsMatch(langs, e.language, 'language', undefined),
+    );
     if (chosen.length === 0) chosen = this.entries.filter((e) => !displayOnly || isDisplay(e));
     return joinWithOr(chosen.map((e) => (e.language ? `'${e.value}' (${e.language.code})` : `'${e.value}'`)));
   }
@@ -103,7 +121,10 @@ export class DisplayList {
       for (const activeOnly of [true, false]) {
         for (const depth of ['full', 'region', 'language'] as MatchDepth[]) {
           const ok = (e: Entry) => this.langMatches(language, e.language, depth) && (!activeOnly || isActive(e));
-          const pick = this.entries.find((e) => ok(e) && isPreferred(e)) ?? this.entries.find((e) => ok(e) && isDisplay(e)) ?? this.entries.find(ok);
+          const pick =
+            this.entries.find((e) => ok(e) && isPreferred(e)) ??
+            this.entries.find((e) => ok(e) && isDisplay(e)) ??
+            this.entries.find(ok);
           if (pick) return pick.value;
         }
       }
@@ -117,7 +138,12 @@ export class DisplayList {
     return actual !== undefined && wanted.matches(actual, depth);
   }
 
-  private langsMatch(langs: LanguageList | undefined, stated: Language | undefined, depth: MatchDepth, defLang: Language | undefined): boolean {
+  private langsMatch(
+    langs: LanguageList | undefined,
+    stated: Language | undefined,
+    depth: MatchDepth,
+    defLang: Language | undefined,
+  ): boolean {
     if (defLang && stated && stated.matches(defLang)) return true;
     if (!stated || !langs || langs.isEmpty) return true;
     return langs.entries.some((e) => e.quality > 0 && this.langMatches(e.language, stated, depth));

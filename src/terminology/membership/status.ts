@@ -24,13 +24,22 @@ export function reportStatus(issues: IssueList, facts: StatusFacts, source: Valu
   else if (facts.standardsStatus === 'withdrawn') id = 'MSG_WITHDRAWN';
   else if (facts.status === 'retired') id = 'MSG_RETIRED';
   else if (source && facts.experimental && !source.experimental) id = 'MSG_EXPERIMENTAL';
-  else if (source && (facts.status === 'draft' || facts.standardsStatus === 'draft') && source.status !== 'draft' && standardsStatusOf(source) !== 'draft') {
+  else if (
+    source &&
+    (facts.status === 'draft' || facts.standardsStatus === 'draft') &&
+    source.status !== 'draft' &&
+    standardsStatusOf(source) !== 'draft'
+  ) {
     id = 'MSG_DRAFT';
   }
   if (id) issues.add(txIssue(id, [facts.canonical, '', facts.type]));
 }
 
-export function checkResourceStatus(state: { issues: IssueList }, resource: ValueSet | CodeSystem, source: ValueSet | undefined): void {
+export function checkResourceStatus(
+  state: { issues: IssueList },
+  resource: ValueSet | CodeSystem,
+  source: ValueSet | undefined,
+): void {
   reportStatus(
     state.issues,
     {

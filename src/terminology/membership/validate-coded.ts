@@ -85,7 +85,8 @@ function gather(input: CodedInput): Gathered {
     const path = issuePath === 'CodeableConcept' ? addToPath(issuePath, `coding[${i}]`) : issuePath;
     if (!checkCoding(input, got, { coding: codings[i], index: i, path })) break;
   }
-  if (issuePath === 'CodeableConcept' && got.matched.size > 0) softenUnknownSystems(got.issues, codings, got.matched, messages, got.note);
+  if (issuePath === 'CodeableConcept' && got.matched.size > 0)
+    softenUnknownSystems(got.issues, codings, got.matched, messages, got.note);
   return got;
 }
 
@@ -104,7 +105,14 @@ function checkCoding(input: CodedInput, got: Gathered, at: { coding: Coding; ind
     got.noCode = true;
     return false;
   }
-  const state: CodingState = { issues, messages: got.messages, unknownSystems: got.unknownSystems, displays: new DisplayList(), inactive: got.inactive, status: got.status };
+  const state: CodingState = {
+    issues,
+    messages: got.messages,
+    unknownSystems: got.unknownSystems,
+    displays: new DisplayList(),
+    inactive: got.inactive,
+    status: got.status,
+  };
   const v = checker.check({ path, system: c.system, version: c.version, code: c.code, display: c.display }, state);
   got.inactive = state.inactive;
   got.status = state.status;
@@ -132,20 +140,44 @@ function checkCoding(input: CodedInput, got: Gathered, at: { coding: Coding; ind
 
   if (v === true) {
     if (state.contentMode === 'example') {
-      const issue = plainIssue('CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], { path: path || undefined });
+      const issue = plainIssue('CODESYSTEM_CONTENT_EXAMPLE', [c.system, c.code, c.display, state.contentMode], {
+        path: path || undefined,
+      });
       note(issue.text);
       issues.add(issue);
     } else if (c.display && state.displays.count > 0) {
       state.displays.baseLanguage = state.defLang;
-      checkDisplay({ coding: c, displays: state.displays, defLang: state.defLang, params, issues, note, path, ownDisplay: state.ownDisplay });
+      checkDisplay({
+        coding: c,
+        displays: state.displays,
+        defLang: state.defLang,
+        params,
+        issues,
+        note,
+        path,
+        ownDisplay: state.ownDisplay,
+      });
     }
     if (!got.first) {
       state.displays.baseLanguage = state.defLang;
-      const display = state.displays.preferredDisplay(params.workingLanguages()) ?? state.displays.preferredDisplay(undefined);
+      const display =
+        state.displays.preferredDisplay(params.workingLanguages()) ?? state.displays.preferredDisplay(undefined);
       got.first = { system: c.system, code: c.code, path, version: state.version, display };
     }
   } else if (!params.membershipOnly && ws) {
-    describeOutsideValueSet({ checker, coding: c, ws, path, mode, issuePath, index: i, state, note, seenUnknown: got.seenUnknown, onDisplay: (d) => (got.display = d) });
+    describeOutsideValueSet({
+      checker,
+      coding: c,
+      ws,
+      path,
+      mode,
+      issuePath,
+      index: i,
+      state,
+      note,
+      seenUnknown: got.seenUnknown,
+      onDisplay: (d) => (got.display = d),
+    });
     if (!got.inactive && state.inactive) got.inactive = state.inactive;
     if (state.version && mode !== 'codeableConcept' && !got.fallback.version) got.fallback.version = state.version;
   }
@@ -164,7 +196,13 @@ function summariseNotInValueSet(input: CodedInput, got: Gathered): void {
       ? (['TX_GENERAL_CC_ERROR_MESSAGE', [vs]] as const)
       : (['None_of_the_provided_codes_are_in_the_value_set_one', ['', vs, got.codeList]] as const);
   const at =
-    mode === 'codeableConcept' ? undefined : !issuePath ? 'code' : issuePath !== 'CodeableConcept' ? `${issuePath}.code` : issuePath;
+    mode === 'codeableConcept'
+      ? undefined
+      : !issuePath
+        ? 'code'
+        : issuePath !== 'CodeableConcept'
+          ? `${issuePath}.code`
+          : issuePath;
   if (issues.add(txIssue(id, [...args], { path: at }))) note(message(id, ...args));
 }
 
@@ -179,7 +217,8 @@ function resultOf(input: CodedInput, got: Gathered): ValidationResult {
   else if (fallback.system && mode !== 'codeableConcept') result.system = fallback.system;
   // An unknown system is reported as the reason for the answer, unless another coding made it true.
   if (unknownSystems.size > 0 && ok === false) result['x-unknown-system'] = [...unknownSystems].map(asCanonical);
-  else if (unknownSystems.size > 0 && !valid) result['x-caused-by-unknown-system'] = [...unknownSystems].map(asCanonical);
+  else if (unknownSystems.size > 0 && !valid)
+    result['x-caused-by-unknown-system'] = [...unknownSystems].map(asCanonical);
   if (got.normalForm) result['normalized-code'] = got.normalForm;
   if (first) result.code = first.code;
   else if (fallback.code && mode !== 'codeableConcept') result.code = fallback.code;
@@ -210,7 +249,9 @@ function reportStatusOfCode(input: CodedInput, got: Gathered, result: Validation
     issues.add(issue);
   } else if (got.status?.toLowerCase() === 'deprecated') {
     result.status = 'deprecated';
-    const issue = txIssue('DEPRECATED_CONCEPT_FOUND', [got.status, first?.code ?? got.fallback.code], { path: issuePath || undefined });
+    const issue = txIssue('DEPRECATED_CONCEPT_FOUND', [got.status, first?.code ?? got.fallback.code], {
+      path: issuePath || undefined,
+    });
     note(issue.text);
     issues.add(issue);
   }
@@ -238,7 +279,12 @@ function describeOutsideValueSet(check: OutsideCheck): void {
   const { checker, coding: c, ws, path, mode, issuePath, index, state } = check;
   const { params } = checker.env;
   if (!isAbsoluteUrl(ws)) {
-    const p = mode === 'coding' ? `${issuePath}.system` : mode === 'codeableConcept' ? `${issuePath}.coding[${index}].system` : issuePath;
+    const p =
+      mode === 'coding'
+        ? `${issuePath}.system`
+        : mode === 'codeableConcept'
+          ? `${issuePath}.coding[${index}].system`
+          : issuePath;
     const issue = txIssue('Terminology_TX_System_Relative', [], { path: p || undefined });
     state.messages.push(issue.text);
     state.issues.add(issue);
@@ -257,7 +303,15 @@ function describeOutsideValueSet(check: OutsideCheck): void {
   if (c.display && displays.count > 0) {
     const defLang = Language.of(cs.language ?? 'en');
     if (!displays.hasDisplay(params.workingLanguages(), defLang, c.display, false).found) {
-      checkDisplay({ coding: { ...c, system: cs.url }, displays, defLang, params, issues: state.issues, note: check.note, path });
+      checkDisplay({
+        coding: { ...c, system: cs.url },
+        displays,
+        defLang,
+        params,
+        issues: state.issues,
+        note: check.note,
+        path,
+      });
     }
   }
   if (cs.version && mode !== 'codeableConcept') state.version = cs.version;
@@ -315,7 +369,9 @@ function describeUnknownCode(check: OutsideCheck, cs: CodeSystemProvider): void 
   if (cs.content === 'fragment') {
     state.issues.add(txIssue('UNKNOWN_CODE_IN_FRAGMENT', [c.code, ws, cs.version], { path: addToPath(path, 'code') }));
   } else {
-    const issue = txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], { path: addToPath(path, 'code') });
+    const issue = txIssue(cs.version ? 'Unknown_Code_in_Version' : 'Unknown_Code_in', [c.code, ws, cs.version], {
+      path: addToPath(path, 'code'),
+    });
     note(issue.text);
     state.issues.add(issue);
   }
@@ -334,7 +390,13 @@ function versionInValueSet(checker: ValueSetChecker, system: string | undefined)
  * In a CodeableConcept, a coding whose code system is unknown does not veto another coding
  * that is valid: its error becomes a warning that says the coding was not checked.
  */
-function softenUnknownSystems(issues: IssueList, codings: Coding[], matched: Set<number>, messages: string[], note: (t: string) => void): void {
+function softenUnknownSystems(
+  issues: IssueList,
+  codings: Coding[],
+  matched: Set<number>,
+  messages: string[],
+  note: (t: string) => void,
+): void {
   const unknownIds = ['UNKNOWN_CODESYSTEM', 'UNKNOWN_CODESYSTEM_VERSION', 'UNKNOWN_CODESYSTEM_VERSION_NONE'];
   codings.forEach((c, j) => {
     if (matched.has(j)) return;
@@ -344,7 +406,10 @@ function softenUnknownSystems(issues: IssueList, codings: Coding[], matched: Set
         const was = issue.text;
         issue.severity = 'warning';
         issue.messageId = 'UNKNOWN_CODESYSTEM_CODING_NOT_CHECKED';
-        issue.text = message('UNKNOWN_CODESYSTEM_CODING_NOT_CHECKED', c.version ? `${c.system}|${c.version}` : c.system);
+        issue.text = message(
+          'UNKNOWN_CODESYSTEM_CODING_NOT_CHECKED',
+          c.version ? `${c.system}|${c.version}` : c.system,
+        );
         const k = messages.indexOf(was);
         if (k >= 0) messages.splice(k, 1);
         note(issue.text);

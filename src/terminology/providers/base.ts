@@ -18,12 +18,28 @@ export interface BuiltInConcept extends ConceptHandle {
   readonly userAssigned?: boolean;
 }
 
-export const DISPLAY_USE = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage' };
+export const DISPLAY_USE = {
+  system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra',
+  code: 'preferredForLanguage',
+};
 const NONE: readonly never[] = Object.freeze([]);
 
 /** The CodeSystem that describes a built-in terminology (found by url like any other). */
-export function describe(options: { url: string; version?: string; name: string; title: string; caseSensitive?: boolean }): CodeSystem {
-  const cs: CodeSystem = { resourceType: 'CodeSystem', url: options.url, name: options.name, title: options.title, status: 'active', content: 'complete' };
+export function describe(options: {
+  url: string;
+  version?: string;
+  name: string;
+  title: string;
+  caseSensitive?: boolean;
+}): CodeSystem {
+  const cs: CodeSystem = {
+    resourceType: 'CodeSystem',
+    url: options.url,
+    name: options.name,
+    title: options.title,
+    status: 'active',
+    content: 'complete',
+  };
   if (options.version) cs.version = options.version;
   cs.caseSensitive = options.caseSensitive ?? true;
   return cs;
@@ -75,8 +91,11 @@ export abstract class BuiltInProvider<C extends BuiltInConcept = BuiltInConcept>
     return undefined;
   }
   designations(concept: C): Designation[] {
-    const list: Designation[] = [{ language: 'en', use: DISPLAY_USE, value: concept.display, status: 'active', isDisplay: true }];
-    for (const value of concept.alternates ?? []) list.push({ language: 'en', use: DISPLAY_USE, value, status: 'active', isDisplay: false });
+    const list: Designation[] = [
+      { language: 'en', use: DISPLAY_USE, value: concept.display, status: 'active', isDisplay: true },
+    ];
+    for (const value of concept.alternates ?? [])
+      list.push({ language: 'en', use: DISPLAY_USE, value, status: 'active', isDisplay: false });
     return list;
   }
   properties(): PropertyValue[] {

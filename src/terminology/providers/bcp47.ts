@@ -62,7 +62,8 @@ function parse(tag: string): ParsedTag | undefined {
   const language = parts[i++];
   if (!/^[a-z]{2,3}$|^[a-z]{5,8}$/.test(language)) return undefined;
   const parsed: ParsedTag = { language, extlang: [], variants: [] };
-  while (i < parts.length && parsed.extlang.length < 3 && language.length <= 3 && /^[a-z]{3}$/.test(parts[i])) parsed.extlang.push(parts[i++]);
+  while (i < parts.length && parsed.extlang.length < 3 && language.length <= 3 && /^[a-z]{3}$/.test(parts[i]))
+    parsed.extlang.push(parts[i++]);
   if (i < parts.length && /^[A-Z][a-z]{3}$/.test(parts[i])) parsed.script = parts[i++];
   if (i < parts.length && /^[A-Z]{2}$|^\d{3}$/.test(parts[i])) parsed.region = parts[i++];
   while (i < parts.length && /^[a-z0-9]{5,8}$|^\d[a-z0-9]{3}$/.test(parts[i])) parsed.variants.push(parts[i++]);
@@ -72,7 +73,11 @@ function parse(tag: string): ParsedTag | undefined {
     if (!/^[a-wyz0-9]$|^x$/.test(singleton)) return undefined;
     const min = singleton === 'x' ? 1 : 2;
     let count = 0;
-    while (i < parts.length && new RegExp(`^[a-z0-9]{${min},8}$`).test(parts[i]) && (singleton === 'x' || parts[i].length > 1)) {
+    while (
+      i < parts.length &&
+      new RegExp(`^[a-z0-9]{${min},8}$`).test(parts[i]) &&
+      (singleton === 'x' || parts[i].length > 1)
+    ) {
       i++;
       count++;
     }

@@ -43,7 +43,11 @@ function conceptFilter(cs: ResourceCodeSystemProvider, spec: FilterSpec): Concep
       return fixed(target ? [target] : []);
     }
     case 'in':
-      return fixed(splitList(value).map((c) => cs.locate(c)).filter((n): n is Node => n !== undefined));
+      return fixed(
+        splitList(value)
+          .map((c) => cs.locate(c))
+          .filter((n): n is Node => n !== undefined),
+      );
     case 'not-in': {
       const excluded = new Set(splitList(value).map((c) => cs.locate(c)));
       return scan(cs, (n) => !excluded.has(n));
@@ -148,11 +152,17 @@ function propertyFilter(cs: ResourceCodeSystemProvider, spec: FilterSpec): Conce
   // A filter the code system declares (CodeSystem.filter) is a valid filter even when its meaning
   // is given only in words: it is read as selecting the concepts whose property of that code has
   // the value, which for a filter no concept carries as a property selects none.
-  const declared = cs.propertyType(property) !== undefined || cs.propertyCodeFor(property) !== undefined || cs.declaresFilter(property, op);
+  const declared =
+    cs.propertyType(property) !== undefined ||
+    cs.propertyCodeFor(property) !== undefined ||
+    cs.declaresFilter(property, op);
   const special = ['notSelectable', 'status', 'inactive', 'deprecated'].includes(property);
   if (!declared && !special) throw new FilterNotSupportedError(property, op, value);
   const valuesOf = (n: Node): string[] => {
-    const found = cs.properties(n).filter((p) => p.code === property).map(asText);
+    const found = cs
+      .properties(n)
+      .filter((p) => p.code === property)
+      .map(asText);
     if (found.length > 0 || declared) return found;
     // Undeclared standard properties: read them through their meaning.
     if (property === 'inactive') return [String(cs.isInactive(n))];
@@ -176,7 +186,7 @@ function propertyFilter(cs: ResourceCodeSystemProvider, spec: FilterSpec): Conce
     }
     case 'exists': {
       const wanted = value === 'true';
-      return scan(cs, (n) => (valuesOf(n).length > 0) === wanted);
+      return scan(cs, (n) => valuesOf(n).length > 0 === wanted);
     }
     default:
       throw new FilterNotSupportedError(property, op, value);
@@ -189,7 +199,10 @@ function asText(p: PropertyValue): string {
 }
 
 function splitList(value: string): string[] {
-  return value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }
 
 /** Full-match test on RE2; an expression RE2 cannot compile is a filter this server does not support. */

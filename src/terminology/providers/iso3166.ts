@@ -36,12 +36,18 @@ function concepts(): BuiltInConcept[] {
     list.push({ code: alpha2, display: alpha2Name ?? name });
     for (const code of [alpha3, numeric]) list.push({ code, display: name });
   }
-  for (const code of userAssignedCodes()) list.push({ code, display: NAMED_USER_CODES[code] ?? USER_ASSIGNED, userAssigned: true });
+  for (const code of userAssignedCodes())
+    list.push({ code, display: NAMED_USER_CODES[code] ?? USER_ASSIGNED, userAssigned: true });
   return list;
 }
 
 export const iso3166: BuiltInTerminology = {
-  resource: describe({ url: ISO_3166, version: '2018', name: 'ISO3166Part1', title: 'ISO 3166-1 Codes for the representation of names of countries' }),
+  resource: describe({
+    url: ISO_3166,
+    version: '2018',
+    name: 'ISO3166Part1',
+    title: 'ISO 3166-1 Codes for the representation of names of countries',
+  }),
   create() {
     return new TableProvider(this.resource, concepts());
   },

@@ -8,7 +8,19 @@ import { BuiltInProvider, describe, type BuiltInConcept } from './base';
  */
 
 export const MIME_TYPES = 'urn:ietf:bcp:13';
-const TOP_LEVEL = new Set(['application', 'audio', 'example', 'font', 'haptics', 'image', 'message', 'model', 'multipart', 'text', 'video']);
+const TOP_LEVEL = new Set([
+  'application',
+  'audio',
+  'example',
+  'font',
+  'haptics',
+  'image',
+  'message',
+  'model',
+  'multipart',
+  'text',
+  'video',
+]);
 const NAME = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$/;
 const PARAMETER = /^\s*[A-Za-z0-9!#$&^_.+-]+=("[^"]*"|[A-Za-z0-9!#$&^_.+-]+)\s*$/;
 

@@ -68,7 +68,8 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
     this.hasHierarchy = this.ordered.some((n) => n.children.length > 0);
     if (!this.caseSensitive) {
       this.byLowerCode = new Map();
-      for (const node of this.ordered) if (!this.byLowerCode.has(node.code.toLowerCase())) this.byLowerCode.set(node.code.toLowerCase(), node);
+      for (const node of this.ordered)
+        if (!this.byLowerCode.has(node.code.toLowerCase())) this.byLowerCode.set(node.code.toLowerCase(), node);
     }
     this.supplements = [];
     for (const supplement of supplements) this.applySupplement(supplement);
@@ -126,9 +127,17 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
         if (node) {
           node.supplementDesignations ??= [];
           if (concept.display && supplement.language) {
-            node.supplementDesignations.push({ language: supplement.language, use: DISPLAY_USE, value: concept.display, status: 'active', isDisplay: false, source });
+            node.supplementDesignations.push({
+              language: supplement.language,
+              use: DISPLAY_USE,
+              value: concept.display,
+              status: 'active',
+              isDisplay: false,
+              source,
+            });
           }
-          for (const d of concept.designation ?? []) node.supplementDesignations.push({ ...toDesignation(d.value, d.language, d.use, d.extension), source });
+          for (const d of concept.designation ?? [])
+            node.supplementDesignations.push({ ...toDesignation(d.value, d.language, d.use, d.extension), source });
           node.supplementProperties ??= [];
           for (const p of concept.property ?? []) {
             const value = propertyValue(p);
@@ -161,7 +170,13 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   designations(concept: ConceptNode): Designation[] {
     const list: Designation[] = [];
     if (concept.source.display) {
-      list.push({ language: this.language, use: DISPLAY_USE, value: concept.source.display.trim(), status: 'active', isDisplay: true });
+      list.push({
+        language: this.language,
+        use: DISPLAY_USE,
+        value: concept.source.display.trim(),
+        status: 'active',
+        isDisplay: true,
+      });
     }
     for (const d of concept.source.designation ?? []) list.push(toDesignation(d.value, d.language, d.use, d.extension));
     if (concept.supplementDesignations) list.push(...concept.supplementDesignations);
@@ -208,7 +223,11 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
   status(concept: ConceptNode): string | undefined {
     const status = this.standardProperty(concept, 'status');
     if (status && typeof status.value === 'string') return status.value;
-    const flags: [string, string][] = [['deprecated', 'deprecated'], ['inactive', 'inactive'], ['retired', 'retired']];
+    const flags: [string, string][] = [
+      ['deprecated', 'deprecated'],
+      ['inactive', 'inactive'],
+      ['retired', 'retired'],
+    ];
     for (const [meaning, result] of flags) {
       const p = this.standardProperty(concept, meaning);
       if (p && (p.value === true || p.value === 'true')) return result;
@@ -263,7 +282,9 @@ export class ResourceCodeSystemProvider implements CodeSystemProvider<ConceptNod
 
   /** Whether CodeSystem.filter declares this filter (code and operator). */
   declaresFilter(code: string, op: string): boolean {
-    return (this.resource.filter ?? []).some((f) => f.code === code && f.operator.includes(op as (typeof f.operator)[number]));
+    return (this.resource.filter ?? []).some(
+      (f) => f.code === code && f.operator.includes(op as (typeof f.operator)[number]),
+    );
   }
 
   /** The code this system uses for a property with the given standard meaning, if any. */
@@ -303,8 +324,13 @@ function toDesignation(value: string, language?: string, use?: Coding, extension
 }
 
 const VALUE_KEYS: [string, string][] = [
-  ['valueCode', 'code'], ['valueString', 'string'], ['valueBoolean', 'boolean'], ['valueInteger', 'integer'],
-  ['valueDecimal', 'decimal'], ['valueDateTime', 'dateTime'], ['valueCoding', 'Coding'],
+  ['valueCode', 'code'],
+  ['valueString', 'string'],
+  ['valueBoolean', 'boolean'],
+  ['valueInteger', 'integer'],
+  ['valueDecimal', 'decimal'],
+  ['valueDateTime', 'dateTime'],
+  ['valueCoding', 'Coding'],
 ];
 
 function propertyValue(p: NonNullable<CodeSystemConcept['property']>[number]): PropertyValue | undefined {

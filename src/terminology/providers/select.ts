@@ -30,7 +30,12 @@ const NOT_FOUND: Record<CodeSystemPurpose, Record<'system' | 'version' | 'noVers
  * request and its version rules select, with the supplements it asks for applied. Anything that
  * cannot be found is a request that cannot be answered (404), never a guess.
  */
-export function codeSystemProvider(system: string, stated: string | undefined, ctx: EngineContext, purpose: CodeSystemPurpose): CodeSystemProvider {
+export function codeSystemProvider(
+  system: string,
+  stated: string | undefined,
+  ctx: EngineContext,
+  purpose: CodeSystemPurpose,
+): CodeSystemProvider {
   const { resolver, params } = ctx;
   const ids = NOT_FOUND[purpose];
   const version = params.versionFor(system, stated);

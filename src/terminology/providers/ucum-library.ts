@@ -12,7 +12,11 @@ export interface UcumUnit {
 }
 
 interface UcumUtils {
-  getSpecifiedUnit(expression: string, mode: 'validate', suggest: boolean): { unit: UcumUnit | null; retMsg?: string[] };
+  getSpecifiedUnit(
+    expression: string,
+    mode: 'validate',
+    suggest: boolean,
+  ): { unit: UcumUnit | null; retMsg?: string[] };
 }
 
 interface UcumPrefix {
@@ -34,9 +38,11 @@ export function ucumLibrary(): UcumLibrary {
       UcumLhcUtils: { getInstance(): UcumUtils };
       UnitTables: { getInstance(): { getUnitByCode(code: string): UcumUnit | undefined } };
     };
-    const prefixes = (require('@lhncbc/ucum-lhc/source-cjs/prefixTables.js') as {
-      PrefixTables: { getInstance(): { getPrefixByCode(code: string): UcumPrefix | undefined | null } };
-    }).PrefixTables.getInstance();
+    const prefixes = (
+      require('@lhncbc/ucum-lhc/source-cjs/prefixTables.js') as {
+        PrefixTables: { getInstance(): { getPrefixByCode(code: string): UcumPrefix | undefined | null } };
+      }
+    ).PrefixTables.getInstance();
     const utils = pkg.UcumLhcUtils.getInstance();
     const units = pkg.UnitTables.getInstance();
     library = {

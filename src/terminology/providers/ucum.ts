@@ -40,7 +40,8 @@ class UcumProvider extends BuiltInProvider<UnitConcept> {
   locate(code: string): UnitConcept | undefined {
     let concept = this.found.get(code);
     if (concept === undefined) {
-      const { unit } = code.trim() === code && code !== '' ? ucumLibrary().parse(withoutAnnotationText(code)) : { unit: null };
+      const { unit } =
+        code.trim() === code && code !== '' ? ucumLibrary().parse(withoutAnnotationText(code)) : { unit: null };
       concept = unit ? { code, display: code, unit } : null;
       if (this.found.size > 10_000) this.found.clear();
       this.found.set(code, concept);
@@ -50,7 +51,13 @@ class UcumProvider extends BuiltInProvider<UnitConcept> {
 
   override designations(concept: UnitConcept): Designation[] {
     const list = super.designations(concept);
-    list.push({ language: 'en', use: DISPLAY_USE, value: describeExpression(ucumLibrary(), concept.code), status: 'active', isDisplay: false });
+    list.push({
+      language: 'en',
+      use: DISPLAY_USE,
+      value: describeExpression(ucumLibrary(), concept.code),
+      status: 'active',
+      isDisplay: false,
+    });
     const common = this.commonNames().get(concept.code);
     if (common) list.push({ language: 'en', use: SYNONYM_USE, value: common, status: 'active', isDisplay: false });
     return list;

@@ -43,7 +43,12 @@ export function binary(left: Expr, right: Expr, apply: (x: unknown, y: unknown) 
 export const ABSTRACT_TYPES = new Set(['Resource', 'DomainResource', 'MetadataResource', 'CanonicalResource']);
 
 export function isResource(item: unknown): item is { resourceType: string } {
-  return typeof item === 'object' && item !== null && !Array.isArray(item) && typeof (item as { resourceType?: unknown }).resourceType === 'string';
+  return (
+    typeof item === 'object' &&
+    item !== null &&
+    !Array.isArray(item) &&
+    typeof (item as { resourceType?: unknown }).resourceType === 'string'
+  );
 }
 
 /** `name` on each item: arrays flattened, `_name` counted where `name` has no value, choice names found. */
@@ -59,7 +64,8 @@ export function child(input: Expr, name: string): Expr {
       if (!found && isChoiceName(name)) {
         // A choice element (`value`) is written with its type (`valueQuantity`).
         for (const key in obj) {
-          if (key.length > name.length && key.startsWith(name) && /[A-Z]/.test(key[name.length])) collect(obj, key, out);
+          if (key.length > name.length && key.startsWith(name) && /[A-Z]/.test(key[name.length]))
+            collect(obj, key, out);
         }
       }
     }
@@ -106,10 +112,18 @@ export function temporal(value: unknown): boolean {
 }
 
 /** Dates (`2020`, `2020-01`, `2020-01-02`) or dateTimes to the second with a zone, alike in precision and zone. */
-const DATE_OR_DATETIME = /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])(T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(Z|[+-]\d\d:\d\d))?)?)?$/;
+const DATE_OR_DATETIME =
+  /^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01])(T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(Z|[+-]\d\d:\d\d))?)?)?$/;
 
 export function sameDatePrecision(x: unknown, y: unknown): boolean {
-  if (typeof x !== 'string' || typeof y !== 'string' || x.length !== y.length || !DATE_OR_DATETIME.test(x) || !DATE_OR_DATETIME.test(y)) return false;
+  if (
+    typeof x !== 'string' ||
+    typeof y !== 'string' ||
+    x.length !== y.length ||
+    !DATE_OR_DATETIME.test(x) ||
+    !DATE_OR_DATETIME.test(y)
+  )
+    return false;
   return x.length <= 10 || x.slice(19) === y.slice(19);
 }
 

@@ -69,7 +69,10 @@ export class Parser {
       const op = this.take().text;
       const l = left;
       const r = this.andExpr();
-      left = op === 'or' ? (focus, env) => or(bool(l(focus, env)), () => bool(r(focus, env))) : (focus, env) => xor(bool(l(focus, env)), bool(r(focus, env)));
+      left =
+        op === 'or'
+          ? (focus, env) => or(bool(l(focus, env)), () => bool(r(focus, env)))
+          : (focus, env) => xor(bool(l(focus, env)), bool(r(focus, env)));
     }
     return left;
   }
@@ -116,7 +119,8 @@ export class Parser {
     const right = this.comparison();
     const negate = t.text === '!=';
     return binary(left, right, (x, y) => {
-      if (typeof x === 'object' || typeof y === 'object' || typeof x !== typeof y || temporal(x) || temporal(y)) throw new Unsupported();
+      if (typeof x === 'object' || typeof y === 'object' || typeof x !== typeof y || temporal(x) || temporal(y))
+        throw new Unsupported();
       return (x === y) !== negate;
     });
   }
@@ -124,7 +128,8 @@ export class Parser {
   /** `resource.is(Composition)`: a resource's own type against a concrete resource type. */
   private isType(input: Expr): Expr {
     const type = this.take();
-    if (type.kind !== 'name' || !/^[A-Z][A-Za-z]*$/.test(type.text) || ABSTRACT_TYPES.has(type.text)) throw new Unsupported();
+    if (type.kind !== 'name' || !/^[A-Z][A-Za-z]*$/.test(type.text) || ABSTRACT_TYPES.has(type.text))
+      throw new Unsupported();
     this.take(')');
     return (focus, env) => {
       const c = input(focus, env);
@@ -205,7 +210,8 @@ export class Parser {
       }
       if (t.text === '$this') return (focus) => focus;
       if (t.text === '%resource') return (_focus, env) => (env.resource === undefined ? [] : [env.resource]);
-      if (t.text === '%rootResource') return (_focus, env) => (env.rootResource === undefined ? [] : [env.rootResource]);
+      if (t.text === '%rootResource')
+        return (_focus, env) => (env.rootResource === undefined ? [] : [env.rootResource]);
       if (/^[A-Z]/.test(t.text)) return this.typeName(t.text);
       if (KEYWORDS.has(t.text)) throw new Unsupported();
       if (this.peek()?.text === '(') return this.call((focus) => focus, t.text);
@@ -359,6 +365,7 @@ export function withoutOptionalTail(pattern: string): string {
     }
   }
   // The quantifier must follow an atom directly, at the top level.
-  if (groups.length > 0 || lastAtom < 0 || '*+?}'.includes(pattern[atomEnd - 1]) && pattern[atomEnd - 2] !== '\\') return pattern;
+  if (groups.length > 0 || lastAtom < 0 || ('*+?}'.includes(pattern[atomEnd - 1]) && pattern[atomEnd - 2] !== '\\'))
+    return pattern;
   return pattern.slice(0, lastAtom);
 }

@@ -50,7 +50,12 @@ function invariantExpression(constraint: Constraint, primitive: string | undefin
   return primitive ? `\`${primitive}\`.all(${constraint.expression})` : constraint.expression;
 }
 
-export function checkConstraints(walk: Walk, value: Record<string, unknown>, element: ConstrainedElement, cursor: Cursor): void {
+export function checkConstraints(
+  walk: Walk,
+  value: Record<string, unknown>,
+  element: ConstrainedElement,
+  cursor: Cursor,
+): void {
   for (const { constraint, base } of constraintsFor(walk.session, element)) {
     evaluateInvariant(walk, constraint, value, { base, env: cursor.env, path: cursor.path });
   }
@@ -85,31 +90,66 @@ function constraintsFor(session: ProfileSession, { node, provider, type }: Const
 }
 
 /** One invariant at one place. */
-export function evaluateInvariant(walk: Walk, constraint: Constraint, focus: Record<string, unknown>, place: InvariantPlace): void {
+export function evaluateInvariant(
+  walk: Walk,
+  constraint: Constraint,
+  focus: Record<string, unknown>,
+  place: InvariantPlace,
+): void {
   const { base, env, path, primitive } = place;
   if (constraint.user) {
     // A user's invariant may take any time: the validator evaluates these after the walk, bounded.
     if (walk.invariants) {
-      walk.userInvariants.push({ constraint, expression: invariantExpression(constraint, primitive), focus, base, env, path });
+      walk.userInvariants.push({
+        constraint,
+        expression: invariantExpression(constraint, primitive),
+        focus,
+        base,
+        env,
+        path,
+      });
     }
     return;
   }
   const native = nativeInvariant(constraint);
   let result = native?.(focus, env);
-  if (!result && walk.invariants) result = walk.invariants.check(invariantExpression(constraint, primitive), focus, base, env);
+  if (!result && walk.invariants)
+    result = walk.invariants.check(invariantExpression(constraint, primitive), focus, base, env);
   if (result) walk.invariantResult(constraint, path, result);
 }
 
 /** The issue an invariant's result makes, if any. */
-export function invariantIssue(constraint: Constraint, path: string, result: InvariantResult): ValidationIssue | undefined {
+export function invariantIssue(
+  constraint: Constraint,
+  path: string,
+  result: InvariantResult,
+): ValidationIssue | undefined {
   if (result.ok === true) return undefined;
   if (result.ok === false) {
-    return { severity: constraint.severity, code: 'invariant', message: `Constraint failed: ${constraint.key}: '${constraint.human}'`, expression: path, source: constraint.key };
+    return {
+      severity: constraint.severity,
+      code: 'invariant',
+      message: `Constraint failed: ${constraint.key}: '${constraint.human}'`,
+      expression: path,
+      source: constraint.key,
+    };
   }
-  return { severity: 'warning', code: 'invariant', message: `Constraint ${constraint.key} could not be evaluated: ${result.reason}`, expression: path, source: constraint.key };
+  return {
+    severity: 'warning',
+    code: 'invariant',
+    message: `Constraint ${constraint.key} could not be evaluated: ${result.reason}`,
+    expression: path,
+    source: constraint.key,
+  };
 }
 
-export function checkTypeRules(walk: Walk, value: Record<string, unknown>, node: ElementNode, type: TypeRef, cursor: Cursor): void {
+export function checkTypeRules(
+  walk: Walk,
+  value: Record<string, unknown>,
+  node: ElementNode,
+  type: TypeRef,
+  cursor: Cursor,
+): void {
   const { path } = cursor;
   const terminology = walk.options.terminology && node.binding;
   switch (type.code) {
@@ -121,7 +161,11 @@ export function checkTypeRules(walk: Walk, value: Record<string, unknown>, node:
         const codings = Array.isArray(value.coding) ? value.coding.filter(isObject).map(codingOf) : [];
         if (codings.length > 0) collectBinding(walk, node, { kind: 'CodeableConcept', codings, path });
         else if (node.binding?.strength === 'required' && node.binding.valueSet) {
-          walk.error('code-invalid', path, `No code provided, and a code is required from the value set '${node.binding.valueSet}'`);
+          walk.error(
+            'code-invalid',
+            path,
+            `No code provided, and a code is required from the value set '${node.binding.valueSet}'`,
+          );
         }
       }
       return;
@@ -130,7 +174,11 @@ export function checkTypeRules(walk: Walk, value: Record<string, unknown>, node:
       return;
     case 'Quantity':
       if (terminology && typeof value.code === 'string') {
-        collectBinding(walk, node, { kind: 'Coding', codings: [{ system: value.system as string | undefined, code: value.code }], path });
+        collectBinding(walk, node, {
+          kind: 'Coding',
+          codings: [{ system: value.system as string | undefined, code: value.code }],
+          path,
+        });
       }
       return;
     default:
@@ -149,7 +197,13 @@ export function collectBinding(walk: Walk, node: ElementNode, coded: CodedValues
   const b = node.binding;
   if (!b?.valueSet || (b.strength !== 'required' && b.strength !== 'extensible')) return;
   if (coded.codings.every((c) => c.code === undefined)) return;
-  walk.bindings.push({ valueSet: b.valueSet, strength: b.strength, kind: coded.kind, codings: coded.codings, expression: coded.path });
+  walk.bindings.push({
+    valueSet: b.valueSet,
+    strength: b.strength,
+    kind: coded.kind,
+    codings: coded.codings,
+    expression: coded.path,
+  });
 }
 
 function basePath(node: ElementNode): string {

@@ -22,7 +22,13 @@ export interface Item {
 }
 
 /** The primitive property `name` of `obj` (whose cursor is given), with its `_name` twin. */
-export function primitiveProperty(walk: Walk, obj: Record<string, unknown>, name: string, slot: ChildSlot, cursor: Cursor): void {
+export function primitiveProperty(
+  walk: Walk,
+  obj: Record<string, unknown>,
+  name: string,
+  slot: ChildSlot,
+  cursor: Cursor,
+): void {
   const { node, type } = slot;
   const value = obj[name];
   const ext = obj[twin(name)];
@@ -33,19 +39,27 @@ export function primitiveProperty(walk: Walk, obj: Record<string, unknown>, name
     else if (value === null) walk.error('structure', at.path, 'null is not allowed here');
     else if (value !== undefined) primitiveValues(walk, [{ value, path: at.path }], slot, cursor.scope);
     if (ext !== undefined) {
-      if (Array.isArray(ext) || ext === null) walk.error('structure', `${cursor.path}._${name}`, 'must be a single JSON object');
+      if (Array.isArray(ext) || ext === null)
+        walk.error('structure', `${cursor.path}._${name}`, 'must be a single JSON object');
       else elementExtensions(walk, ext, at);
     }
   }
   if (walk.options.invariants && node.constraints.length > 0 && value !== undefined) {
     // Evaluated on the parent: the engine types a primitive by where it is found.
     const base = node.path.slice(0, node.path.lastIndexOf('.')).replace(/\[x\]/g, '');
-    for (const c of node.constraints) evaluateInvariant(walk, c, obj, { base, env: cursor.env, path: at.path, primitive: name });
+    for (const c of node.constraints)
+      evaluateInvariant(walk, c, obj, { base, env: cursor.env, path: at.path, primitive: name });
   }
 }
 
 /** A repeating primitive: the values and their twins, paired by position. */
-function primitiveArray(walk: Walk, property: { name: string; value: unknown; ext: unknown }, slot: ChildSlot, at: Cursor, parentPath: string): void {
+function primitiveArray(
+  walk: Walk,
+  property: { name: string; value: unknown; ext: unknown },
+  slot: ChildSlot,
+  at: Cursor,
+  parentPath: string,
+): void {
   const { name, value, ext } = property;
   const values = primitiveList(walk, value, at.path);
   const exts = primitiveList(walk, ext, `${parentPath}._${name}`);
@@ -78,7 +92,8 @@ function primitiveList(report: Report, value: unknown, at: string): unknown[] {
 
 function primitiveValues(walk: Walk, items: Item[], { node, type }: ChildSlot, scope: Scope): void {
   if (node.slices.length > 0 && node.slicing) {
-    for (const { item, at, itemType } of placeInSlices(items, node, type, walk.placing)) primitiveValue(walk, item, at, itemType, scope);
+    for (const { item, at, itemType } of placeInSlices(items, node, type, walk.placing))
+      primitiveValue(walk, item, at, itemType, scope);
   } else {
     for (const item of items) primitiveValue(walk, item, node, type, scope);
   }
@@ -91,17 +106,26 @@ function primitiveValue(walk: Walk, item: Item, node: ElementNode, type: TypeRef
     walk.error(problem.code, at, problem.message);
     return;
   }
-  if (node.fixed && node.fixed.value !== value) walk.error('value', at, `is '${show(value)}' but must be '${show(node.fixed.value)}'`);
-  if (node.pattern && node.pattern.value !== value) walk.error('value', at, `is '${show(value)}' but must be '${show(node.pattern.value)}'`);
+  if (node.fixed && node.fixed.value !== value)
+    walk.error('value', at, `is '${show(value)}' but must be '${show(node.fixed.value)}'`);
+  if (node.pattern && node.pattern.value !== value)
+    walk.error('value', at, `is '${show(value)}' but must be '${show(node.pattern.value)}'`);
   if (node.maxLength !== undefined && typeof value === 'string' && value.length > node.maxLength) {
     walk.error('value', at, `is ${value.length} characters long; at most ${node.maxLength} are allowed`);
   }
-  if (node.minValue && compare(value, node.minValue.value) < 0) walk.error('value', at, `is below the minimum ${show(node.minValue.value)}`);
-  if (node.maxValue && compare(value, node.maxValue.value) > 0) walk.error('value', at, `is above the maximum ${show(node.maxValue.value)}`);
-  if (typeof value === 'string' && value.charCodeAt(0) === 35 && (type.code === 'canonical' || type.code === 'uri' || type.code === 'url')) {
+  if (node.minValue && compare(value, node.minValue.value) < 0)
+    walk.error('value', at, `is below the minimum ${show(node.minValue.value)}`);
+  if (node.maxValue && compare(value, node.maxValue.value) > 0)
+    walk.error('value', at, `is above the maximum ${show(node.maxValue.value)}`);
+  if (
+    typeof value === 'string' &&
+    value.charCodeAt(0) === 35 &&
+    (type.code === 'canonical' || type.code === 'uri' || type.code === 'url')
+  ) {
     scope.localRefs.add(value);
   }
-  if (type.code === 'code' && walk.options.terminology) collectBinding(walk, node, { kind: 'code', codings: [{ code: value as string }], path: at });
+  if (type.code === 'code' && walk.options.terminology)
+    collectBinding(walk, node, { kind: 'code', codings: [{ code: value as string }], path: at });
 }
 
 /** `_name`: an object that may carry only `id` and `extension`, walked one level below `at`. */

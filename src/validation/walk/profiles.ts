@@ -44,10 +44,19 @@ export function claimedProfiles(walk: Walk, json: Record<string, unknown>, type:
 }
 
 /** A profile named in `meta.profile`, once resolved (now or after loading). */
-export function checkClaim(walk: Walk, resolved: CompiledProfile | ProfileError | undefined, claim: Claim, cursor: Cursor): void {
+export function checkClaim(
+  walk: Walk,
+  resolved: CompiledProfile | ProfileError | undefined,
+  claim: Claim,
+  cursor: Cursor,
+): void {
   const { url, where, type } = claim;
   if (resolved === undefined) {
-    walk.warning('not-supported', where, `Profile '${url}' is not known to this server; the resource was not checked against it`);
+    walk.warning(
+      'not-supported',
+      where,
+      `Profile '${url}' is not known to this server; the resource was not checked against it`,
+    );
   } else if (resolved instanceof ProfileError) {
     walk.error('processing', where, resolved.message);
   } else if (resolved.type !== type) {
@@ -58,7 +67,11 @@ export function checkClaim(walk: Walk, resolved: CompiledProfile | ProfileError 
 }
 
 /** An extension whose definition was loaded after the walk. */
-export function deferredExtension(walk: Walk, resolved: CompiledProfile | ProfileError | undefined, item: Deferred): void {
+export function deferredExtension(
+  walk: Walk,
+  resolved: CompiledProfile | ProfileError | undefined,
+  item: Deferred,
+): void {
   const { path } = item.cursor;
   if (resolved === undefined) unknownExtension(walk, item.url, path);
   else if (resolved instanceof ProfileError) walk.error('processing', path, resolved.message);
@@ -69,13 +82,23 @@ export function deferredExtension(walk: Walk, resolved: CompiledProfile | Profil
 }
 
 /** The definition that gives a value of this type its children: a type profile, an extension's own, or the base type. */
-export function typeDefinition(walk: Walk, value: Record<string, unknown>, type: TypeRef, cursor: Cursor): CompiledProfile | undefined {
+export function typeDefinition(
+  walk: Walk,
+  value: Record<string, unknown>,
+  type: TypeRef,
+  cursor: Cursor,
+): CompiledProfile | undefined {
   for (const url of type.profiles) {
     const resolved = usable(walk.session, url);
     if (resolved) return resolved;
   }
   const { path } = cursor;
-  if (type.code === 'Extension' && type.profiles.length === 0 && walk.options.extensions && typeof value.url === 'string') {
+  if (
+    type.code === 'Extension' &&
+    type.profiles.length === 0 &&
+    walk.options.extensions &&
+    typeof value.url === 'string'
+  ) {
     const resolved = walk.session.profile(value.url);
     if (resolved === 'unloaded') walk.deferred.push({ kind: 'extension', url: value.url, value, cursor });
     else if (resolved === undefined) unknownExtension(walk, value.url, path);
@@ -94,15 +117,34 @@ export function typeDefinition(walk: Walk, value: Record<string, unknown>, type:
  */
 function unknownExtension(report: Report, url: string, path: string): void {
   if (isModifierPath(path)) {
-    report.warning('extension', path, `The modifier extension '${clip(url, 120)}' is not known to this server: its content was not checked, and a system that does not know it must not ignore it`);
-  } else report.warning('extension', path, `The extension '${clip(url, 120)}' is not known to this server, so its content was not checked`);
+    report.warning(
+      'extension',
+      path,
+      `The modifier extension '${clip(url, 120)}' is not known to this server: its content was not checked, and a system that does not know it must not ignore it`,
+    );
+  } else
+    report.warning(
+      'extension',
+      path,
+      `The extension '${clip(url, 120)}' is not known to this server, so its content was not checked`,
+    );
 }
 
 /** A modifier extension only in modifierExtension, and only a modifier extension there. */
 function modifierRule(report: Report, definition: CompiledProfile, path: string): void {
   const modifierPlace = isModifierPath(path);
-  if (definition.root.isModifier && !modifierPlace) report.error('extension', path, `The extension '${definition.url}' is a modifier extension: it belongs in modifierExtension`);
-  if (!definition.root.isModifier && modifierPlace) report.error('extension', path, `The extension '${definition.url}' is not a modifier extension: it belongs in extension`);
+  if (definition.root.isModifier && !modifierPlace)
+    report.error(
+      'extension',
+      path,
+      `The extension '${definition.url}' is a modifier extension: it belongs in modifierExtension`,
+    );
+  if (!definition.root.isModifier && modifierPlace)
+    report.error(
+      'extension',
+      path,
+      `The extension '${definition.url}' is not a modifier extension: it belongs in extension`,
+    );
 }
 
 function isModifierPath(path: string): boolean {
