@@ -1,5 +1,6 @@
 import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
+import type { OperationCall } from '../rest/operations';
 import { fhirError } from '../fhir/errors';
 import { OutputError, readParameters, readQuery, writeOutput, type OperationInput } from '../fhir/parameters';
 import { ID_PATTERN } from '../storage/repository';
@@ -13,18 +14,8 @@ import type { BoundOperation, OperationRegistry } from './registry';
  * request's context, and its output is checked against the definition.
  */
 
-export interface OperationCall {
-  code: string;
-  level: Level;
-  type?: string;
-  id?: string;
-  method: 'GET' | 'POST';
-  query: Record<string, string | string[]>;
-  body?: unknown;
-  /** The request headers operations honour (lower-case names). */
-  headers: Record<string, string | undefined>;
-  acceptLanguage?: string;
-}
+/** The call shape is the REST core's (it runs operations through this invoker, injected). */
+export type { OperationCall };
 
 export interface InvokerDeps<S> {
   registry: OperationRegistry<S>;

@@ -1,6 +1,5 @@
 import type { Resource } from 'fhir/r4';
 import type { RequestContext } from '../context/request-context';
-import type { OperationCall } from '../operations/invoke';
 import type { FhirResponse } from './fhir-request';
 
 /**
@@ -9,6 +8,24 @@ import type { FhirResponse } from './fhir-request';
  * is shaped here, once: a resource the operation created is 201 with its Location, and `_graphql`
  * runs a query on the output (graphql.html, Operations).
  */
+
+/**
+ * An operation request as the REST core passes it to the runner it is given (src/operations
+ * implements the runner; the REST core never imports it): the code, the level and its target,
+ * the query or body, and the headers operations honour.
+ */
+export interface OperationCall {
+  code: string;
+  level: 'system' | 'type' | 'instance';
+  type?: string;
+  id?: string;
+  method: 'GET' | 'POST';
+  query: Record<string, string | string[]>;
+  body?: unknown;
+  /** The request headers operations honour (lower-case names). */
+  headers: Record<string, string | undefined>;
+  acceptLanguage?: string;
+}
 
 /** What runs operations: their invoker (input, authorization, handler, output), bound once they exist. */
 export interface OperationDoor {

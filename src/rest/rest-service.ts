@@ -14,8 +14,7 @@ import { isLimited, type AccessGuard } from '../auth/guard';
 import { SYSTEM_SCOPE_TYPES } from '../fhir/admin-types';
 import type { Matcher } from './writes';
 import type { PatchBounds } from './patch-bounds';
-import { operationResponse, type OperationDoor } from './operations';
-import type { OperationCall } from '../operations/invoke';
+import { operationResponse, type OperationCall, type OperationDoor } from './operations';
 import type { LateBound } from '../late-bound';
 
 /**
