@@ -3,7 +3,6 @@ import type { Resource } from 'fhir/r4';
 import { buildApp, type AppParts } from './app';
 import type { Logger } from 'pino';
 import type { RequestContext } from './context/request-context';
-import type { ReadinessCheck } from './http/routes/health';
 import type { AnonymousCalls } from './bots/protocol';
 import type { Repository } from './storage/repository';
 import type { OperationRegistry } from './operations/registry';
@@ -15,22 +14,17 @@ import { operationModules } from './operations/index';
 import { DEFINITIONS_DIR, PACKAGE as pkg } from './project';
 import { buildRegistry, loadDefinitions } from './operations/registry';
 import type { OperationInvoker } from './operations/invoke';
-import { fhirError } from './fhir/errors';
 import { decorateTerminologyServer, terminologyCapabilities } from './operations/terminology-capabilities';
 import { engineCodeMatcher } from './search/engine-codes';
 import type { AppServices } from './services';
 import { JobQueue } from './jobs/queue';
-import { BulkExports, decorateBulkData } from './bulk/export';
+import { decorateBulkData } from './bulk/export';
 import { r4Model } from './fhir/model/model';
-import { memoryFilter } from './search/memory-filter';
-import { subsetWithMandatory } from './search/summary';
 import type { ResourceStore } from './storage/store';
-import type { Group } from 'fhir/r4';
-import { SERVED_RESOURCE_TYPES } from './fhir/admin-types';
 import { openStore } from './storage/open-store';
 import { loadCoreContent } from './content/core-content';
 import { StoredTerminologies } from './content/stored-terminology';
-import { DEFAULT_PROJECT, StorageFullError, SYSTEM_PROJECT } from './storage/store';
+import { DEFAULT_PROJECT, SYSTEM_PROJECT } from './storage/store';
 import { TerminologyService } from './terminology/service';
 import { storedDefinitions } from './validation/stored-definitions';
 import { terminologyPort } from './validation/terminology-port';
@@ -46,13 +40,13 @@ import { SigningKeys } from './auth/signing-keys';
 import { ACCESS_TOKEN_SECONDS, TokenService } from './auth/tokens';
 import { Outbound } from './net/outbound';
 import { LazyGraphQL } from './graphql/lazy-service';
-import { BotRunner } from './bots/runner';
-import { BotService } from './bots/service';
 import { botEndpointHandler } from './bots/subscription-endpoint';
 import { BotCron } from './bots/cron-jobs';
 import { anonymousCalls } from './http/anonymous-calls';
 import { checkBotSchedule } from './bots/schedule';
 import { Subscriptions } from './subscriptions/subscriptions';
+import { readinessChecks, bulkExports } from './bootstrap-parts';
+import { botService } from './bootstrap-parts';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
@@ -324,36 +318,6 @@ function composeFeatures({ config, log, store, base, access, late }: FeatureOpti
 
 type Features = ReturnType<typeof composeFeatures>;
 
-/** The bot service; its sandbox process starts with the first bot deployed or run, not here. */
-function botService(
-  config: Config,
-  { core, accounts, anonymous }: { core: Core; accounts: Accounts; anonymous: LateBound<AnonymousCalls> },
-): BotService {
-  const runner = new BotRunner({
-    memoryMb: config.botMemoryMb,
-    sandboxMemoryMb: config.botSandboxMemoryMb,
-    slotsPerProject: config.botSlotsPerProject,
-    queuePerProject: config.botQueuePerProject,
-  });
-  return new BotService({
-    rest: core.rest,
-    accounts,
-    runner,
-    memoryMb: config.botMemoryMb,
-    outputBytes: config.botOutputBytes,
-    bodyLimit: config.bodyLimit,
-    secrets: config.botSecrets,
-    fetchAllow: config.botFetchAllow,
-    outbound: new Outbound({
-      allowPrivate: config.outboundAllowPrivate,
-      allowTargets: config.outboundAllowTargets,
-      timeoutMs: 10_000,
-      maxBytes: config.botOutputBytes,
-    }),
-    anonymous,
-  });
-}
-
 interface AppComposition {
   config: Config;
   log: Logger;
@@ -412,62 +376,4 @@ function appParts({
       projectExists: async (id) => (await store.read(SYSTEM_PROJECT, 'Project', id))?.resource != null,
     },
   };
-}
-
-/** What `/readyz` checks: storage reachable and writable, the bundled terminology loaded. */
-function readinessChecks(store: ResourceStore, terminology: TerminologyService): Record<string, ReadinessCheck> {
-  return {
-    storage: async () => {
-      await store.getSetting('readiness-probe').catch(() => {
-        throw fhirError('ERR_STORAGE_UNAVAILABLE', {}, { headers: { 'retry-after': '5' } });
-      });
-      await store.writable().catch((err: unknown) => {
-        if (!(err instanceof StorageFullError)) throw err;
-        throw fhirError(
-          'ERR_SERVER_NOT_READY',
-          { check: 'storage', reason: 'the disk is full: writes fail until space is freed' },
-          { headers: { 'retry-after': '60' } },
-        );
-      });
-    },
-    content: async () => {
-      if (!terminology.core.find('ValueSet', 'http://hl7.org/fhir/ValueSet/administrative-gender'))
-        throw new Error('the bundled R4 terminology is not loaded');
-    },
-  };
-}
-
-/** Bulk export over the core, its job handler registered on the queue. */
-function bulkExports({
-  core,
-  store,
-  jobs,
-  config,
-}: {
-  core: Core;
-  store: ResourceStore;
-  jobs: JobQueue;
-  config: Config;
-}): BulkExports {
-  const compartment = r4Model().compartment('Patient') ?? {};
-  const bulk = new BulkExports({
-    jobs,
-    store: store.bulk,
-    guard: core.guard,
-    isResourceType: (type) => SERVED_RESOURCE_TYPES.includes(type),
-    compartmentParams: compartment,
-    referencesOf: (resource) =>
-      core.extractor
-        .extract(resource)
-        .reference.filter((r) => r.target_type !== null && r.target_id !== null)
-        .map((r) => ({ param: r.param, type: r.target_type as string, id: r.target_id as string })),
-    readGroup: async (id, ctx) => (await core.rest.readResource('Group', id, ctx)) as Group,
-    typeFilter: (type, query) =>
-      memoryFilter(type, query, { registry: core.params, extractor: core.extractor, localBases: [] }),
-    subset: (resource, elements) => subsetWithMandatory(resource, r4Model(), elements),
-    perProject: config.bulkExportsPerProject,
-    keepMs: config.bulkExportExpiryHours * 3_600_000,
-  });
-  jobs.register(bulk.handler());
-  return bulk;
 }

@@ -1,4 +1,4 @@
-import type { Bundle, CapabilityStatement, Group, OperationOutcome, Resource } from 'fhir/r4';
+import type { CapabilityStatement, Group, Resource } from 'fhir/r4';
 import type { AccessGuard, Grant } from '../auth/guard';
 import type { Principal } from '../auth/principal';
 import type { RequestContext } from '../context/request-context';
@@ -9,6 +9,7 @@ import type { Job, JobControl, JobHandler, JobQueue } from '../jobs/queue';
 import type { BulkStore } from '../storage/bulk';
 import { readExportParameters, type ExportLevel } from './parameters';
 import { ExportScope } from './scope';
+import { FileWriter, elementsOf, deletion, refusal, PART, type ExportFile } from './export-files';
 
 /**
  * Bulk Data 2.0.0 `$export` without HTTP: a kick-off becomes a job (with the project and
@@ -19,8 +20,7 @@ import { ExportScope } from './scope';
  */
 
 export const EXPORT_JOB = 'bulk-export';
-/** Resources per stored part of a file (and per snapshot read). */
-const PART = 1000;
+
 /** Seconds a client is asked to wait between status polls; polling sooner is 429. */
 export const RETRY_AFTER_SECONDS = 1;
 /** Seconds a client refused a kick-off (too many exports of its project active) is asked to wait. */
@@ -42,12 +42,6 @@ export interface ExportJobInput {
   request: string;
   /** Parameters refused under `Prefer: handling=lenient`, for the manifest's error file. */
   refused: string[];
-}
-
-interface ExportFile {
-  file: string;
-  type: string;
-  count: number;
 }
 
 interface ExportJobResult {
@@ -362,70 +356,6 @@ interface TypeExport {
   /** `deleted.ndjson`, shared by every type. */
   deleted: FileWriter;
   writer: FileWriter;
-}
-
-/** Appends NDJSON lines to a file in parts of PART lines. */
-class FileWriter {
-  count = 0;
-  private lines: string[] = [];
-  private part = 0;
-
-  constructor(
-    private readonly target: {
-      store: BulkStore;
-      job: string;
-      file: string;
-      type: string;
-      /** Aborted when the export was cancelled (DELETE): no part is written after its files were deleted. */
-      signal: AbortSignal;
-    },
-  ) {}
-
-  async add(line: string): Promise<void> {
-    this.lines.push(line);
-    this.count++;
-    if (this.lines.length >= PART) await this.flush();
-  }
-
-  async finish(): Promise<ExportFile | undefined> {
-    await this.flush();
-    return this.count === 0 ? undefined : { file: this.target.file, type: this.target.type, count: this.count };
-  }
-
-  private async flush(): Promise<void> {
-    if (this.lines.length === 0) return;
-    if (this.target.signal.aborted) throw this.target.signal.reason;
-    const stored = await this.target.store.putPart(this.target.job, this.target.file, {
-      part: ++this.part,
-      count: this.lines.length,
-      content: `${this.lines.join('\n')}\n`,
-    });
-    if (!stored) throw new Error('the export was cancelled (DELETE) while it ran');
-    this.lines = [];
-  }
-}
-
-/** The `_elements` that apply to one type: the bare names and its own `Type.name` ones; undefined when none do. */
-function elementsOf(elements: string[], type: string): string[] | undefined {
-  const names = elements.flatMap((e) =>
-    !e.includes('.') ? [e] : e.startsWith(`${type}.`) ? [e.slice(type.length + 1)] : [],
-  );
-  return names.length > 0 ? names : undefined;
-}
-
-function deletion(type: string, id: string): Bundle {
-  return {
-    resourceType: 'Bundle',
-    type: 'transaction',
-    entry: [{ request: { method: 'DELETE', url: `${type}/${id}` } }],
-  };
-}
-
-function refusal(text: string): OperationOutcome {
-  return {
-    resourceType: 'OperationOutcome',
-    issue: [{ severity: 'warning', code: 'not-supported', details: { text } }],
-  };
 }
 
 /** The CapabilityStatement's Bulk Data declarations: it instantiates the Bulk Data server, with `export` at three levels. */

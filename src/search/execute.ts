@@ -2,7 +2,8 @@ import type { StoreReader, StoredVersion } from '../storage/store';
 import { versionFromRow, type VersionRow } from '../storage/store';
 import type { Criterion, SearchQuery } from './query/criteria';
 import type { Cursor } from './query/cursor';
-import { isTextSort, restrictsType, SqlBuilder, type ResolvedCodes } from './query/sql';
+import { SqlBuilder, type ResolvedCodes } from './query/sql';
+import { isTextSort, restrictsType } from './query/sql-values';
 
 /**
  * Running a parsed search against the index: its count, and one page of stored versions in the

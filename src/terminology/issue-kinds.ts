@@ -92,7 +92,6 @@ export const ISSUE_KINDS = {
   VALUESET_VERSION_CHECK: kind('error', 'exception', 'version-error'),
   VS_EXP_IMPORT_UNK_PINNED: kind('error', 'not-found', 'not-found'),
   FILTER_NOT_UNDERSTOOD: kind('error', 'not-supported', 'vs-invalid'),
-  NO_CODE_TO_VALIDATE: kind('error', 'invalid'),
   LOCKED_DATE_NOT_SUPPORTED: kind('error', 'not-supported', 'vs-invalid'),
 } as const satisfies { [K in MessageId]?: IssueKind };
 

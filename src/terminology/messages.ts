@@ -126,8 +126,6 @@ export const MESSAGES = {
   VS_COMPARE_SUPERSET: 'The valueSet {0} is a super-set of the valueSet {1}',
   VS_EXP_IMPORT_UNK_PINNED: "Unable to find included value set '{0}' version '{1}'",
   FILTER_NOT_UNDERSTOOD: 'The filter "{0} {1} {2}" from the value set {3} was not understood in the context of {4}',
-  NO_CODE_TO_VALIDATE:
-    'Unable to find code to validate (looked for coding | codeableConcept | code+system | code+inferSystem in parameters',
   LOCKED_DATE_NOT_SUPPORTED: 'Cannot process ValueSet {0} due to the presence of a lockedDate on the compose',
 } as const;
 
