@@ -10,6 +10,7 @@ import type {
   TypedValue,
 } from './query/criteria';
 import type { ResolvedCodes } from './query/sql';
+import { SORT_COLUMN } from './query/sql-values';
 import { MAX_INSTANT, MIN_INSTANT, normalizeText } from './values';
 
 /**
@@ -190,17 +191,7 @@ export function sortValue(resource: Resource, rows: IndexRows, key: SortKey): st
   const candidates = rowsOf(rows, type).filter((r) =>
     key.rowsOf ? key.rowsOf.includes(r.param) : r.param === key.index,
   );
-  const column = (
-    {
-      string: 'norm',
-      token: 'code',
-      date: 'low',
-      number: 'low',
-      quantity: 'low',
-      reference: 'target_id',
-      uri: 'value',
-    } as const
-  )[type];
+  const column = SORT_COLUMN[type];
   const numeric = type === 'date' || type === 'number' || type === 'quantity';
   const pick = key.descending && numeric ? 'high' : column;
   const values = candidates.map((r) => r[pick]).filter((v) => v !== null && v !== undefined) as (string | number)[];

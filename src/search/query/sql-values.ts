@@ -2,7 +2,8 @@ import type { Criterion, ScalarType, SortKey } from './criteria';
 
 /** The values SQL is built from: sort columns, normalized text, LIKE patterns, a URI's prefixes, and whether a criterion pins the type. */
 
-export const SORT_COLUMN: Record<ScalarType, string> = {
+/** The index column a sort reads per parameter type (the SQL's ORDER BY, and the in-memory sort of built-in content). */
+export const SORT_COLUMN = {
   string: 'norm',
   token: 'code',
   date: 'low',
@@ -10,7 +11,7 @@ export const SORT_COLUMN: Record<ScalarType, string> = {
   quantity: 'low',
   reference: 'target_id',
   uri: 'value',
-};
+} as const satisfies Record<ScalarType, string>;
 
 export function isTextSort(key: SortKey): boolean {
   return (
