@@ -15,6 +15,16 @@ export interface SnapshotRow {
   content: string | null;
 }
 
+/** A page of a type's snapshot as of an instant: after an id, at most `limit`, changed after `since` when given. */
+export interface SnapshotQuery {
+  project: string;
+  type: string;
+  asOf: string;
+  since?: string;
+  afterId: string;
+  limit: number;
+}
+
 export interface SnapshotPage {
   rows: SnapshotRow[];
   /** Where the next page starts (afterId), when there may be one. */
@@ -35,14 +45,7 @@ export interface BulkStore {
    * `afterId`: each one's newest version at or before `asOf` (none when it did not exist yet),
    * only when that version is after `since`.
    */
-  snapshot(options: {
-    project: string;
-    type: string;
-    asOf: string;
-    since?: string;
-    afterId: string;
-    limit: number;
-  }): Promise<SnapshotPage>;
+  snapshot(options: SnapshotQuery): Promise<SnapshotPage>;
   /**
    * Stores a part, only while the job exists (one statement): an export cancelled by DELETE in
    * another process, still running there until its next heartbeat, leaves no part behind. False
@@ -65,14 +68,7 @@ export class SqlBulkStore implements BulkStore {
     return rows.map((row) => String(row.type));
   }
 
-  async snapshot(options: {
-    project: string;
-    type: string;
-    asOf: string;
-    since?: string;
-    afterId: string;
-    limit: number;
-  }): Promise<SnapshotPage> {
+  async snapshot(options: SnapshotQuery): Promise<SnapshotPage> {
     // Key lookups only: a page of ids by the resources table's key, their versions' numbers and
     // times by the versions' key (an IN list: no planner then prefers the time index and reads a
     // whole type per row), the version as of `asOf` chosen here, and only those versions' content.
