@@ -45,8 +45,7 @@ import { BotCron } from './bots/cron-jobs';
 import { anonymousCalls } from './http/anonymous-calls';
 import { checkBotSchedule } from './bots/schedule';
 import { Subscriptions } from './subscriptions/subscriptions';
-import { readinessChecks, bulkExports } from './bootstrap-parts';
-import { botService } from './bootstrap-parts';
+import { botService, bulkExports, readinessChecks } from './bootstrap-parts';
 
 /** The issuer of access tokens when no BASE_URL says where the server is. */
 const TOKEN_ISSUER = 'urn:fhir-tx-server';
